@@ -1,0 +1,116 @@
+"""Dataclass configs loaded from YAML (training configs in ``examples/*.yaml``).
+
+Relative paths in a config are resolved against the current directory (run commands
+from the repository root); if not found there, against the config file's directory
+and its parent.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from .errors import DataError
+
+
+@dataclass
+class DataConfig:
+    """Training text: one sentence per line, blank lines between documents."""
+
+    train: str = "../shared/data/abc-nbest/lm/lm_train.txt"
+    valid: Optional[str] = "../shared/data/abc-nbest/lm/lm_valid.txt"
+    max_words: Optional[int] = None  # word budget: train on a prefix of the text
+    max_valid_words: Optional[int] = None
+
+
+@dataclass
+class VocabConfig:
+    """Vocabulary: the ``max_size`` most frequent training words (incl. ``</s>``,
+    ``<unk>``) with count >= ``min_count``, optionally restricted to the words of
+    ``restrict_to`` (e.g. the first-pass vocabulary), or read from ``file``."""
+
+    max_size: Optional[int] = 20000
+    min_count: int = 1
+    restrict_to: Optional[str] = None
+    file: Optional[str] = None
+
+
+@dataclass
+class OptimConfig:
+    """Adam with gradient-norm clipping; ``lr`` halves when validation perplexity
+    does not improve; training stops after ``patience`` epochs without improvement,
+    after ``max_epochs``, or when ``max_seconds`` have passed."""
+
+    batch_size: int = 32
+    bptt: int = 20
+    lr: float = 1e-3
+    clip: float = 10.0
+    max_epochs: int = 10
+    patience: int = 2
+    halve_lr_on_plateau: bool = True
+    max_seconds: Optional[float] = None
+    seed: int = 0
+    threads: Optional[int] = None
+
+
+@dataclass
+class TrainConfig:
+    model: str = "gru"
+    model_config: dict = field(default_factory=dict)
+    data: DataConfig = field(default_factory=DataConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+
+
+def _build(cls, values, where):
+    if values is None:
+        return cls()
+    if not isinstance(values, dict):
+        raise DataError(f"{where}: expected a mapping, found {type(values).__name__}")
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(values) - set(names)
+    if unknown:
+        raise DataError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(names)}")
+    kwargs = {}
+    for k, v in values.items():
+        sub = {"data": DataConfig, "vocab": VocabConfig, "optim": OptimConfig}.get(k) if cls is TrainConfig else None
+        kwargs[k] = _build(sub, v, f"{where}.{k}") if sub else v
+    return cls(**kwargs)
+
+
+def load_train_config(path) -> TrainConfig:
+    """Read a YAML training config. Raises DataError for unreadable YAML or unknown keys."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataError(f"cannot read config {path}: {exc}") from exc
+    cfg = _build(TrainConfig, raw, str(path))
+    base = Path(path).resolve().parent
+    for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file")):
+        obj = getattr(cfg, section)
+        val = getattr(obj, key)
+        if val:
+            setattr(obj, key, resolve_path(val, base))
+    return cfg
+
+
+def resolve_path(value: str, config_dir: Path) -> str:
+    """``value`` if it exists relative to the current directory, else relative to the
+    config's directory or its parent; DataError listing the places tried."""
+    p = Path(value)
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = [Path.cwd() / p, config_dir / p, config_dir.parent / p]
+    for c in candidates:
+        if c.exists():
+            return str(c)
+    raise DataError(f"file {value!r} not found; tried: {', '.join(str(c) for c in candidates)}")
+
+
+def config_to_dict(cfg: TrainConfig) -> dict:
+    return dataclasses.asdict(cfg)

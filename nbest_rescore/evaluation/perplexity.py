@@ -1,0 +1,81 @@
+"""Corpus-level perplexity: the state is carried within a document and reset at
+document boundaries, every word and ``</s>`` is predicted (natural log inside,
+perplexity = exp(mean negative log-likelihood per token))."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import torch
+
+from ..models.base import LanguageModel, detach_state
+from ..training.streams import encode_document, make_streams, run_segment, segments
+from ..vocab import Vocabulary
+
+
+@dataclass(frozen=True)
+class PerplexityReport:
+    """perplexity over all ``tokens`` (words + ``</s>``; ``<unk>`` tokens included and
+    scored with the ``<unk>`` probability), ``nll`` total negative natural-log
+    likelihood in nats, ``oov_rate`` percent of words (not ``</s>``) outside the
+    vocabulary, ``documents`` count."""
+
+    perplexity: float
+    nll: float
+    tokens: int
+    words: int
+    oov_words: int
+    documents: int
+
+    @property
+    def oov_rate(self) -> float:
+        return 100.0 * self.oov_words / max(1, self.words)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "oov_rate": self.oov_rate}
+
+
+def count_oov(documents, vocab: Vocabulary):
+    """(words, words not in ``vocab``) over documents of sentences."""
+    words = oov = 0
+    for doc in documents:
+        for s in doc:
+            words += len(s)
+            oov += sum(1 for w in s if w not in vocab)
+    return words, oov
+
+
+@torch.inference_mode()
+def nll_of_streams(model: LanguageModel, streams, bptt: int, device) -> float:
+    """Total negative natural-log likelihood (nats) of the streams' masked targets."""
+    b = streams.inputs.shape[0]
+    state = model.init_state(b, device)
+    total = 0.0
+    for inp, tgt, mask, reset in segments(streams, bptt):
+        inp, tgt, mask, reset = (x.to(device) for x in (inp, tgt, mask, reset))
+        feats, state, _ = run_segment(model, state, inp, reset)
+        logp = torch.log_softmax(model.logits(feats).float(), -1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+        total -= float(logp[mask].double().sum())
+        state = detach_state(state)
+    return total
+
+
+def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequence,
+                      batch_size: int = 16, bptt: int = 64, device="cpu") -> PerplexityReport:
+    """Perplexity of ``documents`` (lists of word-tuple sentences) under ``model``.
+
+    Documents are scored as parallel streams (``batch_size`` of them), each from the
+    initial state. Raises ValueError if there is nothing to score.
+    """
+    was_training = model.training
+    model.eval()
+    encoded = [encode_document(d, vocab) for d in documents if d]
+    if not encoded:
+        raise ValueError("no sentences to score")
+    streams = make_streams(encoded, batch_size)
+    nll = nll_of_streams(model, streams, bptt, device)
+    words, oov = count_oov(documents, vocab)
+    model.train(was_training)
+    tokens = streams.num_tokens
+    return PerplexityReport(math.exp(nll / tokens), nll, tokens, words, oov, len(encoded))

@@ -1,0 +1,207 @@
+"""Word error rate of chosen hypotheses and per-hypothesis word errors of N-best lists.
+
+Units: WER is in **percent** (``errors / ref_words * 100``); error counts are word-level
+edit operations (substitutions + deletions + insertions). References and hypotheses are
+word tuples (``tuple[str, ...]``); an empty tuple is a valid hypothesis (every reference
+word is then a deletion) but an empty reference is rejected (WER is undefined for it).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import DataError, examples
+from ..types import NbestSet, Words
+
+
+@dataclass(frozen=True)
+class WerReport:
+    """Corpus-level word error counts.
+
+    Attributes:
+        errors: substitutions + deletions + insertions.
+        substitutions, deletions, insertions, hits: alignment counts, summed over utterances.
+        ref_words: number of reference words (``hits + substitutions + deletions``).
+        num_utts: number of scored utterances.
+    Raises:
+        ValueError: (on construction) negative counts or inconsistent totals.
+    """
+
+    errors: int
+    substitutions: int
+    deletions: int
+    insertions: int
+    hits: int
+    ref_words: int
+    num_utts: int
+
+    def __post_init__(self):
+        for name in ("errors", "substitutions", "deletions", "insertions", "hits",
+                     "ref_words", "num_utts"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"WerReport.{name} must be >= 0, got {getattr(self, name)}")
+        if self.hits + self.substitutions + self.deletions != self.ref_words:
+            raise ValueError(
+                f"inconsistent WerReport: hits {self.hits} + substitutions {self.substitutions}"
+                f" + deletions {self.deletions} != ref_words {self.ref_words}")
+        if self.substitutions + self.deletions + self.insertions != self.errors:
+            raise ValueError(
+                f"inconsistent WerReport: substitutions {self.substitutions} + deletions "
+                f"{self.deletions} + insertions {self.insertions} != errors {self.errors}")
+
+    @property
+    def wer(self) -> float:
+        """Word error rate in percent (NaN when there are no reference words)."""
+        if self.ref_words == 0:
+            return float("nan")
+        return self.errors / self.ref_words * 100.0
+
+    def to_dict(self) -> Dict[str, float]:
+        """All counts plus ``wer`` (percent), JSON-serialisable."""
+        d = asdict(self)
+        d["wer"] = self.wer
+        return d
+
+    def __str__(self) -> str:
+        return (f"WER {self.wer:.2f}% [ {self.errors} / {self.ref_words}, "
+                f"{self.insertions} ins, {self.deletions} del, {self.substitutions} sub ] "
+                f"{self.num_utts} utterances")
+
+
+def _as_words(x) -> Words:
+    """A word tuple from a tuple/list of words (a ``str`` is split on whitespace)."""
+    if isinstance(x, str):
+        return tuple(x.split())
+    return tuple(x)
+
+
+def _check_ref(utt_id: str, ref: Words) -> None:
+    if len(ref) == 0:
+        raise DataError(
+            f"utterance {utt_id}: the reference is empty; WER is undefined for an empty "
+            f"reference - remove the utterance or give it a reference transcript")
+
+
+def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]]) -> WerReport:
+    """Corpus WER of one hypothesis per utterance (``jiwer.process_words``).
+
+    Args:
+        refs: utterance id -> reference words (extra utterances are ignored).
+        hyps: utterance id -> hypothesis words; scored in this mapping's key order.
+            An empty hypothesis counts every reference word as a deletion.
+    Returns:
+        WerReport over the utterances of ``hyps`` (WER in percent).
+    Raises:
+        DataError: a hypothesis utterance has no reference (a few ids listed), a
+            reference is empty, or ``hyps`` is empty.
+    """
+    import jiwer
+
+    if len(hyps) == 0:
+        raise DataError("compute_wer: no hypotheses to score (empty hypothesis mapping)")
+    missing = [k for k in hyps if k not in refs]
+    if missing:
+        raise DataError(
+            f"{len(missing)} of {len(hyps)} hypothesis utterances have no reference: "
+            f"{examples(missing)}; check that the reference file belongs to this data set")
+
+    ref_strs: List[str] = []
+    hyp_strs: List[str] = []
+    empty_hyp_ref_words = 0
+    ref_words = 0
+    for utt_id, hyp in hyps.items():
+        ref = _as_words(refs[utt_id])
+        _check_ref(utt_id, ref)
+        ref_words += len(ref)
+        hyp = _as_words(hyp)
+        if len(hyp) == 0:
+            # All deletions. Counted here so that the result does not depend on how the
+            # installed jiwer treats an empty hypothesis string (jiwer 4 handles it, older
+            # versions raised).
+            empty_hyp_ref_words += len(ref)
+            continue
+        ref_strs.append(" ".join(ref))
+        hyp_strs.append(" ".join(hyp))
+
+    s = d = i = h = 0
+    if ref_strs:
+        out = jiwer.process_words(ref_strs, hyp_strs)
+        s, d, i, h = (int(out.substitutions), int(out.deletions), int(out.insertions),
+                      int(out.hits))
+    d += empty_hyp_ref_words
+    return WerReport(errors=s + d + i, substitutions=s, deletions=d, insertions=i, hits=h,
+                     ref_words=ref_words, num_utts=len(hyps))
+
+
+def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
+    """Word-level Levenshtein distance of each hypothesis to the reference.
+
+    Words are mapped to integer ids first, so they are compared as whole tokens.
+
+    Args:
+        ref: reference words.
+        hyps: N hypotheses (word sequences; empty ones allowed).
+    Returns:
+        int64 [N] edit distances (substitutions + deletions + insertions).
+    """
+    from rapidfuzz.distance import Levenshtein
+
+    vocab: Dict[str, int] = {}
+    ref_ids = [vocab.setdefault(w, len(vocab)) for w in _as_words(ref)]
+    out = np.empty(len(hyps), dtype=np.int64)
+    for n, hyp in enumerate(hyps):
+        hyp_ids = [vocab.setdefault(w, len(vocab)) for w in _as_words(hyp)]
+        out[n] = Levenshtein.distance(ref_ids, hyp_ids)
+    return out
+
+
+def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]]
+                 ) -> Tuple[np.ndarray, np.ndarray, int]:
+    """Word errors of every hypothesis of an N-best set.
+
+    Args:
+        nbest: the lists (U utterances, H hypotheses in all).
+        refs: utterance id -> reference words.
+    Returns:
+        ``(errors, offsets, ref_words)``: errors int64 [H], flat over all hypotheses in
+        set order; offsets int64 [U + 1], utterance ``u`` owns ``errors[offsets[u]:
+        offsets[u + 1]]``; ref_words, the total number of reference words.
+    Raises:
+        DataError: an utterance has no reference (a few ids listed) or an empty one.
+    """
+    missing = [u.utt_id for u in nbest.utterances if u.utt_id not in refs]
+    if missing:
+        raise DataError(
+            f"{len(missing)} of {len(nbest)} N-best utterances have no reference: "
+            f"{examples(missing)}; check that the reference file belongs to this data set")
+    lengths = np.array([len(u) for u in nbest.utterances], dtype=np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    errors = np.empty(int(offsets[-1]), dtype=np.int64)
+    ref_words = 0
+    for k, u in enumerate(nbest.utterances):
+        ref = _as_words(refs[u.utt_id])
+        _check_ref(u.utt_id, ref)
+        ref_words += len(ref)
+        errors[offsets[k]:offsets[k + 1]] = hyp_errors(ref, u.hyps)
+    return errors, offsets, ref_words
+
+
+def oracle_choice(nbest: NbestSet, refs: Mapping[str, Sequence[str]]) -> Dict[str, Words]:
+    """The hypothesis with the fewest word errors in each list (ties: earliest rank).
+
+    ``compute_wer(refs, oracle_choice(nbest, refs))`` is the oracle WER of the lists.
+
+    Returns:
+        utterance id -> chosen hypothesis words, in set order.
+    Raises:
+        DataError: as :func:`nbest_errors`.
+    """
+    errors, offsets, _ = nbest_errors(nbest, refs)
+    out: Dict[str, Words] = {}
+    for k, u in enumerate(nbest.utterances):
+        seg = errors[offsets[k]:offsets[k + 1]]
+        out[u.utt_id] = tuple(u.hyps[int(np.argmin(seg))])
+    return out

@@ -1,0 +1,31 @@
+"""Readers and writers for N-best lists, scores, texts and checkpoints (no model code).
+
+Units: natural logarithms; a *cost* is a negated natural-log value (larger = worse).
+Bad input raises :class:`nbest_rescore.errors.DataError` naming the file and line.
+"""
+from .atomic import atomic_path, atomic_write
+from .checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint
+from .kaldi_nbest import read_kaldi_nbest_dir, read_utt_map, split_hyp_key
+from .kaldi_text import read_kaldi_text, write_kaldi_text
+from .lm_text import read_lm_text
+from .plain_nbest import read_plain_nbest
+from .references import read_references
+from .score_ark import read_cost_ark, write_cost_ark
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "atomic_path",
+    "atomic_write",
+    "load_checkpoint",
+    "read_cost_ark",
+    "read_kaldi_nbest_dir",
+    "read_kaldi_text",
+    "read_lm_text",
+    "read_plain_nbest",
+    "read_references",
+    "read_utt_map",
+    "save_checkpoint",
+    "split_hyp_key",
+    "write_cost_ark",
+    "write_kaldi_text",
+]

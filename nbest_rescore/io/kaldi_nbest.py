@@ -1,0 +1,267 @@
+"""Kaldi-style N-best directories (the benchmark layout and Kaldi's rnnlmrescore.sh names).
+
+Files looked for in the directory, first match wins:
+
+* hypothesis words: ``text``; ``words_text`` (rnnlmrescore.sh); ``words`` + ``words.txt``
+  (integer ids and their symbol table);
+* acoustic cost: ``ac_cost``; ``acwt`` (rnnlmrescore.sh);
+* n-gram cost: ``lm_cost``; ``lmwt.lmonly``; ``lmwt.withlm`` minus ``lmwt.nolm``. With the
+  Kaldi names the graph cost is ``lmwt.nolm`` (the non-LM part of Kaldi's graph cost),
+  otherwise it is zero;
+* documents: ``utt2doc``; ``utt2spk``; none (one document per utterance).
+
+Hypothesis keys are ``<uttid>-<n>`` (n = 1, 2, ...: first-pass rank). All costs are
+negated natural-log values (larger = worse).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import DataError, examples, format_location
+from ..types import NbestList, NbestSet
+from ._common import iter_lines, split_fields
+from .kaldi_text import parse_kaldi_text
+from .score_ark import read_cost_ark
+
+__all__ = ["read_kaldi_nbest_dir", "read_utt_map", "split_hyp_key"]
+
+logger = logging.getLogger(__name__)
+
+Words = Tuple[str, ...]
+
+
+def read_utt_map(path) -> Dict[str, str]:
+    """Read a two-column Kaldi map (``utt2doc``, ``utt2spk``): ``{uttid: value}``.
+
+    Keeps file order.
+
+    Raises:
+        DataError: the file is missing, a line does not have exactly 2 fields, or an
+            utterance id occurs twice (``path:line``).
+    """
+    out: Dict[str, str] = {}
+    first: Dict[str, int] = {}
+    for line_no, line in iter_lines(path):
+        fields = split_fields(line)
+        if len(fields) != 2:
+            raise DataError(f"{format_location(path, line_no)}: expected 2 fields "
+                            f"'<uttid> <id>', found {len(fields)}")
+        utt, value = fields
+        if utt in out:
+            raise DataError(f"{format_location(path, line_no)}: duplicate utterance id "
+                            f"{utt!r} (first on line {first[utt]})")
+        out[utt] = value
+        first[utt] = line_no
+    return out
+
+
+def split_hyp_key(key: str) -> Tuple[str, int]:
+    """Split a hypothesis key ``<uttid>-<n>`` at the last ``-`` into ``(uttid, n)``.
+
+    Raises:
+        ValueError: no ``-``, an empty utterance id, or ``n`` is not a positive
+            integer written in ASCII digits.
+    """
+    utt, sep, rank = key.rpartition("-")
+    if not sep or not utt or not (rank.isascii() and rank.isdigit()) or int(rank) < 1:
+        raise ValueError(f"hypothesis key {key!r} is not '<uttid>-<n>' with n >= 1")
+    return utt, int(rank)
+
+
+def _read_symbol_table(path) -> Dict[int, str]:
+    """``words.txt`` (``<sym> <id>``) as ``{id: sym}``."""
+    table: Dict[int, str] = {}
+    for line_no, line in iter_lines(path):
+        fields = split_fields(line)
+        loc = format_location(path, line_no)
+        if len(fields) != 2:
+            raise DataError(f"{loc}: expected '<symbol> <integer id>', found "
+                            f"{len(fields)} fields")
+        sym, sid = fields
+        try:
+            i = int(sid)
+        except ValueError:
+            raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not an "
+                            f"integer") from None
+        if i in table:
+            raise DataError(f"{loc}: id {i} is used twice ({table[i]!r} and {sym!r})")
+        table[i] = sym
+    return table
+
+
+def _read_int_words(words_path, table_path) -> Tuple[Dict[str, Words], List[int]]:
+    """``words`` (``<key> id id ...``; bare key = empty) mapped through ``words.txt``."""
+    table = _read_symbol_table(table_path)
+    entries: Dict[str, Words] = {}
+    lines: List[int] = []
+    first: Dict[str, int] = {}
+    for line_no, line in iter_lines(words_path):
+        fields = split_fields(line)
+        if not fields:
+            raise DataError(f"{format_location(words_path, line_no)}: blank line; "
+                            f"expected '<key> [id ...]'")
+        key = fields[0]
+        if key in entries:
+            raise DataError(f"{format_location(words_path, line_no)}: duplicate key "
+                            f"{key!r} (first on line {first[key]})")
+        words = []
+        for tok in fields[1:]:
+            try:
+                words.append(table[int(tok)])
+            except ValueError:
+                raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
+                                f"word id {tok!r} is not an integer") from None
+            except KeyError:
+                raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
+                                f"word id {tok} is not in {table_path}") from None
+        entries[key] = tuple(words)
+        lines.append(line_no)
+        first[key] = line_no
+    return entries, lines
+
+
+def _first_existing(directory: str, *names: str) -> Optional[str]:
+    for name in names:
+        if os.path.isfile(os.path.join(directory, name)):
+            return name
+    return None
+
+
+def _check_same_keys(words_name: str, word_keys: Dict[str, Words], cost_name: str,
+                     costs: Dict[str, float], directory: str) -> None:
+    if len(costs) == len(word_keys) and all(k in costs for k in word_keys):
+        return
+    missing = [k for k in word_keys if k not in costs]
+    extra = [k for k in costs if k not in word_keys]
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} keys in {words_name} are missing from {cost_name}: "
+                     f"{examples(missing)}")
+    if extra:
+        parts.append(f"{len(extra)} keys in {cost_name} are missing from {words_name}: "
+                     f"{examples(extra)}")
+    raise DataError(f"{directory}: hypothesis keys differ between {words_name} and "
+                    f"{cost_name}: " + "; ".join(parts))
+
+
+def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None) -> NbestSet:
+    """Read an N-best directory into an :class:`~nbest_rescore.types.NbestSet`.
+
+    See the module docstring for the file names looked for. Utterances keep the order
+    of their first hypothesis in the words file; hypotheses of an utterance keep file
+    order (first-pass rank order). Costs are float64 arrays of negated natural-log
+    values (larger = worse): ``ac_cost`` acoustic, ``lm_cost`` n-gram (incl. ``</s>``),
+    ``graph_cost`` Kaldi's ``lmwt.nolm`` or zeros.
+
+    Args:
+        path: the directory.
+        log: called with one human-readable line saying which files and which document
+            grouping were used (default: ``logging.getLogger(__name__).info``).
+
+    Raises:
+        DataError: ``path`` is not a directory; no words / acoustic / n-gram cost file
+            (the message lists the names looked for); a malformed line in any file
+            (``file:line``); a hypothesis key that is not ``<uttid>-<n>`` with n >= 1
+            (``file:line``); an unknown word id; key sets that differ between the words
+            file and a cost file (a few examples each way); a NaN/infinite cost (key);
+            an utterance missing from ``utt2doc``/``utt2spk`` (examples); no hypotheses.
+    """
+    say = log if log is not None else logger.info
+    directory = os.fspath(path)
+    if not os.path.isdir(directory):
+        raise DataError(f"{directory}: N-best directory not found")
+
+    def p(name):
+        return os.path.join(directory, name)
+
+    # --- words
+    words_name = _first_existing(directory, "text", "words_text")
+    if words_name is not None:
+        hyps, lines = parse_kaldi_text(p(words_name))
+    elif os.path.isfile(p("words")) and os.path.isfile(p("words.txt")):
+        words_name = "words"
+        hyps, lines = _read_int_words(p("words"), p("words.txt"))
+    else:
+        hint = (" (found words but not its symbol table words.txt)"
+                if os.path.isfile(p("words")) else "")
+        raise DataError(f"{directory}: no hypothesis words: looked for 'text', "
+                        f"'words_text', and 'words' + 'words.txt'{hint}")
+    if not hyps:
+        raise DataError(f"{p(words_name)}: no hypotheses")
+
+    # --- costs
+    ac_name = _first_existing(directory, "ac_cost", "acwt")
+    if ac_name is None:
+        raise DataError(f"{directory}: no acoustic costs: looked for 'ac_cost', 'acwt'")
+    ac = read_cost_ark(p(ac_name))
+    _check_same_keys(words_name, hyps, ac_name, ac, directory)
+
+    graph: Optional[Dict[str, float]] = None
+    if os.path.isfile(p("lm_cost")):
+        lm_desc = "lm_cost"
+        lm = read_cost_ark(p("lm_cost"))
+        _check_same_keys(words_name, hyps, "lm_cost", lm, directory)
+    elif os.path.isfile(p("lmwt.lmonly")):
+        lm_desc = "lmwt.lmonly"
+        lm = read_cost_ark(p("lmwt.lmonly"))
+        _check_same_keys(words_name, hyps, "lmwt.lmonly", lm, directory)
+        if os.path.isfile(p("lmwt.nolm")):
+            graph = read_cost_ark(p("lmwt.nolm"))
+            _check_same_keys(words_name, hyps, "lmwt.nolm", graph, directory)
+            lm_desc += ", graph cost lmwt.nolm"
+        else:
+            lm_desc += ", no lmwt.nolm so graph cost 0"
+    elif os.path.isfile(p("lmwt.withlm")) and os.path.isfile(p("lmwt.nolm")):
+        lm_desc = "lmwt.withlm - lmwt.nolm, graph cost lmwt.nolm"
+        withlm = read_cost_ark(p("lmwt.withlm"))
+        _check_same_keys(words_name, hyps, "lmwt.withlm", withlm, directory)
+        graph = read_cost_ark(p("lmwt.nolm"))
+        _check_same_keys(words_name, hyps, "lmwt.nolm", graph, directory)
+        lm = {k: withlm[k] - graph[k] for k in hyps}
+    else:
+        raise DataError(f"{directory}: no n-gram costs: looked for 'lm_cost', "
+                        f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
+
+    # --- group hypotheses by utterance
+    groups: Dict[str, List[str]] = {}
+    for key, line_no in zip(hyps, lines):
+        try:
+            utt, _ = split_hyp_key(key)
+        except ValueError as e:
+            raise DataError(f"{format_location(p(words_name), line_no)}: {e}") from None
+        groups.setdefault(utt, []).append(key)
+
+    # --- documents
+    doc_name = _first_existing(directory, "utt2doc", "utt2spk")
+    if doc_name is not None:
+        utt2doc = read_utt_map(p(doc_name))
+        missing = [u for u in groups if u not in utt2doc]
+        if missing:
+            raise DataError(f"{p(doc_name)}: {len(missing)} utterances of "
+                            f"{words_name} have no entry: {examples(missing)}")
+        doc_source = doc_name
+        doc_desc = f"documents from {doc_name} ({len(set(utt2doc[u] for u in groups))})"
+    else:
+        utt2doc = {u: u for u in groups}
+        doc_source = "none"
+        doc_desc = "no utt2doc or utt2spk: one document per utterance"
+
+    utterances = []
+    for utt, keys in groups.items():
+        utterances.append(NbestList(
+            utt_id=utt,
+            doc_id=utt2doc[utt],
+            keys=tuple(keys),
+            hyps=tuple(hyps[k] for k in keys),
+            ac_cost=np.array([ac[k] for k in keys], dtype=np.float64),
+            lm_cost=np.array([lm[k] for k in keys], dtype=np.float64),
+            graph_cost=(np.array([graph[k] for k in keys], dtype=np.float64)
+                        if graph is not None else np.zeros(len(keys), dtype=np.float64)),
+        ))
+    say(f"{directory}: {len(utterances)} utterances, {len(hyps)} hypotheses; words "
+        f"{words_name}, acoustic {ac_name}, n-gram {lm_desc}; {doc_desc}")
+    return NbestSet(utterances=tuple(utterances), doc_source=doc_source, source=directory)

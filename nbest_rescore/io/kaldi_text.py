@@ -1,0 +1,94 @@
+"""Kaldi ``text`` files: ``<key> w1 w2 ...``, one entry per line.
+
+A line holding only the key (with or without trailing spaces) is a valid *empty*
+word sequence. Fields are separated by ASCII white space, as in Kaldi.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Dict, Iterable, List, Tuple
+
+from ..errors import DataError, format_location
+from ._common import iter_lines, split_fields
+from .atomic import atomic_write
+
+__all__ = ["read_kaldi_text", "write_kaldi_text"]
+
+Words = Tuple[str, ...]
+
+
+def parse_kaldi_text(path) -> Tuple[Dict[str, Words], List[int]]:
+    """Read a Kaldi text file, also returning the 1-based line number of each entry.
+
+    Returns ``(entries, line_numbers)``: ``entries`` maps key -> word tuple in file
+    order and ``line_numbers[i]`` is the line of the i-th key.
+
+    Raises:
+        DataError: as :func:`read_kaldi_text`.
+    """
+    entries: Dict[str, Words] = {}
+    lines: List[int] = []
+    first_line: Dict[str, int] = {}
+    for line_no, line in iter_lines(path):
+        fields = split_fields(line)
+        if not fields:
+            raise DataError(
+                f"{format_location(path, line_no)}: blank line; "
+                f"expected '<key> [word ...]' "
+                f"(an empty hypothesis is written as the bare key)")
+        key = fields[0]
+        if key in entries:
+            raise DataError(
+                f"{format_location(path, line_no)}: duplicate key {key!r} "
+                f"(first seen on line {first_line[key]})")
+        entries[key] = tuple(fields[1:])
+        first_line[key] = line_no
+        lines.append(line_no)
+    return entries, lines
+
+
+def read_kaldi_text(path) -> Dict[str, Words]:
+    """Read a Kaldi ``text`` file into ``{key: (w1, w2, ...)}``.
+
+    The dict keeps file order. A bare key is an empty tuple. Words are strings;
+    nothing is normalised (no case folding, no ``</s>`` handling).
+
+    Raises:
+        DataError: the file is missing or not UTF-8, a line is blank or white space
+            only, or a key occurs twice (message ``path:line``).
+    """
+    return parse_kaldi_text(path)[0]
+
+
+def _check_token(token, what: str, key) -> None:
+    if not isinstance(token, str) or not token or split_fields(token) != [token]:
+        raise DataError(
+            f"write_kaldi_text: {what} {token!r} (key {key!r}) must be a non-empty "
+            f"string without white space")
+
+
+def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
+    """Write ``<key> w1 w2 ...`` lines (a bare key for an empty sequence) atomically.
+
+    Args:
+        path: output file; replaced only when every line was written.
+        items: ``(key, words)`` pairs in output order, or a mapping key -> words.
+
+    Raises:
+        DataError: a key or word is empty or contains white space, or a key repeats
+            (nothing is written then).
+        OSError: the file cannot be written.
+    """
+    if isinstance(items, Mapping):
+        items = items.items()
+    seen = set()
+    with atomic_write(path) as fh:
+        for key, words in items:
+            _check_token(key, "key", key)
+            if key in seen:
+                raise DataError(f"write_kaldi_text: duplicate key {key!r}")
+            seen.add(key)
+            words = tuple(words)
+            for w in words:
+                _check_token(w, "word", key)
+            fh.write(" ".join((key,) + words) + "\n")

@@ -1,0 +1,179 @@
+"""Kaldi archives holding one number per key (``ac_cost``, ``lm_cost``, ``acwt``, ...).
+
+Text archives (``<key> <value>`` or ``<key> [ <value> ]`` per line) are parsed here,
+with the exact 1-based line of any error and full float64 precision. Binary archives
+(``<key> \\0B...``; detected by a NUL byte anywhere in the file, which a text archive
+never contains) are read with :func:`kaldiio.load_ark`.
+
+Values are whatever the archive holds; for the N-best files they are costs (negated
+natural-log values, larger = worse).
+"""
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping
+from typing import Dict, Iterable, Tuple
+
+import numpy as np
+
+from ..errors import DataError, format_location
+from ._common import split_fields
+from .atomic import atomic_write
+
+__all__ = ["read_cost_ark", "write_cost_ark"]
+
+
+def _check_finite(value: float, key: str, where: str) -> float:
+    if not math.isfinite(value):
+        raise DataError(f"{where}: value of key {key!r} is {value!r}; costs must be finite")
+    return value
+
+
+def _read_text_ark(path, data: bytes) -> Dict[str, float]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_no = data[:e.start].count(b"\n") + 1
+        raise DataError(f"{format_location(path, line_no)}: not valid UTF-8 text") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out: Dict[str, float] = {}
+    first: Dict[str, int] = {}
+    isfinite = math.isfinite
+    i = 0
+    n_lines = len(lines)
+    while i < n_lines:
+        line_no = i + 1
+        fields = split_fields(lines[i])
+        i += 1
+        if len(fields) == 2 and not fields[1].startswith("["):
+            # fast path: "key value"
+            key = fields[0]
+            try:
+                value = float(fields[1])
+            except ValueError:
+                value = None
+            if (value is not None and isfinite(value) and key not in out):
+                out[key] = value
+                first[key] = line_no
+                continue
+        loc = format_location(path, line_no)
+        if not fields:
+            raise DataError(f"{loc}: blank line; expected '<key> <number>'")
+        key, values = fields[0], fields[1:]
+        if values and values[0].startswith("["):
+            # Kaldi text vector/matrix: "key [ v ]", possibly spread over lines.
+            values[0] = values[0][1:]
+            body = [v for v in values if v]
+            while not (body and body[-1].endswith("]")):
+                if i >= n_lines:
+                    raise DataError(f"{loc}: key {key!r}: '[' without a closing ']'")
+                body.extend(split_fields(lines[i]))
+                i += 1
+            body[-1] = body[-1][:-1]
+            values = [v for v in body if v]
+        if len(values) != 1:
+            what = "no value" if not values else f"{len(values)} values"
+            raise DataError(f"{loc}: key {key!r} has {what}; expected exactly one number "
+                            f"('<key> <number>')")
+        try:
+            value = float(values[0])
+        except ValueError:
+            raise DataError(f"{loc}: key {key!r}: {values[0]!r} is not a number; "
+                            f"expected '<key> <number>'") from None
+        _check_finite(value, key, loc)
+        if key in out:
+            raise DataError(f"{loc}: duplicate key {key!r} (first on line {first[key]})")
+        out[key] = value
+        first[key] = line_no
+    return out
+
+
+def _read_binary_ark(path, data: bytes) -> Dict[str, float]:
+    import kaldiio
+
+    out: Dict[str, float] = {}
+    entry = 0
+    key = None
+    try:
+        for key, value in kaldiio.load_ark(io.BytesIO(data)):
+            entry += 1
+            where = f"{path} (entry {entry}, key {key!r})"
+            arr = np.asarray(value)
+            if arr.size != 1:
+                raise DataError(f"{where}: holds {arr.size} values of shape {arr.shape}; "
+                                f"expected exactly one number")
+            if arr.dtype.kind not in "biuf":
+                raise DataError(f"{where}: holds a {arr.dtype} value; expected a number")
+            v = _check_finite(float(arr.reshape(-1)[0]), key, where)
+            if key in out:
+                raise DataError(f"{where}: duplicate key {key!r}")
+            out[key] = v
+    except DataError:
+        raise
+    except Exception as e:  # kaldiio raises ValueError/RuntimeError/AssertionError/...
+        after = f" after key {key!r}" if key is not None else ""
+        raise DataError(f"{path}: cannot read Kaldi archive entry {entry + 1}{after}: "
+                        f"{type(e).__name__}: {e}") from None
+    return out
+
+
+def read_cost_ark(path) -> Dict[str, float]:
+    """Read a Kaldi archive with one number per key into ``{key: float}``.
+
+    Works for text archives (``key 5``, ``key 922.9875``, ``key [ 1.5 ]``) and binary
+    archives written by Kaldi or :func:`kaldiio.save_ark` (1-element vectors or 1x1
+    matrices). Values are returned as Python floats (float64) in file order; the unit is
+    whatever the file holds (for N-best costs: negated natural log, larger = worse).
+
+    Raises:
+        DataError: the file is missing or unreadable; a text line is blank, has no value,
+            more than one value or a non-numeric value (``path:line`` and key); a binary
+            entry is not a single number (path, entry number, key); a value is NaN or
+            infinite (path and key); a key occurs twice.
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
+    if b"\x00" in data:
+        return _read_binary_ark(path, data)
+    return _read_text_ark(path, data)
+
+
+def write_cost_ark(path, items: Iterable[Tuple[str, float]]) -> None:
+    """Write a text archive ``<key> <value>`` with ``%.6f`` values, atomically.
+
+    Args:
+        path: output file; replaced only when every line was written.
+        items: ``(key, value)`` pairs in output order, or a mapping key -> value. Values
+            are in the caller's unit (costs: negated natural log, larger = worse).
+
+    Raises:
+        DataError: a key is empty or contains white space, a key repeats, or a value is
+            not a finite number (nothing is written then).
+        OSError: the file cannot be written.
+    """
+    if isinstance(items, Mapping):
+        items = items.items()
+    seen = set()
+    with atomic_write(path) as fh:
+        for key, value in items:
+            if not isinstance(key, str) or not key or split_fields(key) != [key]:
+                raise DataError(f"write_cost_ark: key {key!r} must be a non-empty string "
+                                f"without white space")
+            if key in seen:
+                raise DataError(f"write_cost_ark: duplicate key {key!r}")
+            seen.add(key)
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                raise DataError(f"write_cost_ark: value of key {key!r} is not a number: "
+                                f"{value!r}") from None
+            _check_finite(v, key, f"write_cost_ark {path}")
+            fh.write("%s %.6f\n" % (key, v))

@@ -1,0 +1,159 @@
+"""The stateful interface every language model implements.
+
+A model reads word ids ``[B, T]`` and predicts the next word at every position. Its
+recurrent state (hidden vectors, memories) is a tuple of tensors, each batch-first
+``[B, ...]``, so that the generic helpers :func:`select_state`, :func:`expand_state`
+and :func:`reset_state` work for every model. Rescoring starts each hypothesis from
+the state reached after the 1-best history of its document; training carries the
+state across BPTT segments and resets it only at document boundaries.
+
+Subclasses implement :meth:`LanguageModel.init_state` and :meth:`LanguageModel.recur`;
+embedding, input/output dropout, weight tying and the output softmax are shared here.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import ClassVar, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+State = Tuple[Tensor, ...]
+
+
+class Output(NamedTuple):
+    """What :meth:`LanguageModel.forward` returns.
+
+    features: float [B, T, D] inputs of the output layer.
+    state: the state after the inputs (after ``lengths[b]`` inputs of row b when
+        lengths are given, else after all T).
+    aux_loss: scalar auxiliary training loss (e.g. AMN's implicit-target loss), or None.
+    """
+
+    features: Tensor
+    state: State
+    aux_loss: Optional[Tensor]
+
+
+def select_state(state: State, index: Tensor) -> State:
+    """Rows ``index`` (int64 [B']) of every state tensor -> state of batch B'."""
+    return tuple(s.index_select(0, index) for s in state)
+
+
+def expand_state(state: State, n: int) -> State:
+    """Repeat each row ``n`` times (row b -> rows b*n .. b*n+n-1)."""
+    return tuple(s.repeat_interleave(n, dim=0) for s in state)
+
+
+def reset_state(state: State, mask: Tensor, initial: State) -> State:
+    """Replace the rows where ``mask`` (bool [B]) is True by the rows of ``initial``."""
+    out = []
+    for s, s0 in zip(state, initial):
+        m = mask.view(-1, *([1] * (s.dim() - 1)))
+        out.append(torch.where(m, s0, s))
+    return tuple(out)
+
+
+def cat_states(states) -> State:
+    """Concatenate states along the batch axis."""
+    states = list(states)
+    return tuple(torch.cat(parts, 0) for parts in zip(*states))
+
+
+def detach_state(state: State) -> State:
+    return tuple(s.detach() for s in state)
+
+
+class LanguageModel(nn.Module):
+    """Base class: word embedding -> :meth:`recur` -> (dropout) -> linear -> log-softmax.
+
+    Subclasses set ``Config`` (a dataclass with at least ``embedding_dim``,
+    ``dropout_emb``, ``dropout_out``, ``tie_weights``) and ``feature_dim``.
+    """
+
+    name: ClassVar[str] = "base"
+    Config: ClassVar[type]
+
+    def __init__(self, config, vocab_size: int, feature_dim: int):
+        super().__init__()
+        self.config = config
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, config.embedding_dim)
+        self.drop_emb = nn.Dropout(getattr(config, "dropout_emb", 0.0))
+        self.drop_out = nn.Dropout(getattr(config, "dropout_out", 0.0))
+        self.project = None
+        if getattr(config, "tie_weights", False) and feature_dim != config.embedding_dim:
+            self.project = nn.Linear(feature_dim, config.embedding_dim)
+            feature_dim = config.embedding_dim
+        self.decoder = nn.Linear(feature_dim, vocab_size)
+        if getattr(config, "tie_weights", False):
+            self.decoder.weight = self.embedding.weight
+        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+
+    # -- to implement ---------------------------------------------------------------
+    def init_state(self, batch_size: int, device=None) -> State:
+        """The state at the start of a document for ``batch_size`` streams."""
+        raise NotImplementedError
+
+    def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
+        """Run the recurrence on embedded inputs ``x`` float [B, T, E]."""
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------
+    def forward(self, tokens: Tensor, state: State, lengths: Optional[Tensor] = None) -> Output:
+        """Read ``tokens`` int64 [B, T] from ``state``.
+
+        Args:
+            tokens: word ids [B, T]; positions at or after ``lengths[b]`` are padding.
+            state: batch-first state of batch B.
+            lengths: int64 [B] (on CPU or the model's device), each in [1, T], or None.
+        Returns:
+            :class:`Output` with features [B, T, D]; the state is the one reached after
+            ``lengths[b]`` inputs of row b (all T when lengths is None). Outputs at
+            padded positions are unspecified; earlier positions never depend on later
+            tokens (causality).
+        """
+        x = self.drop_emb(self.embedding(tokens))
+        return self.recur(x, state, lengths)
+
+    def logits(self, features: Tensor) -> Tensor:
+        """Unnormalised output scores float [B, T, V] from features [B, T, D]."""
+        h = self.drop_out(features)
+        if self.project is not None:
+            h = self.project(h)
+        return self.decoder(h)
+
+    def log_probs(self, inputs: Tensor, targets: Tensor, state: State,
+                  lengths: Optional[Tensor] = None) -> Tuple[Tensor, State]:
+        """Natural-log probabilities of ``targets`` given ``inputs`` from ``state``.
+
+        Args:
+            inputs, targets: int64 [B, T] (targets are inputs shifted by one).
+            state: state of batch B; lengths as in :meth:`forward`.
+        Returns:
+            (float32 [B, T] log P(targets[b, t] | inputs[b, :t+1], state), new state).
+            Padded positions hold unspecified values: mask them.
+        """
+        out = self.forward(inputs, state, lengths)
+        logp = torch.log_softmax(self.logits(out.features).float(), dim=-1)
+        return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), out.state
+
+    def on_epoch_end(self, epoch: int) -> None:
+        """Hook called by the trainer after each epoch (e.g. attention annealing)."""
+
+    def config_dict(self) -> dict:
+        return asdict(self.config)
+
+    def num_parameters(self) -> dict:
+        """Parameter counts: ``total`` and ``without_embeddings`` (input and output
+        embedding matrices excluded; a tied matrix is counted once)."""
+        seen, total = set(), 0
+        for p in self.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel()
+        emb = self.embedding.weight.numel()
+        if self.decoder.weight is not self.embedding.weight:
+            emb += self.decoder.weight.numel()
+        return {"total": total, "without_embeddings": total - emb}

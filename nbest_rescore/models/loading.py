@@ -1,0 +1,48 @@
+"""Build models from checkpoints and save them (file handling lives in ``io.checkpoint``).
+
+A checkpoint holds the model name, its config, the vocabulary and the weights, so
+``--lm model.pt`` is all that scoring needs.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..errors import DataError
+from ..io.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint
+from ..vocab import Vocabulary
+from .base import LanguageModel
+from .registry import build_model
+
+
+def save_model(path, model: LanguageModel, vocab: Vocabulary, info: Optional[dict] = None) -> None:
+    """Write ``model`` (CPU copy of its weights), its config and ``vocab`` to ``path``
+    atomically. ``info`` holds training facts (epochs, perplexity, seconds)."""
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "model": model.name,
+        "config": model.config_dict(),
+        "vocab": list(vocab.words),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "info": dict(info or {}),
+    }
+    save_checkpoint(path, payload)
+
+
+def load_model(path, device=None) -> Tuple[LanguageModel, Vocabulary, dict]:
+    """Load ``(model in eval mode on device, vocabulary, info)`` from a checkpoint.
+
+    Raises:
+        DataError: unreadable checkpoint, unknown model name, or weights that do not
+            match the stored config.
+    """
+    ckpt = load_checkpoint(path)
+    vocab = Vocabulary(ckpt["vocab"])
+    model = build_model(ckpt["model"], ckpt["config"], len(vocab))
+    try:
+        model.load_state_dict(ckpt["state_dict"])
+    except RuntimeError as exc:
+        raise DataError(f"{path}: weights do not match the stored {ckpt['model']} config: {exc}") from exc
+    if device is not None:
+        model.to(device)
+    model.eval()
+    return model, vocab, dict(ckpt.get("info") or {})

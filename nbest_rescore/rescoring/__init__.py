@@ -1,0 +1,1 @@
+"""Rescoring: score combination, 1-best history conditioning, batching."""

@@ -1,0 +1,171 @@
+"""Corpus-level N-best rescoring with 1-best history conditioning (``000`` 5.3.1).
+
+Each utterance of a document is scored from the state the LM reached after reading the
+chosen 1-best of the previous utterances of the same document (each followed by
+``</s>``). The history policy decides which 1-best is read:
+
+* ``first-pass``: acoustic + n-gram (``lambda = 1``; option 1 of the thesis). The
+  histories are known in advance, so all utterances are scored in large batches.
+* ``rescored``: acoustic + NN LM only (``lambda = 0``; option 2).
+* ``interpolated``: the full interpolated score (option 3).
+* ``none``: every utterance from the document-start state (no history).
+
+For ``rescored`` and ``interpolated`` the documents advance in parallel, one
+utterance position at a time. The final 1-best always uses the full weights.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from ..models.base import cat_states, select_state
+from ..types import NbestSet
+from .combine import Weights, combine, segment_argmax
+from .scorer import NnScorer
+
+HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RescoreResult:
+    """nn_cost: float64 [H] NN costs in set order (utterances, then hypotheses);
+    offsets: int64 [U + 1]; best: int64 [U] flat index of each utterance's new 1-best;
+    one_best: utt_id -> words; history: the policy used."""
+
+    nn_cost: np.ndarray
+    offsets: np.ndarray
+    best: np.ndarray
+    one_best: Dict[str, tuple]
+    history: str
+
+
+class FlatLists:
+    """Flat per-hypothesis arrays of an :class:`NbestSet` (set order)."""
+
+    def __init__(self, nbest: NbestSet, ngram_cost: Optional[np.ndarray] = None):
+        u = nbest.utterances
+        self.offsets = np.zeros(len(u) + 1, dtype=np.int64)
+        self.offsets[1:] = np.cumsum([len(x) for x in u])
+        self.ac = np.concatenate([x.ac_cost for x in u])
+        self.lm = np.concatenate([x.lm_cost for x in u]) if ngram_cost is None else np.asarray(ngram_cost)
+        self.graph = np.concatenate([x.graph_cost for x in u])
+        self.nwords = np.concatenate([x.num_words for x in u])
+        self.hyps = [h for x in u for h in x.hyps]
+        self.keys = [k for x in u for k in x.keys]
+
+    def scores(self, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndarray:
+        return combine(self.ac[sl], self.lm[sl], self.nwords[sl], weights,
+                       None if nn_cost is None else nn_cost[sl], self.graph[sl])
+
+
+def _choice_weights(history: str, weights: Weights) -> Weights:
+    if history == "first-pass":
+        return replace(weights, interp=1.0)
+    if history == "rescored":
+        return replace(weights, interp=0.0)
+    return weights
+
+
+def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = "first-pass",
+            ngram_cost: Optional[np.ndarray] = None,
+            progress: Optional[Callable[[int], None]] = None) -> RescoreResult:
+    """Score every hypothesis with the NN LM and pick the new 1-best per utterance.
+
+    Args:
+        nbest: the lists, in spoken order within documents.
+        scorer: the NN scorer (model, vocabulary, device, batch size).
+        weights: combination weights (see :mod:`nbest_rescore.rescoring.combine`).
+        history: one of :data:`HISTORY_MODES`.
+        ngram_cost: float64 [H] n-gram costs replacing the lists' ``lm_cost``.
+        progress: called with the number of hypotheses scored so far, if given.
+    Raises:
+        ValueError: unknown history policy.
+    """
+    if history not in HISTORY_MODES:
+        raise ValueError(f"history {history!r}: expected one of {HISTORY_MODES}")
+    flat = FlatLists(nbest, ngram_cost)
+    docs = nbest.documents()
+    n_utts = len(nbest)
+    nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
+    log.info("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
+             history, len(docs), n_utts, nbest.doc_source)
+    done = 0
+
+    def score_utts(utt_idx: List[int], states, state_rows: List[int]):
+        nonlocal done
+        rows, hyps, flat_pos = [], [], []
+        for u, r in zip(utt_idx, state_rows):
+            a, b = flat.offsets[u], flat.offsets[u + 1]
+            rows.extend([r] * (b - a))
+            hyps.extend(flat.hyps[a:b])
+            flat_pos.extend(range(a, b))
+        nn_cost[flat_pos] = scorer.costs(states, rows, hyps)
+        done += len(hyps)
+        if progress:
+            progress(done)
+
+    def pick(utt_idx: List[int], w: Weights) -> List[int]:
+        out = []
+        for u in utt_idx:
+            sl = slice(flat.offsets[u], flat.offsets[u + 1])
+            out.append(int(flat.offsets[u] + np.argmax(flat.scores(w, nn_cost, sl))))
+        return out
+
+    if history == "none":
+        init = scorer.initial_state(1)
+        # bound the number of utterances per call so progress is reported
+        step = 64
+        all_u = list(range(n_utts))
+        for s in range(0, n_utts, step):
+            chunk = all_u[s:s + step]
+            score_utts(chunk, init, [0] * len(chunk))
+    elif history == "first-pass":
+        fp_best = segment_argmax(flat.scores(_choice_weights(history, weights)), flat.offsets)
+        state = scorer.initial_state(len(docs))
+        starts, start_utts = [], []
+        for pos in range(max(len(d) for d in docs)):
+            active = [i for i, d in enumerate(docs) if pos < len(d)]
+            idx = torch.as_tensor(active, device=scorer.device)
+            cur = select_state(state, idx)
+            utts = [docs[i][pos] for i in active]
+            starts.append(cur)
+            start_utts.extend(utts)
+            nxt = scorer.advance(cur, [flat.hyps[fp_best[u]] for u in utts])
+            state = _scatter(state, idx, nxt)
+        all_states = cat_states(starts)
+        # several utterances per call, sorted by length inside the scorer
+        order = list(range(len(start_utts)))
+        step = 64
+        for s in range(0, len(order), step):
+            rows = order[s:s + step]
+            score_utts([start_utts[r] for r in rows], all_states, rows)
+    else:
+        choose = _choice_weights(history, weights)
+        state = scorer.initial_state(len(docs))
+        for pos in range(max(len(d) for d in docs)):
+            active = [i for i, d in enumerate(docs) if pos < len(d)]
+            idx = torch.as_tensor(active, device=scorer.device)
+            cur = select_state(state, idx)
+            utts = [docs[i][pos] for i in active]
+            score_utts(utts, cur, list(range(len(utts))))
+            chosen = pick(utts, choose)
+            nxt = scorer.advance(cur, [flat.hyps[c] for c in chosen])
+            state = _scatter(state, idx, nxt)
+    best = segment_argmax(flat.scores(weights, nn_cost), flat.offsets)
+    one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
+    return RescoreResult(nn_cost, flat.offsets, best, one_best, history)
+
+
+def _scatter(state, idx, new):
+    """Write the rows ``new`` into ``state`` at positions ``idx``."""
+    out = []
+    for s, n in zip(state, new):
+        s = s.clone()
+        s[idx] = n
+        out.append(s)
+    return tuple(out)

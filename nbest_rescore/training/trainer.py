@@ -1,0 +1,144 @@
+"""Corpus-level training loop (``000`` section 5.1): Adam, gradient clipping, state
+carried across BPTT segments of parallel document streams and reset only at document
+boundaries, early stopping on validation perplexity, a tqdm progress bar (stderr)
+with words/s and the running perplexity."""
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from tqdm import tqdm
+
+from ..config import TrainConfig, config_to_dict
+from ..errors import DataError
+from ..evaluation.perplexity import nll_of_streams
+from ..io.lm_text import read_lm_text
+from ..models import build_model, save_model
+from ..models.base import detach_state
+from ..vocab import Vocabulary
+from .streams import encode_document, make_streams, run_segment, segments
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    epochs: int
+    best_valid_ppl: Optional[float]
+    train_ppl: float
+    seconds: float
+    words_per_s: float
+    history: list
+
+
+def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
+    """Vocabulary from ``cfg.vocab`` and the training documents."""
+    if cfg.vocab.file:
+        return Vocabulary.from_file(cfg.vocab.file)
+    counts = Counter(w for d in train_docs for s in d for w in s)
+    restrict = None
+    if cfg.vocab.restrict_to:
+        restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words
+    return Vocabulary.from_counts(counts, cfg.vocab.max_size, cfg.vocab.min_count, restrict)
+
+
+def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True) -> TrainResult:
+    """Train ``cfg.model`` on ``cfg.data`` and save the best checkpoint to ``out_path``.
+
+    Raises:
+        DataError: unreadable/empty training text or a bad model config.
+    """
+    o = cfg.optim
+    torch.manual_seed(o.seed)
+    if o.threads:
+        torch.set_num_threads(o.threads)
+    train_docs = read_lm_text(cfg.data.train, cfg.data.max_words)
+    valid_docs = read_lm_text(cfg.data.valid, cfg.data.max_valid_words) if cfg.data.valid else None
+    vocab = build_vocab(cfg, train_docs)
+    model = build_model(cfg.model, cfg.model_config, len(vocab)).to(device)
+    params = model.num_parameters()
+    log.info("model %s: %d parameters (%d without embeddings), vocabulary %d",
+             cfg.model, params["total"], params["without_embeddings"], len(vocab))
+    train_streams = make_streams([encode_document(d, vocab) for d in train_docs], o.batch_size)
+    valid_streams = (make_streams([encode_document(d, vocab) for d in valid_docs], o.batch_size)
+                     if valid_docs else None)
+    opt = torch.optim.Adam(model.parameters(), lr=o.lr)
+    best_ppl, best_state, bad_epochs, history = math.inf, None, 0, []
+    start = time.perf_counter()
+    total_tokens = 0
+    timed_out = False
+    epoch = 0
+    train_ppl = math.nan
+    for epoch in range(1, o.max_epochs + 1):
+        model.train()
+        state = model.init_state(train_streams.inputs.shape[0], device)
+        n_seg = math.ceil(train_streams.inputs.shape[1] / o.bptt)
+        bar = tqdm(total=train_streams.num_tokens, desc=f"epoch {epoch}", unit="tok",
+                   disable=not progress, leave=False, mininterval=1.0)
+        ep_nll, ep_tok, t0 = 0.0, 0, time.perf_counter()
+        for i, (inp, tgt, mask, reset) in enumerate(segments(train_streams, o.bptt)):
+            inp, tgt, mask, reset = (x.to(device) for x in (inp, tgt, mask, reset))
+            state = detach_state(state)
+            feats, state, aux = run_segment(model, state, inp, reset)
+            logits = model.logits(feats)
+            ntok = int(mask.sum())
+            if ntok == 0:
+                continue
+            ce = torch.nn.functional.cross_entropy(logits[mask].float(), tgt[mask], reduction="sum")
+            loss = ce / ntok + (aux if aux is not None else 0.0)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip)
+            opt.step()
+            ep_nll += float(ce.detach())
+            ep_tok += ntok
+            total_tokens += ntok
+            bar.update(ntok)
+            if i % 20 == 0:
+                el = time.perf_counter() - t0
+                bar.set_postfix(ppl=f"{math.exp(min(50.0, ep_nll / ep_tok)):.1f}",
+                                words_s=f"{ep_tok / max(el, 1e-9):.0f}")
+            if o.max_seconds and time.perf_counter() - start > o.max_seconds:
+                timed_out = True
+                break
+        bar.close()
+        train_ppl = math.exp(ep_nll / max(1, ep_tok))
+        entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
+                 "lr": opt.param_groups[0]["lr"]}
+        if valid_streams is not None:
+            model.eval()
+            vppl = math.exp(nll_of_streams(model, valid_streams, 64, device) / valid_streams.num_tokens)
+            entry["valid_ppl"] = vppl
+            log.info("epoch %d: train ppl %.2f, valid ppl %.2f, %.0f s", epoch, train_ppl, vppl, entry["seconds"])
+            if vppl < best_ppl:
+                best_ppl, bad_epochs = vppl, 0
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                bad_epochs += 1
+                if o.halve_lr_on_plateau:
+                    for g in opt.param_groups:
+                        g["lr"] *= 0.5
+        else:
+            best_state = copy.deepcopy(model.state_dict())
+            log.info("epoch %d: train ppl %.2f, %.0f s", epoch, train_ppl, entry["seconds"])
+        history.append(entry)
+        # after validation, so that an epoch is validated with the settings it trained with
+        model.on_epoch_end(epoch)
+        if timed_out or bad_epochs >= o.patience:
+            break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    seconds = time.perf_counter() - start
+    result = TrainResult(epoch, best_ppl if math.isfinite(best_ppl) else None, train_ppl, seconds,
+                         total_tokens / max(seconds, 1e-9), history)
+    info = {"train_config": config_to_dict(cfg), "parameters": params, "epochs": epoch,
+            "best_valid_ppl": result.best_valid_ppl, "seconds": seconds,
+            "words_per_s": result.words_per_s, "history": history}
+    save_model(out_path, model.cpu(), vocab, info)
+    return result

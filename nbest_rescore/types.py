@@ -1,0 +1,85 @@
+"""Records shared by I/O, rescoring and evaluation.
+
+Units: every ``*_cost`` array holds negated natural-log values (Kaldi convention,
+larger = worse); scores (larger = better) are ``-cost``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+Words = Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NbestList:
+    """The N-best list of one utterance, hypotheses in first-pass rank order.
+
+    Attributes:
+        utt_id: utterance id (``<docid>-<index>`` in the benchmark).
+        doc_id: document the utterance belongs to (1-best history is carried within it).
+        keys: hypothesis keys ``<utt_id>-<n>``, length N.
+        hyps: the N hypotheses as word tuples (an empty tuple is a valid hypothesis).
+        ac_cost: float64 [N], negated natural-log acoustic likelihood.
+        lm_cost: float64 [N], negated natural-log n-gram probability incl. ``</s>``.
+        graph_cost: float64 [N], any other LM-scaled cost that is not the n-gram
+            (Kaldi's ``lmwt.nolm``); zeros when the lists have none.
+    """
+
+    utt_id: str
+    doc_id: str
+    keys: Tuple[str, ...]
+    hyps: Tuple[Words, ...]
+    ac_cost: np.ndarray
+    lm_cost: np.ndarray
+    graph_cost: np.ndarray
+
+    def __post_init__(self):
+        n = len(self.keys)
+        if n == 0:
+            raise ValueError(f"utterance {self.utt_id}: an N-best list needs >= 1 hypothesis")
+        for name in ("hyps", "ac_cost", "lm_cost", "graph_cost"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(
+                    f"utterance {self.utt_id}: {name} has {len(getattr(self, name))} "
+                    f"entries, keys have {n}")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def num_words(self) -> np.ndarray:
+        """int64 [N]: words per hypothesis (``</s>`` not counted)."""
+        return np.array([len(h) for h in self.hyps], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class NbestSet:
+    """All N-best lists of a data set, in spoken order (documents, then utterances).
+
+    ``doc_source`` says where the grouping came from: ``utt2doc``, ``utt2spk`` or
+    ``none`` (one document per utterance).
+    """
+
+    utterances: Tuple[NbestList, ...]
+    doc_source: str = "utt2doc"
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.utterances)
+
+    def documents(self) -> List[List[int]]:
+        """Utterance indices grouped by document, documents in first-seen order."""
+        order: Dict[str, List[int]] = {}
+        for i, u in enumerate(self.utterances):
+            order.setdefault(u.doc_id, []).append(i)
+        return list(order.values())
+
+    @property
+    def utt_ids(self) -> List[str]:
+        return [u.utt_id for u in self.utterances]
+
+    def num_hyps(self) -> int:
+        return sum(len(u) for u in self.utterances)

@@ -1,0 +1,84 @@
+"""Word vocabulary of a neural LM: ids, ``<unk>`` mapping and ``</s>``.
+
+``</s>`` (end of sentence) is both the last target of every sentence and the first
+input of the next one, so a document is the stream ``</s> w1 .. wn </s> v1 .. </s>``.
+Words not in the vocabulary map to ``<unk>``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, List, Sequence
+
+from .errors import DataError
+
+UNK = "<unk>"
+EOS = "</s>"
+SPECIALS = (EOS, UNK)
+
+
+class Vocabulary:
+    """An ordered list of words; ``</s>`` is id 0 and ``<unk>`` id 1.
+
+    Raises:
+        DataError: duplicate words, or the special tokens not at ids 0 and 1.
+    """
+
+    def __init__(self, words: Sequence[str]):
+        words = list(words)
+        if words[:2] != [EOS, UNK]:
+            raise DataError(f"vocabulary must start with {EOS!r}, {UNK!r}; found {words[:2]}")
+        self.words: List[str] = words
+        self.index = {w: i for i, w in enumerate(words)}
+        if len(self.index) != len(words):
+            dup = [w for w, c in Counter(words).items() if c > 1]
+            raise DataError(f"vocabulary has duplicate words: {dup[:5]}")
+        self.eos = 0
+        self.unk = 1
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def encode(self, words: Iterable[str]) -> List[int]:
+        """Word ids; out-of-vocabulary words become ``<unk>`` (id 1)."""
+        get = self.index.get
+        return [get(w, 1) for w in words]
+
+    @classmethod
+    def from_counts(cls, counts: Counter, max_size: int | None = None, min_count: int = 1,
+                    restrict_to: Iterable[str] | None = None) -> "Vocabulary":
+        """Most frequent words (ties alphabetical) with count >= ``min_count``.
+
+        Args:
+            counts: word counts of the training text.
+            max_size: total size including ``</s>`` and ``<unk>`` (None: no limit).
+            min_count: minimum count of a kept word.
+            restrict_to: if given, only these words may enter (e.g. the first-pass
+                decoder's vocabulary, so every N-best word is known).
+        """
+        allowed = set(restrict_to) if restrict_to is not None else None
+        items = [(w, c) for w, c in counts.items()
+                 if c >= min_count and w not in SPECIALS and (allowed is None or w in allowed)]
+        items.sort(key=lambda wc: (-wc[1], wc[0]))
+        if max_size is not None:
+            items = items[: max(0, max_size - len(SPECIALS))]
+        return cls(list(SPECIALS) + sorted(w for w, _ in items))
+
+    @classmethod
+    def from_file(cls, path) -> "Vocabulary":
+        """One word per line (first column); specials are added if missing.
+
+        Raises:
+            DataError: the file cannot be read or holds no words.
+        """
+        try:
+            with open(path, encoding="utf-8") as f:
+                words = [line.split()[0] for line in f if line.strip()]
+        except OSError as exc:
+            raise DataError(f"cannot read vocabulary file {path}: {exc}") from exc
+        if not words:
+            raise DataError(f"vocabulary file {path} is empty")
+        rest = [w for w in dict.fromkeys(words) if w not in SPECIALS and w not in ("<s>", "<eps>")]
+        return cls(list(SPECIALS) + rest)

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# abc-nbest recipe: train a GRU and an Active Memory Network on the benchmark's LM
+# text, measure perplexity, rescore the dev 100-best lists with and without 1-best
+# history, tune lambda (interpolation weight) and delta (LM weight) on dev, and print
+# the WER table. Kaldi-style stages; run from the repository root:
+#
+#   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
+#
+# Every stage skips work whose output already exists (delete it to redo).
+set -euo pipefail
+
+stage=0
+stop_stage=100
+data=../shared/data/abc-nbest
+exp=exp/abc-nbest
+models="gru amn"
+histories="first-pass none"
+device=cpu
+train_seconds=3300   # per model; about an hour each on 2 CPU cores
+threads=             # torch threads for training (empty: all cores)
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage=$2; shift 2 ;;
+    --stop-stage) stop_stage=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --exp) exp=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --train-seconds) train_seconds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "$(date '+%Y-%m-%d %H:%M:%S') [run.sh stage $1] ${*:2}" >&2; }
+mkdir -p "$exp"
+
+if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
+  log 0 "check the data"
+  for f in lm/lm_train.txt lm/lm_valid.txt dev/text dev/ac_cost dev/lm_cost dev/ref.txt dev/utt2doc; do
+    [ -f "$data/$f" ] || { echo "missing $data/$f" >&2; exit 1; }
+  done
+fi
+
+if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
+  for m in $models; do
+    if [ -f "$exp/$m.pt" ]; then log 1 "$exp/$m.pt exists, skipping"; continue; fi
+    log 1 "train $m (examples/$m.yaml)"
+    nbest-rescore -v train --config examples/$m.yaml --out "$exp/$m.pt" --device "$device" \
+      --max-seconds "$train_seconds" ${threads:+--threads $threads} --no-progress \
+      2> "$exp/train_$m.log" > "$exp/train_$m.json"
+  done
+fi
+
+if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
+  for m in $models; do
+    log 2 "perplexity of $m on lm_valid"
+    [ -f "$exp/ppl_$m.json" ] || nbest-rescore ppl --lm "$exp/$m.pt" --text "$data/lm/lm_valid.txt" \
+      --device "$device" > "$exp/ppl_$m.json"
+    cat "$exp/ppl_$m.json"
+  done
+fi
+
+if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
+  for m in $models; do
+    for h in $histories; do
+      out=$exp/score_${m}_$h
+      if [ -f "$out/wer.json" ]; then log 3 "$out exists, skipping"; continue; fi
+      log 3 "rescore dev with $m, --history $h"
+      nbest-rescore score --lm "$exp/$m.pt" --nbest "$data/dev" --ref "$data/dev/ref.txt" --out "$out" \
+        --history "$h" --interp 0.5 --device "$device" --no-progress
+    done
+  done
+fi
+
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+  log 4 "tune the LM weight alone for the first pass (lambda = 1)"
+  nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --lm-weights 0:20:0.5 \
+    --out "$exp/tune_first_pass" | tail -n 1
+  for m in $models; do
+    for h in $histories; do
+      log 4 "tune lambda and delta for $m, --history $h"
+      nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --nn-cost "$exp/score_${m}_$h/nn_cost" \
+        --interps 0:1:0.1 --lm-weights 5:15:0.5 --out "$exp/tune_${m}_$h" | tail -n 1
+    done
+  done
+fi
+
+if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
+  log 5 "WER table (dev; lambda and delta tuned on dev)"
+  rows=("first-pass (3-gram, lw 9.5)=$exp/score_${models%% *}_first-pass/wer.json:first_pass"
+        "3-gram, tuned lw=$exp/tune_first_pass/tune.json")
+  for m in $models; do
+    for h in $histories; do
+      rows+=("${m^^} + 3-gram, history $h=$exp/tune_${m}_$h/tune.json")
+    done
+  done
+  rows+=("oracle=$exp/score_${models%% *}_first-pass/wer.json:oracle")
+  nbest-rescore table "${rows[@]}" | tee "$exp/wer_table.md"
+fi

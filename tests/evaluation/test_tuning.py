@@ -1,0 +1,186 @@
+"""Grid tuning and heat-map tests on the real ci N-best data."""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from nbest_rescore.errors import DataError
+from nbest_rescore.evaluation.plots import plot_wer_heatmap
+from nbest_rescore.evaluation.tuning import TunePoint, TuneResult, tune_grid
+from nbest_rescore.evaluation.wer import compute_wer
+from nbest_rescore.rescoring.combine import Weights, combine
+
+CI_DIR = "/work/shared/data/abc-nbest/ci"
+pytestmark = pytest.mark.skipif(not os.path.isdir(CI_DIR), reason="ci data not available")
+
+
+def _load_ci(d=CI_DIR):
+    """Private loader (the io package is written separately): (NbestSet, refs)."""
+    from nbest_rescore.types import NbestList, NbestSet
+
+    def costs(name):
+        out = {}
+        with open(os.path.join(d, name)) as f:
+            for line in f:
+                k, v = line.split()
+                out[k] = float(v)
+        return out
+
+    ac, lm = costs("ac_cost"), costs("lm_cost")
+    utt2doc = dict(line.split() for line in open(os.path.join(d, "utt2doc")))
+    groups = OrderedDict()
+    with open(os.path.join(d, "text")) as f:
+        for line in f:
+            parts = line.rstrip("\n").split(maxsplit=1)
+            key = parts[0]
+            words = tuple(parts[1].split()) if len(parts) > 1 else ()
+            groups.setdefault(key.rsplit("-", 1)[0], []).append((key, words))
+    utts = []
+    for utt, items in groups.items():
+        keys = tuple(k for k, _ in items)
+        utts.append(NbestList(
+            utt_id=utt, doc_id=utt2doc[utt], keys=keys, hyps=tuple(w for _, w in items),
+            ac_cost=np.array([ac[k] for k in keys]), lm_cost=np.array([lm[k] for k in keys]),
+            graph_cost=np.zeros(len(keys))))
+    refs = {}
+    with open(os.path.join(d, "ref.txt")) as f:
+        for line in f:
+            parts = line.split(maxsplit=1)
+            refs[parts[0]] = tuple(parts[1].split()) if len(parts) > 1 else ()
+    return NbestSet(utterances=tuple(utts), doc_source="utt2doc", source=d), refs
+
+
+def _edit_distance(ref, hyp):
+    prev = list(range(len(hyp) + 1))
+    for i in range(1, len(ref) + 1):
+        cur = [i] + [0] * len(hyp)
+        for j in range(1, len(hyp) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1,
+                         prev[j - 1] + (ref[i - 1] != hyp[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+@pytest.fixture(scope="module")
+def ci():
+    return _load_ci()
+
+
+@pytest.fixture(scope="module")
+def nn_cost(ci):
+    nbest, _ = ci
+    rng = np.random.default_rng(1234)
+    out = {}
+    for u in nbest.utterances:
+        noise = rng.normal(0.0, 2.0, size=len(u))
+        for k, c, e in zip(u.keys, u.lm_cost, noise):
+            out[k] = float(c * 0.9 + e)
+    return out
+
+
+def _loop_choice(nbest, weights, nn_cost=None):
+    """Explicit per-utterance re-ranking, first maximum wins."""
+    out = {}
+    for u in nbest.utterances:
+        nn = None if nn_cost is None else np.array([nn_cost[k] for k in u.keys])
+        s = combine(u.ac_cost, u.lm_cost, u.num_words, weights, nn_cost=nn,
+                    graph_cost=u.graph_cost)
+        best = max(range(len(u)), key=lambda i: (s[i], -i))
+        out[u.utt_id] = u.hyps[best]
+    return out
+
+
+def test_first_pass_point(ci):
+    nbest, refs = ci
+    res = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
+                    word_ins_penalties=[-0.629606], acoustic_scale=1.0)
+    assert len(res.points) == 1 and res.best == res.points[0]
+    dp = sum(_edit_distance(refs[u.utt_id], u.hyps[0]) for u in nbest.utterances)
+    ref_words = sum(len(refs[u.utt_id]) for u in nbest.utterances)
+    assert res.best.wer == pytest.approx(dp / ref_words * 100, abs=1e-12)
+    # default wip = first-pass value scaled with the acoustic scale (1/9.5, delta 1)
+    res2 = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[1.0],
+                     acoustic_scale=1 / 9.5)
+    assert res2.best.wer == pytest.approx(res.best.wer, abs=1e-12)
+
+
+def test_lm_weight_sweep_matches_loop(ci):
+    nbest, refs = ci
+    lws = np.arange(0.0, 20.01, 0.5)
+    res = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=lws,
+                    word_ins_penalties=[-0.629606])
+    assert [p.lm_weight for p in res.points] == pytest.approx(list(lws))
+    for p in res.points:
+        w = Weights(acoustic_scale=1.0, lm_weight=p.lm_weight, interp=1.0,
+                    word_ins_penalty=-0.629606)
+        assert p.wer == pytest.approx(compute_wer(refs, _loop_choice(nbest, w)).wer, abs=1e-9)
+    assert res.best.wer == min(p.wer for p in res.points)
+    first_min = next(p for p in res.points if p.wer == res.best.wer)
+    assert res.best is first_min or res.best == first_min
+    # lw 0 (acoustic only) is worse than the tuned point
+    assert res.points[0].wer >= res.best.wer
+
+
+def test_synthetic_nn_best_matches_loop(ci, nn_cost):
+    nbest, refs = ci
+    res = tune_grid(nbest, refs, nn_cost, interps=[0.0, 0.25, 0.5, 0.75, 1.0],
+                    lm_weights=[6.0, 8.0, 9.5, 11.0, 13.0],
+                    word_ins_penalties=[-1.5, -0.629606, 0.0])
+    assert len(res.points) == 5 * 5 * 3
+    # grid order: interp outermost, wip innermost
+    assert [(p.interp, p.lm_weight, p.word_ins_penalty) for p in res.points[:4]] == [
+        (0.0, 6.0, -1.5), (0.0, 6.0, -0.629606), (0.0, 6.0, 0.0), (0.0, 8.0, -1.5)]
+    b = res.best
+    w = Weights(acoustic_scale=1.0, lm_weight=b.lm_weight, interp=b.interp,
+                word_ins_penalty=b.word_ins_penalty)
+    assert res.best_weights() == w
+    assert b.wer == pytest.approx(compute_wer(refs, _loop_choice(nbest, w, nn_cost)).wer,
+                                  abs=1e-9)
+    # a couple of non-best points too
+    for p in (res.points[0], res.points[37]):
+        wp = Weights(acoustic_scale=1.0, lm_weight=p.lm_weight, interp=p.interp,
+                     word_ins_penalty=p.word_ins_penalty)
+        assert p.wer == pytest.approx(
+            compute_wer(refs, _loop_choice(nbest, wp, nn_cost)).wer, abs=1e-9)
+    table = res.table()
+    assert "*" in table and len(table.splitlines()) == len(res.points) + 3
+    d = res.to_dict()
+    assert d["best"]["wer"] == b.wer and len(d["points"]) == len(res.points)
+
+
+def test_tune_grid_errors(ci, nn_cost):
+    nbest, refs = ci
+    with pytest.raises(ValueError, match="nn_cost"):
+        tune_grid(nbest, refs, None, interps=[0.5], lm_weights=[9.5])
+    partial = dict(nn_cost)
+    gone = nbest.utterances[3].keys[:2]
+    for k in gone:
+        del partial[k]
+    with pytest.raises(DataError, match=gone[0]):
+        tune_grid(nbest, refs, partial, interps=[0.5], lm_weights=[9.5])
+    with pytest.raises(ValueError):
+        tune_grid(nbest, refs, nn_cost, interps=[1.5], lm_weights=[9.5])
+    with pytest.raises(ValueError):
+        tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[])
+
+
+def test_heatmap_png(ci, nn_cost, tmp_path):
+    nbest, refs = ci
+    res = tune_grid(nbest, refs, nn_cost, interps=[0.0, 0.5, 1.0], lm_weights=[7.0, 9.5, 12.0],
+                    word_ins_penalties=[-0.629606, 0.0])
+    out = tmp_path / "heat.png"
+    ret = plot_wer_heatmap(res, out)
+    assert os.fspath(ret) == os.fspath(out)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+    assert os.listdir(tmp_path) == ["heat.png"]
+    # overwrite in place, still no leftovers
+    plot_wer_heatmap(res, str(out))
+    assert os.listdir(tmp_path) == ["heat.png"]
+    # a hand-made result with a missing cell
+    pts = (TunePoint(1.0, 9.5, 0.0, 30.0), TunePoint(0.5, 11.0, 0.0, 29.0))
+    plot_wer_heatmap(TuneResult(points=pts, best=pts[1], acoustic_scale=1.0), out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
