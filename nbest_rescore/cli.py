@@ -105,7 +105,7 @@ def train(config_path, out, max_words, max_epochs, max_seconds, device, threads,
 @click.option("--lm", "lm_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Checkpoint (.pt).")
 @click.option("--text", "text_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Text: one sentence per line, blank lines between documents.")
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Documents scored in parallel.")
 @click.option("--max-words", type=int, default=None, help="Only the first N words of the text.")
 @_data_errors
@@ -145,7 +145,8 @@ _nbest_options = [
     click.option("--plain-ngram", type=click.Path(exists=True, dir_okay=False), default=None,
                  help="Plain format: n-gram scores, one per line."),
     click.option("--plain-costs", is_flag=True, help="Plain format: the numbers are costs (-log), not scores."),
-    click.option("--acoustic-scale", type=float, default=1.0, show_default=True),
+    click.option("--acoustic-scale", type=float, default=1.0, show_default=True,
+                 help="Multiplies the acoustic log-likelihood (-ac_cost)."),
     click.option("--word-ins-penalty", type=float, default=-0.629606, show_default=True,
                  help="Added per word (negative = penalty)."),
 ]
@@ -173,10 +174,10 @@ def _apply(options):
               help="Recompute n-gram costs from this ARPA file (kenlm) instead of the lists' lm_cost.")
 @click.option("--history", type=click.Choice(HISTORY_CHOICES), default="first-pass", show_default=True,
               help="Which 1-best of the previous utterances conditions the NN LM.")
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--batch-size", type=int, default=256, show_default=True, help="Most hypotheses per forward pass.")
-@click.option("--max-tokens", type=int, default=16384, show_default=True, help="Most padded tokens per forward pass.")
-@click.option("--no-progress", is_flag=True)
+@click.option("--max-tokens", type=int, default=8192, show_default=True, help="Most padded tokens per forward pass.")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @_data_errors
 def score(lm_path, nbest, plain_ac, plain_ngram, plain_costs, acoustic_scale, word_ins_penalty, out_dir, ref_path,
           lm_weight, interp, ngram_arpa, history, device, batch_size, max_tokens, no_progress):
@@ -219,6 +220,8 @@ def score(lm_path, nbest, plain_ac, plain_ngram, plain_costs, acoustic_scale, wo
     bar.close()
     click.echo(f"wrote {out_dir}/text and {out_dir}/nn_cost ({summary['hypotheses']} hypotheses, "
                f"{summary['seconds']:.1f} s, {summary['tokens_per_s']:.0f} tokens/s, history {history})")
+    click.echo(f"N-best words outside the NN vocabulary (scored as <unk>): {summary['nn_oov_rate']:.2f}% of tokens, "
+               f"{100 - summary['nn_vocab_coverage_of_list_words']:.2f}% of distinct words")
     if refs is not None:
         click.echo(format_wer_table(summary["wer"]))
 

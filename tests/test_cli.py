@@ -218,3 +218,14 @@ def test_table_reads_score_and_tune_results(scored, DATA, tmp_path):
     assert f"| oracle | {w['oracle']['wer']:.2f} |  |  |" in res.output
     bad = run(["table", "nonsense"], ok=False)
     assert bad.exit_code == 1 and "NAME=PATH" in bad.output
+
+
+def test_score_reports_oov_rate_of_the_lists(scored, tiny_lm, DATA):
+    from nbest_rescore.models import load_model
+
+    out, stdout = scored
+    _, vocab, _ = load_model(tiny_lm)
+    words = [w for line in open(DATA / "ci" / "text") for w in line.split()[1:]]
+    rate = 100.0 * sum(w not in vocab for w in words) / len(words)
+    assert json.loads((out / "wer.json").read_text())["nn_oov_rate"] == pytest.approx(rate)
+    assert f"{rate:.2f}% of tokens" in stdout

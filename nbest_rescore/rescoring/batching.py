@@ -47,7 +47,7 @@ def pad_batch(seqs: Sequence[Sequence[int]], eos: int, rows, items) -> Batch:
 
 
 def make_batches(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int,
-                 batch_size: int = 256, max_tokens: int = 16384, sort: bool = True) -> Iterator[Batch]:
+                 batch_size: int = 256, max_tokens: int = 8192, sort: bool = True) -> Iterator[Batch]:
     """Batches over all ``seqs`` (hypothesis ``i`` starts from state row ``rows[i]``).
 
     With ``sort`` the hypotheses are ordered by length (longest first) before being cut;

@@ -65,8 +65,14 @@ def score_nbest(nbest: NbestSet, scorer: NnScorer, weights: Weights, out_dir, *,
     write_kaldi_text(os.path.join(out_dir, "text"), res.one_best.items())
     write_cost_ark(os.path.join(out_dir, "nn_cost"), zip(keys, res.nn_cost.tolist()))
     words = int(sum(len(h) + 1 for u in nbest.utterances for h in u.hyps))
+    vocab = scorer.vocab
+    hyp_words = [w for u in nbest.utterances for h in u.hyps for w in h]
+    oov = sum(1 for w in hyp_words if w not in vocab)
+    distinct = set(hyp_words)
     summary = {
         "utterances": len(nbest), "hypotheses": len(keys), "tokens_scored": words,
+        "nn_oov_rate": 100.0 * oov / max(1, len(hyp_words)),
+        "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in distinct if w in vocab) / max(1, len(distinct)),
         "seconds": seconds, "tokens_per_s": words / max(seconds, 1e-9),
         "history": history, "weights": asdict(weights), **(settings or {}),
     }

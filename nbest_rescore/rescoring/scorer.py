@@ -28,7 +28,7 @@ class NnScorer:
     """
 
     def __init__(self, model: LanguageModel, vocab: Vocabulary, device="cpu",
-                 batch_size: int = 256, max_tokens: int = 16384):
+                 batch_size: int = 256, max_tokens: int = 8192):
         self.model = model.to(device).eval()
         self.vocab = vocab
         self.device = torch.device(device)

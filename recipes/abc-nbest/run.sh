@@ -16,7 +16,7 @@ exp=exp/abc-nbest
 models="gru amn"
 histories="first-pass none"
 device=cpu
-train_seconds=3300   # per model; about an hour each on 2 CPU cores
+train_seconds=3000   # per model (50 minutes)
 threads=             # torch threads for training (empty: all cores)
 
 while [ $# -gt 0 ]; do

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -12,62 +11,6 @@ from nbest_rescore.evaluation.plots import plot_wer_heatmap
 from nbest_rescore.evaluation.tuning import TunePoint, TuneResult, tune_grid
 from nbest_rescore.evaluation.wer import compute_wer
 from nbest_rescore.rescoring.combine import Weights, combine
-
-CI_DIR = "/work/shared/data/abc-nbest/ci"
-pytestmark = pytest.mark.skipif(not os.path.isdir(CI_DIR), reason="ci data not available")
-
-
-def _load_ci(d=CI_DIR):
-    """Private loader (the io package is written separately): (NbestSet, refs)."""
-    from nbest_rescore.types import NbestList, NbestSet
-
-    def costs(name):
-        out = {}
-        with open(os.path.join(d, name)) as f:
-            for line in f:
-                k, v = line.split()
-                out[k] = float(v)
-        return out
-
-    ac, lm = costs("ac_cost"), costs("lm_cost")
-    utt2doc = dict(line.split() for line in open(os.path.join(d, "utt2doc")))
-    groups = OrderedDict()
-    with open(os.path.join(d, "text")) as f:
-        for line in f:
-            parts = line.rstrip("\n").split(maxsplit=1)
-            key = parts[0]
-            words = tuple(parts[1].split()) if len(parts) > 1 else ()
-            groups.setdefault(key.rsplit("-", 1)[0], []).append((key, words))
-    utts = []
-    for utt, items in groups.items():
-        keys = tuple(k for k, _ in items)
-        utts.append(NbestList(
-            utt_id=utt, doc_id=utt2doc[utt], keys=keys, hyps=tuple(w for _, w in items),
-            ac_cost=np.array([ac[k] for k in keys]), lm_cost=np.array([lm[k] for k in keys]),
-            graph_cost=np.zeros(len(keys))))
-    refs = {}
-    with open(os.path.join(d, "ref.txt")) as f:
-        for line in f:
-            parts = line.split(maxsplit=1)
-            refs[parts[0]] = tuple(parts[1].split()) if len(parts) > 1 else ()
-    return NbestSet(utterances=tuple(utts), doc_source="utt2doc", source=d), refs
-
-
-def _edit_distance(ref, hyp):
-    prev = list(range(len(hyp) + 1))
-    for i in range(1, len(ref) + 1):
-        cur = [i] + [0] * len(hyp)
-        for j in range(1, len(hyp) + 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1,
-                         prev[j - 1] + (ref[i - 1] != hyp[j - 1]))
-        prev = cur
-    return prev[-1]
-
-
-@pytest.fixture(scope="module")
-def ci():
-    return _load_ci()
-
 
 @pytest.fixture(scope="module")
 def nn_cost(ci):
@@ -93,12 +36,12 @@ def _loop_choice(nbest, weights, nn_cost=None):
     return out
 
 
-def test_first_pass_point(ci):
+def test_first_pass_point(ci, edit_distance):
     nbest, refs = ci
     res = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
                     word_ins_penalties=[-0.629606], acoustic_scale=1.0)
     assert len(res.points) == 1 and res.best == res.points[0]
-    dp = sum(_edit_distance(refs[u.utt_id], u.hyps[0]) for u in nbest.utterances)
+    dp = sum(edit_distance(refs[u.utt_id], u.hyps[0]) for u in nbest.utterances)
     ref_words = sum(len(refs[u.utt_id]) for u in nbest.utterances)
     assert res.best.wer == pytest.approx(dp / ref_words * 100, abs=1e-12)
     # default wip = first-pass value scaled with the acoustic scale (1/9.5, delta 1)

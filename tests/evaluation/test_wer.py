@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -12,72 +11,17 @@ from nbest_rescore.evaluation.wer import (WerReport, compute_wer, hyp_errors, nb
                                           oracle_choice)
 from nbest_rescore.types import NbestList, NbestSet
 
-CI_DIR = "/work/shared/data/abc-nbest/ci"
-pytestmark = pytest.mark.skipif(not os.path.isdir(CI_DIR), reason="ci data not available")
-
-
-def _load_ci(d=CI_DIR):
-    """Private loader (the io package is written separately): (NbestSet, refs)."""
-    def costs(name):
-        out = {}
-        with open(os.path.join(d, name)) as f:
-            for line in f:
-                k, v = line.split()
-                out[k] = float(v)
-        return out
-
-    ac, lm = costs("ac_cost"), costs("lm_cost")
-    utt2doc = dict(line.split() for line in open(os.path.join(d, "utt2doc")))
-    groups = OrderedDict()
-    with open(os.path.join(d, "text")) as f:
-        for line in f:
-            parts = line.rstrip("\n").split(maxsplit=1)
-            key = parts[0]
-            words = tuple(parts[1].split()) if len(parts) > 1 else ()
-            groups.setdefault(key.rsplit("-", 1)[0], []).append((key, words))
-    utts = []
-    for utt, items in groups.items():
-        keys = tuple(k for k, _ in items)
-        utts.append(NbestList(
-            utt_id=utt, doc_id=utt2doc[utt], keys=keys, hyps=tuple(w for _, w in items),
-            ac_cost=np.array([ac[k] for k in keys]), lm_cost=np.array([lm[k] for k in keys]),
-            graph_cost=np.zeros(len(keys))))
-    refs = {}
-    with open(os.path.join(d, "ref.txt")) as f:
-        for line in f:
-            parts = line.split(maxsplit=1)
-            refs[parts[0]] = tuple(parts[1].split()) if len(parts) > 1 else ()
-    return NbestSet(utterances=tuple(utts), doc_source="utt2doc", source=d), refs
-
-
-def _edit_distance(ref, hyp):
-    """Plain O(n*m) word-level Levenshtein DP."""
-    prev = list(range(len(hyp) + 1))
-    for i in range(1, len(ref) + 1):
-        cur = [i] + [0] * len(hyp)
-        for j in range(1, len(hyp) + 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1,
-                         prev[j - 1] + (ref[i - 1] != hyp[j - 1]))
-        prev = cur
-    return prev[-1]
-
-
-@pytest.fixture(scope="module")
-def ci():
-    return _load_ci()
-
-
 def test_ci_loaded(ci):
     nbest, refs = ci
     assert len(nbest) == 60 and nbest.num_hyps() > 5000
     assert set(nbest.utt_ids) == set(refs)
 
 
-def test_compute_wer_first_pass_matches_dp(ci):
+def test_compute_wer_first_pass_matches_dp(ci, edit_distance):
     nbest, refs = ci
     first = {u.utt_id: u.hyps[0] for u in nbest.utterances}
     rep = compute_wer(refs, first)
-    dp_errors = sum(_edit_distance(refs[u], h) for u, h in first.items())
+    dp_errors = sum(edit_distance(refs[u], h) for u, h in first.items())
     ref_words = sum(len(refs[u]) for u in first)
     assert rep.errors == dp_errors
     assert rep.ref_words == ref_words and rep.num_utts == 60
@@ -119,12 +63,12 @@ def test_compute_wer_errors(ci):
                   ref_words=5, num_utts=1)
 
 
-def test_hyp_errors_match_dp(ci):
+def test_hyp_errors_match_dp(ci, edit_distance):
     nbest, refs = ci
     for u in nbest.utterances[:4] + nbest.utterances[-1:]:
         got = hyp_errors(refs[u.utt_id], list(u.hyps))
         assert got.dtype == np.int64 and got.shape == (len(u),)
-        want = [_edit_distance(refs[u.utt_id], h) for h in u.hyps]
+        want = [edit_distance(refs[u.utt_id], h) for h in u.hyps]
         assert got.tolist() == want
 
 

@@ -1,0 +1,68 @@
+"""Fixtures for the evaluation tests: the ci lists read by a private, independent
+parser (not the io package) and a plain dynamic-programming edit distance."""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+
+
+def _load_ci(d):
+    """Private loader (the io package is written separately): (NbestSet, refs)."""
+    from nbest_rescore.types import NbestList, NbestSet
+
+    def costs(name):
+        out = {}
+        with open(os.path.join(d, name)) as f:
+            for line in f:
+                k, v = line.split()
+                out[k] = float(v)
+        return out
+
+    ac, lm = costs("ac_cost"), costs("lm_cost")
+    utt2doc = dict(line.split() for line in open(os.path.join(d, "utt2doc")))
+    groups = OrderedDict()
+    with open(os.path.join(d, "text")) as f:
+        for line in f:
+            parts = line.rstrip("\n").split(maxsplit=1)
+            key = parts[0]
+            words = tuple(parts[1].split()) if len(parts) > 1 else ()
+            groups.setdefault(key.rsplit("-", 1)[0], []).append((key, words))
+    utts = []
+    for utt, items in groups.items():
+        keys = tuple(k for k, _ in items)
+        utts.append(NbestList(
+            utt_id=utt, doc_id=utt2doc[utt], keys=keys, hyps=tuple(w for _, w in items),
+            ac_cost=np.array([ac[k] for k in keys]), lm_cost=np.array([lm[k] for k in keys]),
+            graph_cost=np.zeros(len(keys))))
+    refs = {}
+    with open(os.path.join(d, "ref.txt")) as f:
+        for line in f:
+            parts = line.split(maxsplit=1)
+            refs[parts[0]] = tuple(parts[1].split()) if len(parts) > 1 else ()
+    return NbestSet(utterances=tuple(utts), doc_source="utt2doc", source=d), refs
+
+
+def _edit_distance(ref, hyp):
+    prev = list(range(len(hyp) + 1))
+    for i in range(1, len(ref) + 1):
+        cur = [i] + [0] * len(hyp)
+        for j in range(1, len(hyp) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1,
+                         prev[j - 1] + (ref[i - 1] != hyp[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+@pytest.fixture(scope="module")
+def ci(DATA):
+    """(NbestSet, refs) of the ci lists."""
+    return _load_ci(str(DATA / "ci"))
+
+
+@pytest.fixture(scope="session")
+def edit_distance():
+    return _edit_distance
