@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-_DATA = Path(os.environ.get("ABC_NBEST_DATA", "/work/shared/data/abc-nbest"))
+_BESIDE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "abc-nbest"
+_DATA = Path(os.environ.get("ABC_NBEST_DATA", _BESIDE if _BESIDE.is_dir() else "/work/shared/data/abc-nbest"))
 
 
 @pytest.fixture(scope="session")
