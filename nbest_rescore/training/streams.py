@@ -49,16 +49,22 @@ class Streams:
 
 
 def make_streams(documents: Sequence[np.ndarray], num_streams: int) -> Streams:
-    """Deal encoded documents (from :func:`encode_document`) to ``num_streams`` streams."""
+    """Cut the encoded documents (from :func:`encode_document`), in order, into
+    ``num_streams`` contiguous parts of about equal token counts (one per stream)."""
+    documents = [d for d in documents if len(d) >= 2]
     num_streams = max(1, min(num_streams, len(documents)))
     lanes: List[List[np.ndarray]] = [[] for _ in range(num_streams)]
     sizes = np.zeros(num_streams, dtype=np.int64)
-    for doc in documents:
-        if len(doc) < 2:
-            continue
-        k = int(np.argmin(sizes))
+    total = sum(len(d) - 1 for d in documents)
+    before = 0
+    for i, doc in enumerate(documents):
+        # the part whose share of the corpus holds this document's midpoint; the last
+        # documents go to the remaining empty streams so that none stays empty
+        k = min(num_streams - 1, int((before + (len(doc) - 1) / 2) * num_streams / total))
+        k = max(k, num_streams - (len(documents) - i))
         lanes[k].append(doc)
         sizes[k] += len(doc) - 1
+        before += len(doc) - 1
     length = int(sizes.max())
     inp = np.zeros((num_streams, length), dtype=np.int64)
     tgt = np.zeros_like(inp)

@@ -16,7 +16,7 @@ exp=exp/abc-nbest
 models="gru amn"
 histories="first-pass none"
 device=cpu
-train_seconds=3000   # per model (50 minutes)
+train_seconds=        # per model (empty: the config's max_seconds)
 threads=             # torch threads for training (empty: all cores)
 
 while [ $# -gt 0 ]; do
@@ -48,7 +48,7 @@ if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
     if [ -f "$exp/$m.pt" ]; then log 1 "$exp/$m.pt exists, skipping"; continue; fi
     log 1 "train $m (examples/$m.yaml)"
     nbest-rescore -v train --config examples/$m.yaml --out "$exp/$m.pt" --device "$device" \
-      --max-seconds "$train_seconds" ${threads:+--threads $threads} --no-progress \
+      ${train_seconds:+--max-seconds $train_seconds} ${threads:+--threads $threads} --no-progress \
       2> "$exp/train_$m.log" > "$exp/train_$m.json"
   done
 fi
