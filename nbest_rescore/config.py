@@ -58,6 +58,9 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
+    """A training config: model name and its options (``model_config``, see the
+    model's ``Config`` dataclass), data, vocabulary and optimisation sections."""
+
     model: str = "gru"
     model_config: dict = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
@@ -113,4 +116,5 @@ def resolve_path(value: str, config_dir: Path) -> str:
 
 
 def config_to_dict(cfg: TrainConfig) -> dict:
+    """Plain nested dict of a config (stored in checkpoints)."""
     return dataclasses.asdict(cfg)

@@ -79,7 +79,9 @@ class NbestSet:
 
     @property
     def utt_ids(self) -> List[str]:
+        """Utterance ids in set order."""
         return [u.utt_id for u in self.utterances]
 
     def num_hyps(self) -> int:
+        """Total number of hypotheses over all utterances."""
         return sum(len(u) for u in self.utterances)

@@ -30,9 +30,11 @@ class PerplexityReport:
 
     @property
     def oov_rate(self) -> float:
+        """Percent of words (``</s>`` excluded) outside the vocabulary."""
         return 100.0 * self.oov_words / max(1, self.words)
 
     def to_dict(self) -> dict:
+        """JSON-ready dict including ``oov_rate``."""
         return {**asdict(self), "oov_rate": self.oov_rate}
 
 

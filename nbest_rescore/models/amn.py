@@ -76,11 +76,13 @@ class AMNLM(LanguageModel):
         self.register_buffer("temperature", torch.tensor(float(config.anneal_t0)))
 
     def init_state(self, batch_size: int, device=None) -> State:
+        """Zero controller and memcell states: ``(h,)`` float [B, K + 1, H]."""
         c = self.config
         device = device or self.w_ih.device
         return (torch.zeros(batch_size, c.num_memcells + 1, c.hidden_size, device=device),)
 
     def on_epoch_end(self, epoch: int) -> None:
+        """Attention annealing: T <- max(1, gamma * T) (``000`` eq. 4.20)."""
         t = max(1.0, float(self.temperature) * self.config.anneal_gamma)
         self.temperature.fill_(t)
 
@@ -116,6 +118,8 @@ class AMNLM(LanguageModel):
         return alpha, o
 
     def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
+        """AMN over embedded inputs ``x`` float [B, T, E]; features are o_t [B, T, H];
+        rows stop updating after ``lengths[b]`` steps; the auxiliary loss is the ITL."""
         b, t_len, _ = x.shape
         hdim = self.config.hidden_size
         # all input projections of the segment in one product: [K+1, B*T, 3H]

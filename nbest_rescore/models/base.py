@@ -61,6 +61,7 @@ def cat_states(states) -> State:
 
 
 def detach_state(state: State) -> State:
+    """The same state cut from the autograd graph (between BPTT segments)."""
     return tuple(s.detach() for s in state)
 
 
@@ -143,6 +144,7 @@ class LanguageModel(nn.Module):
         """Hook called by the trainer after each epoch (e.g. attention annealing)."""
 
     def config_dict(self) -> dict:
+        """The model config as a plain dict (stored in checkpoints)."""
         return asdict(self.config)
 
     def num_parameters(self) -> dict:

@@ -57,12 +57,15 @@ class _RecurrentLM(LanguageModel):
         return 2 if self.cell is nn.LSTM else 1
 
     def init_state(self, batch_size: int, device=None) -> State:
+        """Zero states: ``(h,)`` or, for the LSTM, ``(h, c)``, each float [B, L, H]."""
         c = self.config
         device = device or self.embedding.weight.device
         z = torch.zeros(batch_size, c.num_layers, c.hidden_size, device=device)
         return tuple(z.clone() for _ in range(self._num_state))
 
     def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
+        """torch's RNN/GRU/LSTM over ``x`` float [B, T, E] (packed when ``lengths`` vary,
+        so each row's state is taken at its own length); features [B, T, H]."""
         hx = tuple(s.transpose(0, 1).contiguous() for s in state)
         hx = hx if self.cell is nn.LSTM else hx[0]
         if lengths is None or bool((lengths == x.shape[1]).all()):
@@ -84,13 +87,13 @@ class RNNLM(_RecurrentLM):
 
 @register("gru")
 class GRULM(_RecurrentLM):
-    """GRU LM (``000`` section 2.4; torch.nn.GRU cell)."""
+    """GRU LM (``000`` section 2.3.2, 3.3.1; torch.nn.GRU cell)."""
 
     cell = nn.GRU
 
 
 @register("lstm")
 class LSTMLM(_RecurrentLM):
-    """LSTM LM (``000`` section 2.4; torch.nn.LSTM cell, forget-gate bias 1)."""
+    """LSTM LM (``000`` section 2.3.1, 3.3.1; torch.nn.LSTM cell, forget-gate bias 1)."""
 
     cell = nn.LSTM

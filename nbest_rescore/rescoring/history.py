@@ -59,6 +59,7 @@ class FlatLists:
         self.keys = [k for x in u for k in x.keys]
 
     def scores(self, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndarray:
+        """Combined scores (natural log, larger = better) of the hypotheses in ``sl``."""
         return combine(self.ac[sl], self.lm[sl], self.nwords[sl], weights,
                        None if nn_cost is None else nn_cost[sl], self.graph[sl])
 

@@ -40,6 +40,7 @@ class NnScorer:
         return self.model.init_state(n, self.device)
 
     def encode(self, hyps: Sequence[Sequence[str]]):
+        """Word ids of each hypothesis (out-of-vocabulary words -> ``<unk>``)."""
         return [self.vocab.encode(h) for h in hyps]
 
     @torch.inference_mode()

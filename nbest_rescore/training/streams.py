@@ -45,6 +45,7 @@ class Streams:
 
     @property
     def num_tokens(self) -> int:
+        """Number of real (unpadded) target tokens."""
         return int(self.mask.sum())
 
 

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainResult:
+    """Facts of a training run: epochs run, best validation perplexity (None without
+    validation text), last epoch's training perplexity, wall-clock seconds and
+    training tokens per second."""
+
     epochs: int
     best_valid_ppl: Optional[float]
     train_ppl: float
