@@ -7,8 +7,17 @@ from .base import LanguageModel, Output, State, cat_states, expand_state, reset_
 from .registry import MODEL_REGISTRY, build_model, get_model_class, register
 
 
+_INFRASTRUCTURE = {"base", "registry", "loading"}
+
+
 def _load_all():
-    from . import amn, recurrent  # noqa: F401
+    """Import every model module of this package (each registers its models)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        if info.name not in _INFRASTRUCTURE and not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
 
 
 _load_all()
