@@ -101,6 +101,34 @@ def train(config_path, out, max_words, max_epochs, max_seconds, device, threads,
                            "words_per_s": round(res.words_per_s, 1)}, indent=2))
 
 
+def _cache_options(fn):
+    """``--cache-size/--cache-theta/--cache-lambda``: the neural continuous cache
+    (:mod:`nbest_rescore.models.cache`) around the loaded model."""
+    for opt in reversed([
+        click.option("--cache-size", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Neural cache: last M (features, next word) pairs kept; 0 = no cache."),
+        click.option("--cache-theta", type=float, default=0.3, show_default=True,
+                     help="Neural cache: theta in exp(theta h_t . h_i) (flatness of the cache distribution)."),
+        click.option("--cache-lambda", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+                     help="Neural cache: weight lambda of p_cache in (1 - lambda) p_model + lambda p_cache."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+_threads_option = click.option("--threads", type=click.IntRange(min=1), default=None,
+                               help="CPU threads for torch (default: torch's default).")
+
+
+def _set_threads(threads):
+    """torch.set_num_threads(threads) when given; returns the number in use."""
+    import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
 @main.command()
 @click.option("--lm", "lm_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Checkpoint (.pt).")
 @click.option("--text", "text_path", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -108,19 +136,51 @@ def train(config_path, out, max_words, max_epochs, max_seconds, device, threads,
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Documents scored in parallel.")
 @click.option("--max-words", type=int, default=None, help="Only the first N words of the text.")
+@_threads_option
+@_cache_options
 @_data_errors
-def ppl(lm_path, text_path, device, batch_size, max_words):
+def ppl(lm_path, text_path, device, batch_size, max_words, threads, cache_size, cache_theta, cache_lambda):
     """Corpus-level perplexity (state carried within documents) and OOV rate."""
     from .device import resolve_device
     from .evaluation.perplexity import corpus_perplexity
+    from .io.lm_text import read_lm_text
+    from .models import load_model
+    from .models.cache import cache_settings, with_cache
+
+    dev = resolve_device(device)
+    _set_threads(threads)
+    model, vocab, _ = load_model(lm_path, dev)
+    model = with_cache(model, cache_size, cache_theta, cache_lambda)
+    docs = read_lm_text(text_path, max_words)
+    rep = corpus_perplexity(model, vocab, docs, batch_size=batch_size, device=dev)
+    click.echo(json.dumps({**rep.to_dict(), "cache": cache_settings(model)}, indent=2))
+
+
+@main.command()
+@click.option("--lm", "lm_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Checkpoint (.pt) of an amn, attention, key-value or key-value-predict model.")
+@click.option("--text", "text_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Text: one sentence per line, blank lines between documents.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Output directory for analysis.json and the PNG plots.")
+@click.option("--max-words", type=click.IntRange(min=1), default=None, help="Only the first N words of the text.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@_data_errors
+def analyze(lm_path, text_path, out_dir, max_words, device):
+    """Attention analysis (thesis 000 section 6.2; 001 Fig. 3): entropy, memcell
+    similarity and per-memcell perplexity, or mean attention by window position."""
+    from .device import resolve_device
+    from .evaluation.analysis import analyze_model, write_analysis
     from .io.lm_text import read_lm_text
     from .models import load_model
 
     dev = resolve_device(device)
     model, vocab, _ = load_model(lm_path, dev)
     docs = read_lm_text(text_path, max_words)
-    rep = corpus_perplexity(model, vocab, docs, batch_size=batch_size, device=dev)
-    click.echo(json.dumps(rep.to_dict(), indent=2))
+    res = analyze_model(model, vocab, docs, device=dev)
+    paths = write_analysis(res, out_dir, settings={"lm": lm_path, "text": text_path, "max_words": max_words})
+    click.echo(json.dumps(res.summary(), indent=2))
+    click.echo(f"wrote {', '.join(paths)}")
 
 
 def _load_nbest(nbest, plain_ac, plain_ngram, plain_costs):
@@ -177,10 +237,23 @@ def _apply(options):
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--batch-size", type=int, default=256, show_default=True, help="Most hypotheses per forward pass.")
 @click.option("--max-tokens", type=int, default=8192, show_default=True, help="Most padded tokens per forward pass.")
+@click.option("--scoring", type=click.Choice(["tree", "padded", "single"]), default="tree", show_default=True,
+              help="tree: each distinct prefix read once (fastest); padded: length-sorted padded batches; "
+                   "single: one hypothesis at a time. All give the same costs.")
+@click.option("--output", type=click.Choice(["softmax", "self-normalized"]), default="softmax", show_default=True,
+              help="self-normalized: the target word's logit is its log-probability (no softmax; faster, "
+                   "approximate; for models trained with optim.self_norm_weight > 0).")
+@click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
+              help="int8: dynamic int8 quantisation of the linear/LSTM/GRU layers (CPU only; approximate).")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32",
+              show_default=True, help="Weights cast to this type for scoring (float16: CUDA only; approximate).")
+@_threads_option
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@_cache_options
 @_data_errors
 def score(lm_path, nbest, plain_ac, plain_ngram, plain_costs, acoustic_scale, word_ins_penalty, out_dir, ref_path,
-          lm_weight, interp, ngram_arpa, history, device, batch_size, max_tokens, no_progress):
+          lm_weight, interp, ngram_arpa, history, device, batch_size, max_tokens, scoring, output, quantize, dtype,
+          threads, no_progress, cache_size, cache_theta, cache_lambda):
     """Rescore N-best lists with a neural LM; write the new 1-best and NN costs."""
     _seed()
     from tqdm import tqdm
@@ -188,12 +261,15 @@ def score(lm_path, nbest, plain_ac, plain_ngram, plain_costs, acoustic_scale, wo
     from .device import resolve_device
     from .io.references import read_references
     from .models import load_model
+    from .models.cache import cache_settings, with_cache
     from .rescoring.combine import Weights
     from .rescoring.ngram import NgramScorer
     from .rescoring.pipeline import format_wer_table, score_nbest
-    from .rescoring.scorer import NnScorer
+    from .rescoring.scorer import NnScorer, check_inference_options
 
+    check_inference_options(device, output, quantize, dtype)
     dev = resolve_device(device)
+    n_threads = _set_threads(threads)
     lists = _load_nbest(nbest, plain_ac, plain_ngram, plain_costs)
     refs = read_references(ref_path) if ref_path else None
     if refs is not None:
@@ -201,7 +277,8 @@ def score(lm_path, nbest, plain_ac, plain_ngram, plain_costs, acoustic_scale, wo
         if missing:
             raise DataError(f"{len(missing)} utterances of {nbest} have no reference in {ref_path}: "
                             f"{examples(missing)}")
-    model, vocab, _ = load_model(lm_path, dev)
+    model, vocab, model_info = load_model(lm_path, dev)
+    model = with_cache(model, cache_size, cache_theta, cache_lambda)
     weights = Weights(acoustic_scale, lm_weight, interp, word_ins_penalty)
     ngram_cost = None
     if ngram_arpa:
@@ -209,17 +286,23 @@ def score(lm_path, nbest, plain_ac, plain_ngram, plain_costs, acoustic_scale, wo
 
         ng = NgramScorer(ngram_arpa)
         ngram_cost = np.concatenate([ng.costs(u.hyps) for u in lists.utterances])
-    scorer = NnScorer(model, vocab, dev, batch_size, max_tokens)
+    scorer = NnScorer(model, vocab, dev, batch_size, max_tokens, mode=scoring, output=output, quantize=quantize,
+                      dtype=dtype, model_info=model_info)
     bar = tqdm(total=lists.num_hyps(), unit="hyp", disable=no_progress, file=sys.stderr)
 
     def progress(n):
         bar.update(n - bar.n)
 
     summary = score_nbest(lists, scorer, weights, out_dir, history=history, refs=refs, ngram_cost=ngram_cost,
-                          progress=progress, settings={"lm": lm_path, "nbest": nbest})
+                          progress=progress, settings={"lm": lm_path, "nbest": nbest, "cache": cache_settings(model),
+                                                    "scoring": {**scorer.settings(), "threads": n_threads}})
     bar.close()
     click.echo(f"wrote {out_dir}/text and {out_dir}/nn_cost ({summary['hypotheses']} hypotheses, "
                f"{summary['seconds']:.1f} s, {summary['tokens_per_s']:.0f} tokens/s, history {history})")
+    if summary["cache"]:
+        click.echo("neural cache: size {size}, theta {theta:g}, lambda {lambda:g}".format(**summary["cache"]))
+    if (output, quantize, dtype) != ("softmax", "none", "float32"):
+        click.echo(f"approximate NN costs: output {output}, quantize {quantize}, dtype {dtype}")
     click.echo(f"N-best words outside the NN vocabulary (scored as <unk>): {summary['nn_oov_rate']:.2f}% of tokens, "
                f"{100 - summary['nn_vocab_coverage_of_list_words']:.2f}% of distinct words")
     if refs is not None:
@@ -279,14 +362,31 @@ def table(rows):
     click.echo(wer_table(rows))
 
 
+@main.command("info")
+@click.argument("checkpoints", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a Markdown table.")
+@_data_errors
+def info(checkpoints, as_json):
+    """Parameter counts (total and without embeddings), epochs, training time and best
+    validation perplexity of CHECKPOINTS, to compare models at equal size."""
+    from .evaluation.report import model_row, model_table
+
+    if as_json:
+        for p in checkpoints:
+            click.echo(json.dumps(model_row(p)))
+    else:
+        click.echo(model_table(checkpoints))
+
+
 @main.command("models")
 def list_models():
     """List the registered model names."""
     from .models import MODEL_REGISTRY
 
     for name in sorted(MODEL_REGISTRY):
-        doc = (MODEL_REGISTRY[name].__doc__ or "").strip().splitlines()[0]
-        click.echo(f"{name:<8} {doc}")
+        cls = MODEL_REGISTRY[name]
+        summary = getattr(cls, "summary", "") or " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        click.echo(f"{name:<18} {summary}")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,14 @@ class OptimConfig:
     max_seconds: Optional[float] = None
     seed: int = 0
     threads: Optional[int] = None
+    # alpha of the self-normalisation (variance) regulariser alpha * mean (log Z)^2,
+    # Chen et al. 2016 (``000`` section 3.5, ref. [45]); 0 = plain cross-entropy
+    self_norm_weight: float = 0.0
+
+    def __post_init__(self):
+        if not self.self_norm_weight >= 0:
+            raise DataError(f"optim.self_norm_weight must be >= 0 (0 = off, e.g. 0.1), "
+                            f"got {self.self_norm_weight!r}")
 
 
 @dataclass

@@ -1,9 +1,10 @@
-"""Plots of tuning results (matplotlib, Agg canvas; no pyplot global state)."""
+"""Plots of tuning results and of the attention analysis (matplotlib, Agg canvas; no
+pyplot global state). Every PNG is written atomically."""
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Union
+from typing import Sequence, Union
 
 import numpy as np
 
@@ -98,3 +99,131 @@ def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike]) -> str:
             pass
         raise
     return path
+
+
+# -- attention analysis (``000`` section 6.2, ``001`` Fig. 3) ---------------------------
+
+def _new_figure(width: float, height: float):
+    """A matplotlib Figure on an Agg canvas and its single axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _save_png(fig, path: Union[str, os.PathLike]) -> str:
+    """Write ``fig`` as a PNG atomically (temporary file + rename); return ``path``."""
+    from ..io.atomic import atomic_path
+
+    fig.tight_layout()
+    path = os.fspath(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    return path
+
+
+def _bar_labels(ax, bars, values, fmt: str) -> None:
+    for bar, v in zip(bars, values):
+        ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+
+
+def plot_attention_entropy(counts: Sequence[int], edges: Sequence[float], max_entropy: float,
+                           mean_entropy: float, path: Union[str, os.PathLike]) -> str:
+    """Histogram of the attention entropy in bits (``000`` Fig. 6.1): ``counts`` [bins]
+    over ``edges`` [bins + 1], the mean and the maximum log2 K marked. Written
+    atomically; returns ``path``. Raises ValueError if ``len(edges) != len(counts) + 1``."""
+    if len(edges) != len(counts) + 1:
+        raise ValueError(f"plot_attention_entropy: {len(counts)} counts need {len(counts) + 1} edges, "
+                         f"got {len(edges)}")
+    edges = np.asarray(edges, dtype=float)
+    total = max(int(np.sum(counts)), 1)
+    fig, ax = _new_figure(6.0, 4.0)
+    ax.bar(edges[:-1], np.asarray(counts) / total, width=np.diff(edges), align="edge",
+           color="tab:blue", edgecolor="white", linewidth=0.5)
+    ax.axvline(mean_entropy, color="tab:orange", linestyle="--", label=f"mean {mean_entropy:.3f} bits")
+    ax.axvline(max_entropy, color="tab:red", linestyle=":", label=f"max log2 K = {max_entropy:.3f} bits")
+    ax.set_xlim(edges[0], edges[-1] * 1.02)
+    ax.set_xlabel("attention entropy -sum alpha log2 alpha (bits)")
+    ax.set_ylabel("fraction of tokens")
+    ax.set_title(f"Attention entropy over {total} tokens", fontsize=10)
+    ax.legend(fontsize=8)
+    return _save_png(fig, path)
+
+
+def plot_memcell_attention(mean_attention: Sequence[float], path: Union[str, os.PathLike]) -> str:
+    """Bar chart of the mean attention weight alpha^(i) per memcell; returns ``path``."""
+    k = len(mean_attention)
+    fig, ax = _new_figure(max(4.0, 0.6 * k + 2.0), 3.5)
+    bars = ax.bar(range(1, k + 1), mean_attention, color="tab:green")
+    _bar_labels(ax, bars, mean_attention, "{:.3f}")
+    ax.axhline(1.0 / max(k, 1), color="gray", linestyle=":", label="uniform 1/K")
+    ax.set_xticks(range(1, k + 1))
+    ax.set_xlabel("memcell i")
+    ax.set_ylabel("mean attention alpha^(i)")
+    ax.set_ylim(0, max(1.0 / max(k, 1), max(mean_attention, default=0.0)) * 1.2)
+    ax.legend(fontsize=8)
+    return _save_png(fig, path)
+
+
+def plot_memcell_cosine(cosine: Sequence[Sequence[float]], path: Union[str, os.PathLike]) -> str:
+    """K x K heat map of the mean pairwise cosine similarity of memcell states
+    (``000`` Fig. 6.2), every cell annotated; returns ``path``."""
+    s = np.asarray(cosine, dtype=float)
+    k = s.shape[0]
+    fig, ax = _new_figure(max(4.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
+    im = ax.imshow(s, cmap="Blues", vmin=-1.0, vmax=1.0, interpolation="nearest")
+    fig.colorbar(im, ax=ax, label="cosine similarity")
+    for i in range(k):
+        for j in range(k):
+            ax.text(j, i, f"{s[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if s[i, j] > 0.5 else "black")
+    ticks = range(k)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(i + 1) for i in ticks])
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([str(i + 1) for i in ticks])
+    ax.set_xlabel("memcell j")
+    ax.set_ylabel("memcell i")
+    ax.set_title("Mean cosine similarity of memcell states", fontsize=10)
+    return _save_png(fig, path)
+
+
+def plot_memcell_perplexity(memcell_ppl: Sequence[float], perplexity: float,
+                            path: Union[str, os.PathLike]) -> str:
+    """Perplexity of each memcell alone (alpha^(k) = 1, ``000`` Fig. 6.3) as bars, the
+    model's perplexity as a line; the axis is logarithmic when the values span more
+    than a factor of 10 (dead memcells); returns ``path``."""
+    k = len(memcell_ppl)
+    values = [float(v) for v in memcell_ppl] + [float(perplexity)]
+    fig, ax = _new_figure(max(4.0, 0.6 * k + 2.0), 3.5)
+    bars = ax.bar(range(1, k + 1), memcell_ppl, color="tab:purple")
+    _bar_labels(ax, bars, memcell_ppl, "{:.1f}")
+    ax.axhline(perplexity, color="tab:red", linestyle="--", label=f"all memcells: {perplexity:.1f}")
+    if max(values) > 10 * min(values):
+        ax.set_yscale("log")
+        ax.set_ylim(top=max(values) * 2.0)
+    else:
+        ax.set_ylim(0, max(values) * 1.25)
+    ax.set_xticks(range(1, k + 1))
+    ax.set_xlabel("memcell k (alpha^(k) forced to 1)")
+    ax.set_ylabel("perplexity")
+    ax.legend(fontsize=8, loc="upper right")
+    return _save_png(fig, path)
+
+
+def plot_window_attention(mean_attention: Sequence[float], model_name: str,
+                          path: Union[str, os.PathLike]) -> str:
+    """Mean attention weight by window position (``001`` Fig. 3b): position L-1, the
+    most recent previous output, drawn rightmost and labelled t-1; returns ``path``."""
+    n = len(mean_attention)
+    fig, ax = _new_figure(max(4.0, 0.45 * n + 2.0), 3.5)
+    ax.bar(range(n), mean_attention, color="tab:blue")
+    ax.set_xticks(range(n))
+    ax.set_xticklabels([f"t-{n - i}" for i in range(n)], rotation=90 if n > 12 else 0, fontsize=8)
+    ax.set_xlabel("window position (previous outputs)")
+    ax.set_ylabel("mean attention weight")
+    ax.set_title(f"{model_name}: mean attention by position", fontsize=10)
+    return _save_png(fig, path)

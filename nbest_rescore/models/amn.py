@@ -17,12 +17,22 @@ output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
 The K + 1 GRUs (index 0 = controller) share one implementation: their input
 projections for a whole segment are one matrix product, and the recurrences one
 batched matrix product per step. State: ``(h,)`` float [B, K + 1, H].
+
+Analysis hooks (``000`` section 6.2; used by :mod:`nbest_rescore.evaluation.analysis`),
+all off by default and free when off:
+
+* ``record_attention``: each forward appends alpha float [B, T, K] to the list
+  ``recorded_attention``;
+* ``record_memcells``: each forward appends the memcell states m_t^(i) float
+  [B, T, K, H] to the list ``recorded_memcells``;
+* ``force_memcell = k``: alpha = one-hot(k), so o_t = m_t^(k) (perplexity of one memcell
+  alone, ``000`` section 6.2.4).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor, nn
@@ -74,6 +84,12 @@ class AMNLM(LanguageModel):
         self.b_ih = nn.Parameter(torch.empty(k1, 3 * h).uniform_(-bound, bound))
         self.b_hh = nn.Parameter(torch.empty(k1, 3 * h).uniform_(-bound, bound))
         self.register_buffer("temperature", torch.tensor(float(config.anneal_t0)))
+        # analysis hooks (see the module docstring); not saved with the weights
+        self.record_attention = False
+        self.recorded_attention: List[Tensor] = []
+        self.record_memcells = False
+        self.recorded_memcells: List[Tensor] = []
+        self.force_memcell: Optional[int] = None
 
     def init_state(self, batch_size: int, device=None) -> State:
         """Zero controller and memcell states: ``(h,)`` float [B, K + 1, H]."""
@@ -109,9 +125,19 @@ class AMNLM(LanguageModel):
         Args:
             h: float [K + 1, B, H] controller (index 0) and memcell states.
         Returns:
-            (alpha float [K, B] attention weights, o float [B, H] output).
+            (alpha float [K, B] attention weights, o float [B, H] output). With
+            ``force_memcell = k`` set, alpha is one-hot(k) and o = m^(k).
+        Raises:
+            IndexError: ``force_memcell`` is not in [0, K).
         """
         u, m = h[0], h[1:]
+        if self.force_memcell is not None:
+            k = self.force_memcell
+            if not 0 <= k < m.shape[0]:
+                raise IndexError(f"amn force_memcell {k} out of range: the model has {m.shape[0]} memcells")
+            alpha = torch.zeros(m.shape[:2], dtype=m.dtype, device=m.device)
+            alpha[k] = 1.0
+            return alpha, m[k]
         beta = (m * u.unsqueeze(0)).sum(-1)  # [K, B]
         alpha = torch.softmax(beta / self.temperature, dim=0)
         o = (alpha.unsqueeze(-1) * m).sum(0)
@@ -128,23 +154,33 @@ class AMNLM(LanguageModel):
         h = state[0].transpose(0, 1).contiguous()  # [K+1, B, H]
         if lengths is not None:
             lengths = lengths.to(x.device)
-        outs, itl_terms = [], []
+        # Speed (benchmarks/train_speed.py): the loop holds only the GRU recurrences.
+        # gi is unbound per step and gates are split, not indexed, because the backward
+        # of each index/slice would write a zero tensor of the full source size (O(T^2)
+        # per segment); attention, which feeds nothing back, runs once after the loop.
+        gis = gi.unbind(1)  # T x [K+1, B, 3H]
+        b_hh = self.b_hh.unsqueeze(1)
+        steps = []
         for t in range(t_len):
-            gh = torch.baddbmm(self.b_hh.unsqueeze(1), h, self.w_hh)  # [K+1, B, 3H]
-            g = gi[:, t]
-            r = torch.sigmoid(g[..., :hdim] + gh[..., :hdim])
-            z = torch.sigmoid(g[..., hdim:2 * hdim] + gh[..., hdim:2 * hdim])
-            n = torch.tanh(g[..., 2 * hdim:] + r * gh[..., 2 * hdim:])
+            gh_rz, gh_n = torch.baddbmm(b_hh, h, self.w_hh).split([2 * hdim, hdim], -1)
+            gi_rz, gi_n = gis[t].split([2 * hdim, hdim], -1)
+            r, z = torch.sigmoid(gi_rz + gh_rz).chunk(2, -1)
+            n = torch.tanh(gi_n + r * gh_n)
             h_new = (1.0 - z) * n + z * h
             if lengths is not None:
                 h_new = torch.where((t < lengths).view(1, b, 1), h_new, h)
             h = h_new
-            alpha, o = self.attend(h)
-            outs.append(o)
-            if self.training and self.config.itl_weight > 0:
-                dist = ((o.unsqueeze(0) - h[1:]) ** 2).sum(-1)  # [K, B]
-                itl_terms.append((alpha * dist).sum(0).mean())
+            steps.append(h)
+        k1 = h.shape[0]
+        hs = torch.stack(steps, 2)  # [K+1, B, T, H]
+        alpha, o = self.attend(hs.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
         aux = None
-        if itl_terms:
-            aux = self.config.itl_weight * torch.stack(itl_terms).mean()
-        return Output(torch.stack(outs, 1), (h.transpose(0, 1),), aux)
+        if self.training and self.config.itl_weight > 0:
+            dist = ((o.unsqueeze(0) - hs[1:].reshape(k1 - 1, b * t_len, hdim)) ** 2).sum(-1)  # [K, B*T]
+            # mean over streams, then over time steps
+            aux = self.config.itl_weight * (alpha * dist).sum(0).view(b, t_len).mean(0).mean()
+        if self.record_attention:
+            self.recorded_attention.append(alpha.detach().view(k1 - 1, b, t_len).permute(1, 2, 0))  # [B, T, K]
+        if self.record_memcells:
+            self.recorded_memcells.append(hs[1:].detach().permute(1, 2, 0, 3))  # [B, T, K, H]
+        return Output(o.view(b, t_len, hdim), (h.transpose(0, 1),), aux)

@@ -73,6 +73,8 @@ class LanguageModel(nn.Module):
     """
 
     name: ClassVar[str] = "base"
+    #: one line for ``nbest-rescore models`` (default: the docstring's first paragraph)
+    summary: ClassVar[str] = ""
     Config: ClassVar[type]
 
     def __init__(self, config, vocab_size: int, feature_dim: int):
@@ -113,9 +115,11 @@ class LanguageModel(nn.Module):
             :class:`Output` with features [B, T, D]; the state is the one reached after
             ``lengths[b]`` inputs of row b (all T when lengths is None). Outputs at
             padded positions are unspecified; earlier positions never depend on later
-            tokens (causality).
+            tokens (causality). Floating-point state tensors are cast to the
+            embedding's dtype (a model cast to bfloat16 accepts a float32 initial state).
         """
         x = self.drop_emb(self.embedding(tokens))
+        state = tuple(s.to(x.dtype) if s.is_floating_point() else s for s in state)
         return self.recur(x, state, lengths)
 
     def logits(self, features: Tensor) -> Tensor:
@@ -124,6 +128,29 @@ class LanguageModel(nn.Module):
         if self.project is not None:
             h = self.project(h)
         return self.decoder(h)
+
+    def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
+        """The logit of each target word only: ``logits(features).gather(-1, targets)``
+        without the [B, T, V] product (features . W[target] + b[target]).
+
+        Args:
+            features: float [B, T, D] (from :meth:`forward`); targets: int64 [B, T].
+        Returns:
+            float [B, T] unnormalised scores (equal to the gathered full logits up to
+            floating-point summation order). A model that overrides :meth:`logits`
+            (e.g. the cache wrapper) or whose output layer is not a plain ``nn.Linear``
+            (e.g. int8-quantised) falls back to the full product.
+        """
+        if type(self).logits is not LanguageModel.logits:
+            return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        h = self.drop_out(features)
+        if self.project is not None:
+            h = self.project(h)
+        if type(self.decoder) is not nn.Linear:
+            return self.decoder(h).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        w = self.decoder.weight.index_select(0, targets.reshape(-1)).view(*targets.shape, -1)  # [B, T, D]
+        b = self.decoder.bias.index_select(0, targets.reshape(-1)).view(targets.shape)
+        return (h * w.to(h.dtype)).sum(-1) + b.to(h.dtype)
 
     def log_probs(self, inputs: Tensor, targets: Tensor, state: State,
                   lengths: Optional[Tensor] = None) -> Tuple[Tensor, State]:
@@ -139,6 +166,20 @@ class LanguageModel(nn.Module):
         out = self.forward(inputs, state, lengths)
         logp = torch.log_softmax(self.logits(out.features).float(), dim=-1)
         return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), out.state
+
+    def self_normalized_log_probs(self, inputs: Tensor, targets: Tensor, state: State,
+                                  lengths: Optional[Tensor] = None) -> Tuple[Tensor, State]:
+        """Approximate natural-log probabilities of ``targets``: the target's logit alone,
+        log Z taken as 0 (self-normalisation, Chen et al. 2016, the thesis ``000``
+        section 3.5 ref. [45]). Only sensible for a model trained with
+        ``optim.self_norm_weight > 0``; costs O(D) per word instead of O(V D).
+
+        Arguments and return as in :meth:`log_probs` (float32 [B, T], new state);
+        padded positions hold unspecified values. The values are not normalised: they
+        differ from :meth:`log_probs` by log Z of each position.
+        """
+        out = self.forward(inputs, state, lengths)
+        return self.target_logits(out.features, targets).float(), out.state
 
     def on_epoch_end(self, epoch: int) -> None:
         """Hook called by the trainer after each epoch (e.g. attention annealing)."""

@@ -10,9 +10,10 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
+from torch import Tensor
 from tqdm import tqdm
 
 from ..config import TrainConfig, config_to_dict
@@ -52,6 +53,78 @@ def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
     return Vocabulary.from_counts(counts, cfg.vocab.max_size, cfg.vocab.min_count, restrict)
 
 
+class SegmentLoss(NamedTuple):
+    """The training loss of one BPTT segment.
+
+    loss: scalar to minimise: mean cross-entropy per token + the model's auxiliary
+        loss + ``self_norm_weight * mean_t (log Z_t)^2``.
+    nll: summed cross-entropy of the segment's tokens (nats, detached float).
+    abs_log_z: summed |log Z_t| over the tokens (detached float), Z_t the softmax
+        normaliser; near 0 for a self-normalised output layer.
+    num_tokens: number of real (unpadded) target tokens.
+    """
+
+    loss: Tensor
+    nll: float
+    abs_log_z: float
+    num_tokens: int
+
+
+def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Optional[Tensor] = None,
+                 self_norm_weight: float = 0.0) -> Optional[SegmentLoss]:
+    """Loss of a segment from the model's features; None if the segment has no token.
+
+    With ``self_norm_weight`` alpha > 0 the variance regulariser of Chen et al. 2016
+    (the thesis ``000`` section 3.5, reference [45]) is added: alpha * mean over the
+    tokens of (log Z_t)^2, log Z_t = logsumexp of the logits at position t, which
+    drives log Z_t towards 0 so that the target's logit alone can serve as its
+    log-probability at scoring time (:meth:`LanguageModel.self_normalized_log_probs`).
+
+    Args:
+        features: float [B, T, D] (from :func:`run_segment`); targets: int64 [B, T];
+        mask: bool [B, T] (False = padding); aux: scalar auxiliary loss or None.
+        Only the N unpadded positions go through ``model.logits`` (as [N, D]).
+    """
+    ntok = int(mask.sum())
+    if ntok == 0:
+        return None
+    logits = model.logits(features[mask]).float()  # [N, V]: no [B, T, V] tensor to mask
+    logp = torch.log_softmax(logits, -1)
+    tgt = targets[mask].unsqueeze(-1)
+    nll = torch.nn.functional.nll_loss(logp, tgt.squeeze(-1), reduction="sum")
+    # log Z = logit - log p for any word (here the target): no second pass over [N, V]
+    log_z = (logits.gather(-1, tgt) - logp.gather(-1, tgt)).squeeze(-1)  # [N]
+    loss = nll / ntok
+    if aux is not None:
+        loss = loss + aux
+    if self_norm_weight > 0:
+        loss = loss + self_norm_weight * (log_z ** 2).mean()
+    return SegmentLoss(loss, float(nll.detach()), float(log_z.detach().abs().sum()), ntok)
+
+
+def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
+               clip: float, self_norm_weight: float = 0.0):
+    """One BPTT update: run the segment from ``state`` (cut from the graph), compute
+    :func:`segment_loss`, back-propagate, clip the gradient norm to ``clip``, step.
+
+    Args:
+        inputs, targets: int64 [B, T]; mask, reset: bool [B, T] (see
+        :func:`~nbest_rescore.training.streams.segments`).
+    Returns:
+        (state after the segment, :class:`SegmentLoss` or None when the segment holds
+        no token: then no update is made).
+    """
+    feats, state, aux = run_segment(model, detach_state(state), inputs, reset)
+    step = segment_loss(model, feats, targets, mask, aux, self_norm_weight)
+    if step is None:
+        return state, None
+    opt.zero_grad(set_to_none=True)
+    step.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    return state, step
+
+
 def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True) -> TrainResult:
     """Train ``cfg.model`` on ``cfg.data`` and save the best checkpoint to ``out_path``.
 
@@ -85,22 +158,15 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True) -> Tr
         n_seg = math.ceil(train_streams.inputs.shape[1] / o.bptt)
         bar = tqdm(total=train_streams.num_tokens, desc=f"epoch {epoch}", unit="tok",
                    disable=not progress, leave=False, mininterval=1.0)
-        ep_nll, ep_tok, t0 = 0.0, 0, time.perf_counter()
+        ep_nll, ep_abs_log_z, ep_tok, t0 = 0.0, 0.0, 0, time.perf_counter()
         for i, (inp, tgt, mask, reset) in enumerate(segments(train_streams, o.bptt)):
             inp, tgt, mask, reset = (x.to(device) for x in (inp, tgt, mask, reset))
-            state = detach_state(state)
-            feats, state, aux = run_segment(model, state, inp, reset)
-            logits = model.logits(feats)
-            ntok = int(mask.sum())
-            if ntok == 0:
+            state, step = train_step(model, opt, state, inp, tgt, mask, reset, o.clip, o.self_norm_weight)
+            if step is None:
                 continue
-            ce = torch.nn.functional.cross_entropy(logits[mask].float(), tgt[mask], reduction="sum")
-            loss = ce / ntok + (aux if aux is not None else 0.0)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip)
-            opt.step()
-            ep_nll += float(ce.detach())
+            ntok = step.num_tokens
+            ep_nll += step.nll
+            ep_abs_log_z += step.abs_log_z
             ep_tok += ntok
             total_tokens += ntok
             bar.update(ntok)
@@ -114,7 +180,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True) -> Tr
         bar.close()
         train_ppl = math.exp(ep_nll / max(1, ep_tok))
         entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
-                 "lr": opt.param_groups[0]["lr"]}
+                 "lr": opt.param_groups[0]["lr"], "mean_abs_log_z": ep_abs_log_z / max(1, ep_tok)}
         if valid_streams is not None:
             model.eval()
             vppl = math.exp(nll_of_streams(model, valid_streams, 64, device) / valid_streams.num_tokens)

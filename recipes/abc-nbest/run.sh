@@ -5,6 +5,14 @@
 # the WER table. Kaldi-style stages; run from the repository root:
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
+#        [--conf DIR] [--models "gru amn ..."] [--device cpu|cuda] [--threads N]
+#
+# Each model m trains from $conf/$m.yaml into $exp/$m.pt. A model written "m+cache"
+# is the trained m wrapped at scoring time in the neural cache (--cache-size,
+# --cache-theta, --cache-lambda). The model zoo of README.md is
+#
+#   bash recipes/abc-nbest/run.sh --conf examples --exp exp/abc-nbest-zoo \
+#     --models "lstm gru gru+cache amn-vanilla amn attention key-value-predict ngram-rnn hornn dnc transformer"
 #
 # Every stage skips work whose output already exists (delete it to redo).
 set -euo pipefail
@@ -14,6 +22,10 @@ stop_stage=100
 data=../shared/data/abc-nbest
 exp=exp/abc-nbest
 models="gru amn"
+conf=recipes/abc-nbest/conf
+cache_size=500
+cache_theta=0.3
+cache_lambda=0.1
 histories="first-pass none"
 device=cpu
 train_seconds=        # per model (empty: the config's max_seconds)
@@ -26,12 +38,20 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2 ;;
     --exp) exp=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
+    --conf) conf=$2; shift 2 ;;
+    --cache-size) cache_size=$2; shift 2 ;;
+    --cache-theta) cache_theta=$2; shift 2 ;;
+    --cache-lambda) cache_lambda=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
     --train-seconds) train_seconds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+
+# checkpoint of model spec $1 ("m" or "m+cache") and the extra scoring options
+ckpt() { echo "$exp/${1%+cache}.pt"; }
+lm_opts() { case "$1" in *+cache) echo "--cache-size $cache_size --cache-theta $cache_theta --cache-lambda $cache_lambda" ;; esac; }
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') [run.sh stage $1] ${*:2}" >&2; }
 mkdir -p "$exp"
@@ -45,9 +65,10 @@ fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
   for m in $models; do
+    case "$m" in *+cache) continue ;; esac
     if [ -f "$exp/$m.pt" ]; then log 1 "$exp/$m.pt exists, skipping"; continue; fi
-    log 1 "train $m (examples/$m.yaml)"
-    nbest-rescore -v train --config examples/$m.yaml --out "$exp/$m.pt" --device "$device" \
+    log 1 "train $m ($conf/$m.yaml)"
+    nbest-rescore -v train --config $conf/$m.yaml --out "$exp/$m.pt" --device "$device" \
       ${train_seconds:+--max-seconds $train_seconds} ${threads:+--threads $threads} --no-progress \
       2> "$exp/train_$m.log" > "$exp/train_$m.json"
   done
@@ -56,7 +77,7 @@ fi
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
   for m in $models; do
     log 2 "perplexity of $m on lm_valid"
-    [ -f "$exp/ppl_$m.json" ] || nbest-rescore ppl --lm "$exp/$m.pt" --text "$data/lm/lm_valid.txt" \
+    [ -f "$exp/ppl_$m.json" ] || nbest-rescore ppl --lm "$(ckpt $m)" $(lm_opts $m) --text "$data/lm/lm_valid.txt" \
       --device "$device" > "$exp/ppl_$m.json"
     cat "$exp/ppl_$m.json"
   done
@@ -68,7 +89,7 @@ if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
       out=$exp/score_${m}_$h
       if [ -f "$out/wer.json" ]; then log 3 "$out exists, skipping"; continue; fi
       log 3 "rescore dev with $m, --history $h"
-      nbest-rescore score --lm "$exp/$m.pt" --nbest "$data/dev" --ref "$data/dev/ref.txt" --out "$out" \
+      nbest-rescore score --lm "$(ckpt $m)" $(lm_opts $m) --nbest "$data/dev" --ref "$data/dev/ref.txt" --out "$out" \
         --history "$h" --interp 0.5 --device "$device" --no-progress
     done
   done

@@ -97,3 +97,65 @@ def test_itl_matches_definition():
         o = (alpha[..., None] * st[1:]).sum(0)
         terms.append((alpha * ((o - st[1:]) ** 2).sum(-1)).sum(0).mean())
     assert torch.allclose(out.aux_loss, 2.0 * torch.stack(terms).mean(), atol=1e-5)
+
+
+def reference_segment_loss(m, inp, tgt, mask, reset, h0):
+    """Training loss of one segment by a straightforward AMN: per step, rows starting a
+    document are reset, then one ``GRUCell`` call per controller/memcell (run by
+    ``functional_call`` on slices of the AMN's own weights, so the gradients reach the
+    same parameters), attention, softmax cross-entropy and ITL. Returns (loss, h [B, K+1, H])."""
+    from torch.func import functional_call
+
+    k1 = m.config.num_memcells + 1
+    cell = torch.nn.GRUCell(m.config.embedding_dim, m.config.hidden_size)
+    params = [{"weight_ih": m.w_ih[k].T, "weight_hh": m.w_hh[k].T, "bias_ih": m.b_ih[k], "bias_hh": m.b_hh[k]}
+              for k in range(k1)]
+    states = list(h0.unbind(1))
+    emb = m.embedding(inp)
+    nll, itl = [], []
+    for t in range(inp.shape[1]):
+        states = [torch.where(reset[:, t:t + 1], torch.zeros_like(s), s) for s in states]
+        states = [functional_call(cell, params[k], (emb[:, t], states[k])) for k in range(k1)]
+        beta = torch.stack([(states[k] * states[0]).sum(-1) for k in range(1, k1)], -1)
+        alpha = torch.softmax(beta / m.temperature, -1)
+        o = sum(alpha[:, k - 1:k] * states[k] for k in range(1, k1))
+        logp = torch.log_softmax(m.decoder(o), -1)
+        nll.append(-logp.gather(-1, tgt[:, t:t + 1]).squeeze(-1))
+        itl.append(sum(alpha[:, k - 1] * ((o - states[k]) ** 2).sum(-1) for k in range(1, k1)).mean())
+    loss = torch.stack(nll, 1)[mask].mean() + m.config.itl_weight * torch.stack(itl).mean()
+    return loss, torch.stack(states, 1)
+
+
+def test_training_loss_and_gradients_equal_straightforward_version(DATA):
+    """The trainer's loss (run_segment + segment_loss) of the batched AMN and its
+    gradients equal those of the straightforward version on ci text, over two BPTT
+    segments with document resets, carried state and the ITL."""
+    from nbest_rescore.io.references import read_references
+    from nbest_rescore.training.streams import encode_document, make_streams, run_segment, segments
+    from nbest_rescore.training.trainer import segment_loss
+    from nbest_rescore.vocab import Vocabulary
+
+    refs = list(read_references(DATA / "ci" / "ref.txt").values())
+    vocab = Vocabulary(["</s>", "<unk>"] + sorted({w for s in refs for w in s})[:100])
+    streams = make_streams([encode_document(refs[i:i + 1], vocab) for i in range(24)], 3)
+    assert int(streams.reset[:, 1:30].sum()) > 0  # documents start inside the segments
+    torch.manual_seed(0)
+    m = build_model("amn", {**CFG, "anneal_t0": 3.0, "itl_weight": 0.5}, len(vocab)).train()
+    grads = []
+    for impl in ("batched", "reference"):
+        m.zero_grad()
+        h, losses = m.init_state(3)[0], []
+        for inp, tgt, mask, reset in list(segments(streams, 15))[:2]:
+            if impl == "batched":
+                feats, (h,), aux = run_segment(m, (h.detach(),), inp, reset)
+                loss = segment_loss(m, feats, tgt, mask, aux).loss
+            else:
+                loss, h = reference_segment_loss(m, inp, tgt, mask, reset, h.detach())
+            loss.backward()
+            losses.append(float(loss.detach()))
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters()})
+        if impl == "batched":
+            batched_losses = losses
+    assert torch.allclose(torch.tensor(batched_losses), torch.tensor(losses), atol=1e-5)
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], rtol=1e-4, atol=1e-6), n

@@ -53,7 +53,7 @@ def test_recorded_validation_perplexity_is_reproducible(tiny_lm, DATA):
 
 def test_config_paths_and_errors(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    cfg = load_train_config("examples/amn.yaml")
+    cfg = load_train_config("recipes/abc-nbest/conf/amn.yaml")
     assert cfg.model == "amn" and cfg.model_config["num_memcells"] == 5
     assert cfg.data.train.endswith("lm_train.txt")
     bad = tmp_path / "bad.yaml"

@@ -1,0 +1,265 @@
+#!/usr/bin/env python
+"""N-best rescoring speed: words/s, hypotheses/s and peak memory of three ways to get
+the same NN costs, each utterance scored from the initial state (history ``none``).
+
+* ``one_at_a_time``: one forward pass per hypothesis (``NnScorer(mode="single")``).
+* ``padded_batch``: one utterance's N-best list as one padded batch, as Kaldi's PyTorch
+  N-best rescoring scripts do (``NnScorer(mode="padded")`` with unbounded batch sizes).
+* ``default``: the toolkit's default path, ``rescore(..., history="none")`` with a default
+  :class:`~nbest_rescore.rescoring.scorer.NnScorer`: prefix trees over 64 utterances
+  at a time (:mod:`nbest_rescore.rescoring.prefix_tree`).
+
+Each path runs in a fresh subprocess so that its peak RSS (``ru_maxrss``) is its own;
+it scores the lists ``--repeat`` times (after one untimed warm-up utterance) and the
+medians are reported. Words are the scored tokens (words and ``</s>``). Every path's
+costs are compared with ``one_at_a_time`` on the hypotheses both scored.
+
+Example::
+
+    python benchmarks/rescore_speed.py --lm /tmp/tiny.pt --nbest ../shared/data/abc-nbest/dev \\
+        --max-utts 40 --repeat 3 --threads 1 --json /tmp/speed.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+
+PATHS = ("one_at_a_time", "padded_batch", "default")
+CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lm", required=True, help="checkpoint (.pt) written by nbest-rescore train")
+    p.add_argument("--nbest", required=True, help="Kaldi N-best directory (e.g. abc-nbest/dev)")
+    p.add_argument("--max-utts", type=int, default=None, help="only the first N utterances")
+    p.add_argument("--single-max-utts", type=int, default=None,
+                   help="one_at_a_time only scores the first N utterances (it is slow); default --max-utts")
+    p.add_argument("--nbest-size", type=int, default=None, help="only the first K hypotheses of each list")
+    p.add_argument("--repeat", type=int, default=3, help="timed repetitions per path (medians reported)")
+    p.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated subset of {','.join(PATHS)}")
+    p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--costs-out", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    bad = [x for x in args.paths.split(",") if x not in PATHS]
+    if bad:
+        p.error(f"--paths: unknown {bad}; choose from {', '.join(PATHS)}")
+    for name in ("max_utts", "single_max_utts", "nbest_size", "repeat", "threads"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    return args
+
+
+def load_lists(args, max_utts):
+    """The first ``max_utts`` N-best lists, each cut to ``--nbest-size`` hypotheses."""
+    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
+    from nbest_rescore.types import NbestSet
+
+    nbest = read_kaldi_nbest_dir(args.nbest)
+    utts = nbest.utterances[:max_utts]
+    k = args.nbest_size
+    if k is not None:
+        utts = tuple(replace(u, keys=u.keys[:k], hyps=u.hyps[:k], ac_cost=u.ac_cost[:k],
+                             lm_cost=u.lm_cost[:k], graph_cost=u.graph_cost[:k]) for u in utts)
+    return NbestSet(tuple(utts), nbest.doc_source, nbest.source)
+
+
+def make_runner(path, model, vocab, device):
+    """A function NbestSet -> float64 [H] NN costs in set order, for ``path``."""
+    import numpy as np
+
+    from nbest_rescore.rescoring.combine import Weights
+    from nbest_rescore.rescoring.history import rescore
+    from nbest_rescore.rescoring.scorer import NnScorer
+
+    if path == "default":
+        scorer = NnScorer(model, vocab, device)
+        return lambda lists: rescore(lists, scorer, Weights(), "none").nn_cost
+    if path == "padded_batch":
+        scorer = NnScorer(model, vocab, device, batch_size=1 << 30, max_tokens=1 << 40, mode="padded")
+    else:
+        scorer = NnScorer(model, vocab, device, mode="single")
+    init = scorer.initial_state(1)
+
+    def per_utterance(lists):
+        return np.concatenate([scorer.costs(init, [0] * len(u), u.hyps) for u in lists.utterances])
+
+    return per_utterance
+
+
+def lm_positions(path, lists, vocab):
+    """Input positions the LM reads for ``path``: list tokens, padded batch positions,
+    or prefix-tree nodes (trees over the same 64-utterance calls as the toolkit)."""
+    from nbest_rescore.rescoring.prefix_tree import build_forest
+
+    utts = lists.utterances
+    if path == "one_at_a_time":
+        return sum(len(h) + 1 for u in utts for h in u.hyps)
+    if path == "padded_batch":
+        return sum(len(u) * (1 + max(len(h) for h in u.hyps)) for u in utts)
+    nodes = 0
+    for a in range(0, len(utts), CHUNK_UTTS):
+        hyps = [vocab.encode(h) for u in utts[a:a + CHUNK_UTTS] for h in u.hyps]
+        nodes += build_forest(hyps, [0] * len(hyps), vocab.eos).num_nodes
+    return nodes
+
+
+def rss_mb() -> float:
+    """Peak resident set size of this process so far (ru_maxrss, KiB on Linux)."""
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / 1024.0 if sys.platform != "darwin" else r / 2**20
+
+
+def worker(args) -> dict:
+    """Run one path (in its own process); costs go to ``--costs-out`` (.npy)."""
+    import numpy as np
+    import torch
+
+    from nbest_rescore.device import resolve_device
+    from nbest_rescore.models import load_model
+    from nbest_rescore.types import NbestSet
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    path = args.worker
+    n_utts = args.max_utts
+    if path == "one_at_a_time" and args.single_max_utts:
+        n_utts = min(args.single_max_utts, n_utts or args.single_max_utts)
+    lists = load_lists(args, n_utts)
+    device = resolve_device(args.device)
+    model, vocab, _ = load_model(args.lm, device)
+    baseline = rss_mb()
+    run = make_runner(path, model, vocab, device)
+    run(NbestSet(lists.utterances[:1], lists.doc_source))  # warm-up, untimed
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    seconds, cpu_seconds, costs = [], [], None
+    for _ in range(args.repeat):
+        sync()
+        t0, c0 = time.perf_counter(), time.process_time()
+        costs = run(lists)
+        sync()
+        seconds.append(time.perf_counter() - t0)
+        cpu_seconds.append(time.process_time() - c0)
+    np.save(args.costs_out, costs)
+    hyps = sum(len(u) for u in lists.utterances)
+    words = sum(len(h) + 1 for u in lists.utterances for h in u.hyps)
+    med = float(np.median(seconds))
+    return {
+        "utterances": len(lists), "hypotheses": hyps, "words": words,
+        "lm_positions": lm_positions(path, lists, vocab),
+        "seconds": seconds, "cpu_seconds": cpu_seconds, "median_seconds": med,
+        "words_per_s": words / med, "hyps_per_s": hyps / med,
+        "words_per_cpu_s": words / float(np.median(cpu_seconds)),
+        "peak_rss_mb": rss_mb(), "rss_before_scoring_mb": baseline,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def machine(args) -> dict:
+    import torch
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cpu_count": os.cpu_count(), "threads": args.threads or torch.get_num_threads(),
+            "torch": torch.__version__, "python": platform.python_version(), "device": args.device,
+            "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+    if args.device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(torch.device(args.device))
+    return info
+
+
+def run_paths(args, argv) -> dict:
+    """Each path in a fresh subprocess (given this script's arguments ``argv``); then
+    the cost check and the ratios."""
+    import numpy as np
+
+    paths = [p for p in PATHS if p in args.paths.split(",")]
+    out = {"lm": args.lm, "nbest": args.nbest, "max_utts": args.max_utts, "nbest_size": args.nbest_size,
+           "single_max_utts": args.single_max_utts, "repeat": args.repeat, "machine": machine(args), "paths": {}}
+    costs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in paths:
+            cost_file = os.path.join(tmp, f"{path}.npy")
+            cmd = [sys.executable, os.path.abspath(__file__), *argv, "--worker", path, "--costs-out", cost_file]
+            print(f"[{path}] running ...", file=sys.stderr, flush=True)
+            res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            if res.returncode != 0:
+                sys.exit(f"path {path} failed (exit {res.returncode})")
+            out["paths"][path] = json.loads(res.stdout.strip().splitlines()[-1])
+            costs[path] = np.load(cost_file)
+    ref = costs.get("one_at_a_time")
+    for path, c in costs.items():
+        if ref is None:
+            diff = None
+        else:
+            n = min(len(ref), len(c))  # one_at_a_time may score fewer utterances
+            diff = float(np.abs(c[:n] - ref[:n]).max())
+        out["paths"][path]["max_abs_diff_vs_one_at_a_time"] = diff
+    ratios = {}
+    res = out["paths"]
+    for other in ("one_at_a_time", "padded_batch"):
+        if "default" in res and other in res:
+            ratios[f"default/{other}"] = res["default"]["words_per_s"] / res[other]["words_per_s"]
+    out["speedup_words_per_s"] = ratios
+    return out
+
+
+def format_table(out: dict) -> str:
+    m = out["machine"]
+    lines = [f"machine: {m['cpu']} ({m['cpu_count']} cores), {m['threads']} torch thread(s), torch {m['torch']}, "
+             f"device {m['device']}; load average at start {m['load_average_at_start']}",
+             f"lists: {out['nbest']} (history none, each utterance from the initial state), "
+             f"medians of {out['repeat']} runs",
+             f"{'path':<14} {'utts':>5} {'hyps':>7} {'words':>8} {'LM pos.':>8} {'median s':>9} "
+             f"{'words/s':>9} {'hyps/s':>8} {'peak RSS MB':>11} {'max|diff| nats':>14}"]
+    for name, r in out["paths"].items():
+        d = r["max_abs_diff_vs_one_at_a_time"]
+        lines.append(f"{name:<14} {r['utterances']:>5} {r['hypotheses']:>7} {r['words']:>8} {r['lm_positions']:>8} "
+                     f"{r['median_seconds']:>9.2f} {r['words_per_s']:>9.0f} {r['hyps_per_s']:>8.1f} "
+                     f"{r['peak_rss_mb']:>11.0f} {'-' if d is None else f'{d:.2e}':>14}")
+    for k, v in out["speedup_words_per_s"].items():
+        lines.append(f"speed-up {k} (words/s): {v:.1f}x")
+    res = out["paths"]
+    if "one_at_a_time" in res and any(r["utterances"] != res["one_at_a_time"]["utterances"] for r in res.values()):
+        lines.append(f"note: one_at_a_time scored only the first {res['one_at_a_time']['utterances']} utterances "
+                     f"(--single-max-utts); its cost check covers those hypotheses")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return
+    out = run_paths(args, argv)
+    print(format_table(out))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

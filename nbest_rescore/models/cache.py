@@ -1,0 +1,261 @@
+"""Neural continuous cache: an inference-time wrapper around any trained LM
+(``003`` section 5.2, citing Grave et al. 2017); no training, no new weights.
+
+The cache holds the last M pairs (h_i, w_{i+1}): the wrapped model's output features
+h_i (float [D], the inputs of its softmax layer) and the word that followed them.
+At position t, with query h_t,
+
+    p_cache(w) = sum_i [w_{i+1} = w] exp(theta h_t . h_i) / sum_i exp(theta h_t . h_i)
+    p(w)       = (1 - lambda) p_model(w) + lambda p_cache(w)
+
+and p = p_model while the cache is empty (the first input of a document). When the
+input w_t arrives, the pair (h_{t-1}, w_t) enters the cache before w_{t+1} is
+predicted, so the cache at position t holds the pairs of positions t-M+1 .. t.
+
+The wrapper keeps the stateful interface of :class:`~.base.LanguageModel`, so
+rescoring, perplexity and the stream code need no change:
+
+* :meth:`CachedLM.forward` returns as ``features`` the mixed natural-log
+  probabilities float32 [B, T, V], and :meth:`CachedLM.logits` returns them unchanged
+  (log-softmax of a log-distribution is the same distribution).
+* The state is the wrapped model's state followed by the cache, all batch-first:
+  keys float [B, M, D] and word ids int64 [B, M] (oldest first, newest last),
+  validity bool [B, M], the previous position's features float [B, D] and whether
+  they exist, bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
+  :func:`~.base.reset_state` therefore work as for any model: in rescoring the cache
+  is filled from the 1-best history like the recurrent state, and it is emptied at
+  document starts.
+
+It is not a registered model name: build it with :func:`with_cache` from a loaded
+model. It cannot be trained nor saved as a checkpoint (save the wrapped model).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import DataError
+from .base import LanguageModel, Output, State
+
+_NUM_CACHE_STATE = 5  # keys, words, valid, prev_features, has_prev
+
+
+@dataclass
+class CacheConfig:
+    """Cache settings: ``size`` M pairs (>= 1), ``theta`` the flatness of the cache
+    distribution (finite; typical 0.3-1.0), ``lam`` the cache weight lambda in
+    [0, 1) (typical 0.1-0.2; lambda = 1 would give probability 0 to every word
+    outside the cache). Raises DataError on values outside these ranges."""
+
+    size: int = 500
+    theta: float = 0.3
+    lam: float = 0.1
+
+    def __post_init__(self):
+        if isinstance(self.size, bool) or int(self.size) != self.size or self.size < 1:
+            raise DataError(f"cache size must be an integer >= 1 (pairs kept), got {self.size!r}; "
+                            f"use no cache instead of size 0")
+        if not math.isfinite(self.theta):
+            raise DataError(f"cache theta must be a finite number, got {self.theta!r}")
+        if not 0.0 <= self.lam < 1.0:
+            raise DataError(f"cache lambda must be in [0, 1), got {self.lam!r} "
+                            f"(lambda = 1 gives probability 0 to words outside the cache)")
+
+
+def _feature_dim(model: LanguageModel) -> int:
+    """D, the size of the features [B, T, D] that ``model.logits`` reads."""
+    if getattr(model, "project", None) is not None:
+        return model.project.in_features
+    return model.decoder.in_features
+
+
+class CachedLM(LanguageModel):
+    """A trained ``model`` with a neural continuous cache (see the module docstring).
+
+    Args:
+        model: the wrapped language model (put in eval mode; its weights are shared,
+            not copied).
+        size, theta, lam: :class:`CacheConfig` (DataError on bad values).
+    """
+
+    Config = CacheConfig
+
+    def __init__(self, model: LanguageModel, size: int = 500, theta: float = 0.3, lam: float = 0.1):
+        # the wrapper owns no embedding nor softmax layer: skip LanguageModel.__init__
+        nn.Module.__init__(self)
+        if isinstance(model, CachedLM):
+            raise DataError("the model already has a neural cache; wrap the plain model once")
+        self.config = CacheConfig(size, theta, lam)
+        self.model = model.eval()
+        self.vocab_size = model.vocab_size
+        self.feature_dim = _feature_dim(model)
+        nn.Module.train(self, False)
+
+    @property
+    def name(self) -> str:
+        """``"<wrapped name>+cache"`` (not a registered model name)."""
+        return f"{self.model.name}+cache"
+
+    # -- refused: training and checkpoints ---------------------------------------------
+    def train(self, mode: bool = True):
+        """Eval mode only: DataError for ``mode=True`` (the cache is never trained)."""
+        if mode:
+            raise DataError(f"{self.name} is an inference-time wrapper and cannot be trained; "
+                            f"train the plain {self.model.name} model, then wrap it with the cache")
+        return nn.Module.train(self, False)
+
+    def state_dict(self, *args, **kwargs):
+        """Refused with DataError: save the wrapped model (``.model``) instead."""
+        raise DataError(f"{self.name} cannot be saved as a checkpoint: save the wrapped {self.model.name} "
+                        f"model and add the cache when scoring (--cache-size, --cache-theta, --cache-lambda)")
+
+    def config_dict(self) -> dict:
+        """The cache settings and the wrapped model's name and config."""
+        return {"cache": asdict(self.config), "model": self.model.name, "model_config": self.model.config_dict()}
+
+    def num_parameters(self) -> dict:
+        """The wrapped model's counts (the cache adds no parameter)."""
+        return self.model.num_parameters()
+
+    def on_epoch_end(self, epoch: int) -> None:
+        """Never trained: nothing to do."""
+
+    # -- state --------------------------------------------------------------------------
+    def init_state(self, batch_size: int, device=None) -> State:
+        """The wrapped model's initial state followed by an empty cache: keys float
+        [B, M, D], word ids int64 [B, M], validity bool [B, M] (all False), previous
+        features float [B, D], has-previous bool [B] (False)."""
+        if device is None:
+            device = next(self.model.parameters()).device
+        b, m, d = batch_size, self.config.size, self.feature_dim
+        return tuple(self.model.init_state(b, device)) + (
+            torch.zeros(b, m, d, device=device),
+            torch.zeros(b, m, dtype=torch.long, device=device),
+            torch.zeros(b, m, dtype=torch.bool, device=device),
+            torch.zeros(b, d, device=device),
+            torch.zeros(b, dtype=torch.bool, device=device),
+        )
+
+    def max_batch_rows(self, budget_bytes: int) -> int:
+        """Most rows whose state (wrapped model + cache, about 4 M D bytes per row)
+        fits in ``budget_bytes`` (and the wrapped model's own limit, if it has one);
+        :class:`~nbest_rescore.rescoring.scorer.NnScorer` caps its batch size with it."""
+        per_row = sum(s[:1].numel() * s.element_size() for s in self.init_state(1, "cpu"))
+        rows = budget_bytes // max(1, per_row)
+        inner = getattr(self.model, "max_batch_rows", None)
+        if inner is not None:
+            rows = min(rows, inner(budget_bytes))
+        return max(1, int(rows))
+
+    def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
+        """Not used: the wrapper reads word ids (see :meth:`forward`)."""
+        raise NotImplementedError("CachedLM reads word ids through forward()")
+
+    # -- scoring ------------------------------------------------------------------------
+    def forward(self, tokens: Tensor, state: State, lengths: Optional[Tensor] = None) -> Output:
+        """Read ``tokens`` int64 [B, T] from ``state`` (as :meth:`LanguageModel.forward`).
+
+        Returns:
+            :class:`~.base.Output` whose ``features`` are the mixed natural-log
+            probabilities float32 [B, T, V] of the next word, and whose state holds the
+            wrapped model's state and the cache after ``lengths[b]`` inputs of row b
+            (all T when lengths is None). Padded positions hold unspecified values.
+        """
+        if self.training:
+            raise DataError(f"{self.name} runs in eval mode only")
+        inner, (keys, words, valid, prev, has_prev) = state[:-_NUM_CACHE_STATE], state[-_NUM_CACHE_STATE:]
+        out = self.model(tokens, inner, lengths)
+        feats = out.features.float()
+        logp_model = torch.log_softmax(self.model.logits(out.features).float(), -1)
+        b, t = tokens.shape
+        m = self.config.size
+        dev = tokens.device
+        lengths = torch.full((b,), t, dtype=torch.long, device=dev) if lengths is None else lengths.to(dev)
+
+        # pairs (h_{s-1}, w_s) formed inside this chunk, s = 0 .. T-1
+        new_keys = torch.cat([prev.unsqueeze(1).to(feats.dtype), feats[:, :-1]], 1)  # [B, T, D]
+        pos = torch.arange(t, device=dev)
+        new_valid = (pos.unsqueeze(0) > 0) | has_prev.unsqueeze(1)  # [B, T]
+        # the cache followed by the new pairs, oldest first: [B, M + T]
+        all_keys = torch.cat([keys.to(feats.dtype), new_keys], 1)
+        all_words = torch.cat([words, tokens], 1)
+        all_valid = torch.cat([valid, new_valid], 1)
+
+        logp = self._mix(logp_model, feats, all_keys, all_words, all_valid)
+        # the last M pairs of row b end at its last real input (index M + lengths[b] - 1)
+        idx = lengths.unsqueeze(1) + torch.arange(m, device=dev).unsqueeze(0)  # [B, M]
+        keep_keys = all_keys.gather(1, idx.unsqueeze(-1).expand(b, m, all_keys.shape[-1]))
+        last = feats.gather(1, (lengths - 1).view(b, 1, 1).expand(b, 1, feats.shape[-1])).squeeze(1)
+        cache = (keep_keys, all_words.gather(1, idx), all_valid.gather(1, idx), last,
+                 torch.ones_like(has_prev))
+        return Output(logp, tuple(out.state) + cache, None)
+
+    def _mix(self, logp_model: Tensor, feats: Tensor, keys: Tensor, words: Tensor, valid: Tensor) -> Tensor:
+        """log((1 - lambda) p_model + lambda p_cache), float [B, T, V] (computed in place
+        in ``logp_model``; only the words present in the cache change beyond the
+        (1 - lambda) factor, so no further [B, T, V] tensor is made).
+
+        Args:
+            logp_model: float [B, T, V] natural-log probabilities of the wrapped model.
+            feats: float [B, T, D] queries h_t.
+            keys, words, valid: the M old pairs then the T new ones, [B, M + T, (D)].
+        Position t sees the entries t+1 .. t+M of the concatenation: the M most recent
+        pairs once the pair (h_{t-1}, w_t) has entered.
+        """
+        _, t, _ = logp_model.shape
+        m = self.config.size
+        scores = self.config.theta * torch.einsum("btd,bkd->btk", feats, keys)  # [B, T, M + T]
+        k = torch.arange(m + t, device=feats.device).unsqueeze(0)
+        pos = torch.arange(t, device=feats.device).unsqueeze(1)
+        window = (k > pos) & (k <= pos + m)  # [T, M + T]
+        mask = window.unsqueeze(0) & valid.unsqueeze(1)
+        any_pair = mask.any(-1, keepdim=True)  # [B, T, 1]
+        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+        weights = torch.where(any_pair, weights, torch.zeros_like(weights))
+        # p_cache of each entry's word: sum the weights of the entries holding that word
+        group = _word_groups(words).unsqueeze(1).expand(-1, t, -1)
+        p_cache = torch.zeros_like(weights).scatter_add_(2, group, weights).gather(2, group)
+        lam = self.config.lam * any_pair.to(logp_model.dtype)
+        out = logp_model.add_(torch.log1p(-lam))  # log (1 - lambda) p_model
+        idx = words.unsqueeze(1).expand(-1, t, -1)
+        mixed = torch.logaddexp(out.gather(2, idx), torch.log(lam) + torch.log(p_cache))
+        return out.scatter_(2, idx, mixed)  # copies of a word write the same value
+
+    def log_probs(self, inputs: Tensor, targets: Tensor, state: State,
+                  lengths: Optional[Tensor] = None):
+        """As :meth:`LanguageModel.log_probs` (float32 [B, T] natural-log probabilities
+        of ``targets``, new state), read directly from the mixed distribution."""
+        out = self.forward(inputs, state, lengths)
+        return out.features.gather(-1, targets.unsqueeze(-1)).squeeze(-1), out.state
+
+    def logits(self, features: Tensor) -> Tensor:
+        """The features are already natural-log probabilities [B, T, V]: unchanged."""
+        return features
+
+
+def _word_groups(words: Tensor) -> Tensor:
+    """int64 [B, K]: for each entry, an index in [0, K) shared exactly by the entries
+    of the same row holding the same word id (``words`` int64 [B, K])."""
+    ordered, order = words.sort(-1)
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    return torch.empty_like(order).scatter_(1, order, first.long().cumsum(1) - 1)
+
+
+def with_cache(model: LanguageModel, size: int, theta: float = 0.3, lam: float = 0.1) -> LanguageModel:
+    """``model`` wrapped in a :class:`CachedLM`, or ``model`` itself when ``size`` is 0."""
+    if size == 0:
+        return model
+    return CachedLM(model, size, theta, lam)
+
+
+def cache_settings(model: LanguageModel) -> Optional[dict]:
+    """The cache settings of ``model`` (``size``, ``theta``, ``lambda``), None without cache."""
+    if not isinstance(model, CachedLM):
+        return None
+    c = model.config
+    return {"size": c.size, "theta": c.theta, "lambda": c.lam}
