@@ -8,6 +8,18 @@ the same NN costs, each utterance scored from the initial state (history ``none`
 * ``default``: the toolkit's default path, ``rescore(..., history="none")`` with a default
   :class:`~nbest_rescore.rescoring.scorer.NnScorer`: prefix trees over 64 utterances
   at a time (:mod:`nbest_rescore.rescoring.prefix_tree`).
+* ``default_self_normalized``, ``default_int8``, ``default_bfloat16``: ``default`` with
+  one fast, approximate option of :class:`~nbest_rescore.rescoring.scorer.NnScorer`
+  (``output="self-normalized"``: target logits only; ``quantize="int8"``: CPU only,
+  left out of the default path list on CUDA; ``dtype="bfloat16"``). Their costs differ
+  from the exact ones by design: ``max_abs_diff_vs_one_at_a_time`` is large for them
+  (self-normalised costs are off by the sum of log Z along the hypothesis for a model
+  not trained with ``optim.self_norm_weight > 0``, and by much more for an untrained
+  one); ``mean_abs_diff_per_word_vs_default`` gives the error per scored word.
+
+Speed does not depend on the weights: an untrained checkpoint of the target size
+(``benchmarks/make_random_checkpoint.py``, e.g. a 1-layer 512-unit LSTM over the full
+43k-word vocabulary) measures it without training.
 
 Each path runs in a fresh subprocess so that its peak RSS (``ru_maxrss``) is its own;
 it scores the lists ``--repeat`` times (after one untimed warm-up utterance) and the
@@ -18,6 +30,8 @@ Example::
 
     python benchmarks/rescore_speed.py --lm /tmp/tiny.pt --nbest ../shared/data/abc-nbest/dev \\
         --max-utts 40 --repeat 3 --threads 1 --json /tmp/speed.json
+    python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
+        --model lstm --hidden 512 --out /tmp/lstm512.pt
 """
 from __future__ import annotations
 
@@ -32,7 +46,11 @@ import tempfile
 import time
 from dataclasses import replace
 
-PATHS = ("one_at_a_time", "padded_batch", "default")
+# the fast paths: NnScorer options on top of the default path
+FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
+              "default_int8": {"quantize": "int8"},
+              "default_bfloat16": {"dtype": "bfloat16"}}
+PATHS = ("one_at_a_time", "padded_batch", "default", *FAST_PATHS)
 CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
 
 
@@ -46,16 +64,22 @@ def parse_args(argv=None):
                    help="one_at_a_time only scores the first N utterances (it is slow); default --max-utts")
     p.add_argument("--nbest-size", type=int, default=None, help="only the first K hypotheses of each list")
     p.add_argument("--repeat", type=int, default=3, help="timed repetitions per path (medians reported)")
-    p.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated subset of {','.join(PATHS)}")
+    p.add_argument("--paths", default=None,
+                   help=f"comma-separated subset of {','.join(PATHS)} (default: all; no default_int8 on CUDA)")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--costs-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    on_cuda = args.device.startswith("cuda")
+    if args.paths is None:
+        args.paths = ",".join(x for x in PATHS if not (on_cuda and x == "default_int8"))
     bad = [x for x in args.paths.split(",") if x not in PATHS]
     if bad:
         p.error(f"--paths: unknown {bad}; choose from {', '.join(PATHS)}")
+    if on_cuda and "default_int8" in args.paths.split(","):
+        p.error("--paths default_int8: int8 dynamic quantisation runs on the CPU only; use --device cpu")
     for name in ("max_utts", "single_max_utts", "nbest_size", "repeat", "threads"):
         v = getattr(args, name)
         if v is not None and v < 1:
@@ -85,8 +109,8 @@ def make_runner(path, model, vocab, device):
     from nbest_rescore.rescoring.history import rescore
     from nbest_rescore.rescoring.scorer import NnScorer
 
-    if path == "default":
-        scorer = NnScorer(model, vocab, device)
+    if path == "default" or path in FAST_PATHS:
+        scorer = NnScorer(model, vocab, device, **FAST_PATHS.get(path, {}))
         return lambda lists: rescore(lists, scorer, Weights(), "none").nn_cost
     if path == "padded_batch":
         scorer = NnScorer(model, vocab, device, batch_size=1 << 30, max_tokens=1 << 40, mode="padded")
@@ -102,7 +126,8 @@ def make_runner(path, model, vocab, device):
 
 def lm_positions(path, lists, vocab):
     """Input positions the LM reads for ``path``: list tokens, padded batch positions,
-    or prefix-tree nodes (trees over the same 64-utterance calls as the toolkit)."""
+    or prefix-tree nodes (``default`` and the fast paths: trees over the same
+    64-utterance calls as the toolkit)."""
     from nbest_rescore.rescoring.prefix_tree import build_forest
 
     utts = lists.utterances
@@ -216,11 +241,18 @@ def run_paths(args, argv) -> dict:
             n = min(len(ref), len(c))  # one_at_a_time may score fewer utterances
             diff = float(np.abs(c[:n] - ref[:n]).max())
         out["paths"][path]["max_abs_diff_vs_one_at_a_time"] = diff
-    ratios = {}
     res = out["paths"]
+    for path in FAST_PATHS:
+        if path in costs and "default" in costs:
+            res[path]["mean_abs_diff_per_word_vs_default"] = float(
+                np.abs(costs[path] - costs["default"]).sum() / res[path]["words"])
+    ratios = {}
     for other in ("one_at_a_time", "padded_batch"):
         if "default" in res and other in res:
             ratios[f"default/{other}"] = res["default"]["words_per_s"] / res[other]["words_per_s"]
+    for path in FAST_PATHS:
+        if path in res and "default" in res:
+            ratios[f"{path}/default"] = res[path]["words_per_s"] / res["default"]["words_per_s"]
     out["speedup_words_per_s"] = ratios
     return out
 
@@ -231,15 +263,19 @@ def format_table(out: dict) -> str:
              f"device {m['device']}; load average at start {m['load_average_at_start']}",
              f"lists: {out['nbest']} (history none, each utterance from the initial state), "
              f"medians of {out['repeat']} runs",
-             f"{'path':<14} {'utts':>5} {'hyps':>7} {'words':>8} {'LM pos.':>8} {'median s':>9} "
+             f"{'path':<23} {'utts':>5} {'hyps':>7} {'words':>8} {'LM pos.':>8} {'median s':>9} "
              f"{'words/s':>9} {'hyps/s':>8} {'peak RSS MB':>11} {'max|diff| nats':>14}"]
     for name, r in out["paths"].items():
         d = r["max_abs_diff_vs_one_at_a_time"]
-        lines.append(f"{name:<14} {r['utterances']:>5} {r['hypotheses']:>7} {r['words']:>8} {r['lm_positions']:>8} "
+        lines.append(f"{name:<23} {r['utterances']:>5} {r['hypotheses']:>7} {r['words']:>8} {r['lm_positions']:>8} "
                      f"{r['median_seconds']:>9.2f} {r['words_per_s']:>9.0f} {r['hyps_per_s']:>8.1f} "
                      f"{r['peak_rss_mb']:>11.0f} {'-' if d is None else f'{d:.2e}':>14}")
     for k, v in out["speedup_words_per_s"].items():
-        lines.append(f"speed-up {k} (words/s): {v:.1f}x")
+        lines.append(f"speed-up {k} (words/s): {v:.2f}x")
+    for name, r in out["paths"].items():
+        if "mean_abs_diff_per_word_vs_default" in r:
+            lines.append(f"{name}: approximate by design, mean |cost - default cost| "
+                         f"{r['mean_abs_diff_per_word_vs_default']:.3g} nats per scored word")
     res = out["paths"]
     if "one_at_a_time" in res and any(r["utterances"] != res["one_at_a_time"]["utterances"] for r in res.values()):
         lines.append(f"note: one_at_a_time scored only the first {res['one_at_a_time']['utterances']} utterances "

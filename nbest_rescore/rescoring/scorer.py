@@ -229,7 +229,9 @@ class NnScorer:
     @torch.inference_mode()
     def advance(self, states: State, hyps: Sequence[Sequence[str]]) -> State:
         """States after reading ``</s> w_1 .. w_n`` of each hypothesis (row i of
-        ``states`` reads ``hyps[i]``); the next utterance then starts with ``</s>``."""
+        ``states`` reads ``hyps[i]``); the next utterance then starts with ``</s>``.
+        Each returned state tensor has the dtype of the given one (a bfloat16 model's
+        states stay float32 between calls, like :meth:`initial_state`'s)."""
         seqs = self.encode(hyps)
         parts = []
         idx = list(range(len(seqs)))
@@ -239,7 +241,7 @@ class NnScorer:
             st = select_state(states, b.rows.to(self.device))
             out = self.model(b.inputs.to(self.device), st, b.lengths.to(self.device))
             parts.append(out.state)
-        return cat_states(parts)
+        return tuple(s.to(ref.dtype) for s, ref in zip(cat_states(parts), states))
 
 
 def _warn_self_normalized(model: LanguageModel, info: Optional[dict]) -> None:

@@ -119,4 +119,12 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
   done
   rows+=("oracle=$exp/score_${models%% *}_first-pass/wer.json:oracle")
   nbest-rescore table "${rows[@]}" | tee "$exp/wer_table.md"
+  log 5 "model sizes and training (parameters with and without embeddings)"
+  ckpts=()
+  for m in $models; do case "$m" in *+cache) ;; *) ckpts+=("$exp/$m.pt") ;; esac; done
+  nbest-rescore info "${ckpts[@]}" | tee "$exp/model_table.md"
+  log 5 "perplexity on lm_valid"
+  for m in $models; do
+    python3 -c "import json,sys; d=json.load(open(sys.argv[2])); print(f'{sys.argv[1]}: perplexity {d[\"perplexity\"]:.1f}, OOV {d[\"oov_rate\"]:.1f}%')" "$m" "$exp/ppl_$m.json"
+  done | tee "$exp/ppl_table.txt"
 fi
