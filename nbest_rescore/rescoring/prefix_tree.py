@@ -258,6 +258,21 @@ def plan_segments(forest: PrefixForest, eos: int, max_rows: int, max_tokens: int
     return plans
 
 
+def frontier_rows(plans: List[List[_Chunk]]) -> int:
+    """Most state rows :func:`score_forest` keeps between model calls: the kept end
+    states of one segment level (its ``prev``) plus those of the next level (``parts``),
+    maximised over levels. A model call adds at most two batches of rows (its start
+    and end states) on top.
+
+    Args:
+        plans: :func:`plan_segments`' output.
+    Returns:
+        the number of rows (times the bytes of one state row = the frontier's memory).
+    """
+    kept = [sum(len(c.src) if c.keep is None else len(c.keep) for c in chunks) for chunks in plans]
+    return max((a + b for a, b in zip([0] + kept, kept)), default=0)
+
+
 def path_costs(forest: PrefixForest, logp: np.ndarray) -> np.ndarray:
     """Hypothesis costs from per-node log-probabilities.
 

@@ -32,7 +32,7 @@ Faster, approximate options (any mode; recorded in ``wer.json`` by ``score``):
 from __future__ import annotations
 
 import logging
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -42,7 +42,7 @@ from ..models.base import LanguageModel, State, cat_states, select_state
 from ..models.quantize import cast_for_inference, quantize_dynamic_int8
 from ..vocab import Vocabulary
 from .batching import make_batches, pad_batch
-from .prefix_tree import build_forest, score_forest
+from .prefix_tree import PrefixForest, build_forest, score_forest
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,10 @@ SCORING_MODES = ("tree", "padded", "single")
 OUTPUTS = ("softmax", "self-normalized")
 QUANTIZE = ("none", "int8")
 DTYPES = ("float32", "bfloat16", "float16")
+# ``tree`` bookkeeping per list token (word or </s>): the forest's and the plan's int64
+# index arrays, the per-node log-probabilities; about 55 bytes at the peak on the abc-nbest
+# dev lists (1.35M list tokens, 0.44M nodes in one forest), rounded up.
+TREE_BYTES_PER_TOKEN = 64
 
 
 def check_inference_options(device, output: str = "softmax", quantize: str = "none",
@@ -103,7 +107,10 @@ class NnScorer:
         state_budget_bytes: for models with a ``max_batch_rows(budget_bytes)`` method
             (a large per-hypothesis state, e.g. the DNC), batch_size is capped so that
             the states of one batch fit in this many bytes. ``tree`` also splits a
-            call into groups of hypotheses so that the states of two tree levels fit.
+            call into groups of hypotheses so that the states of two tree levels fit,
+            and so does the forest's bookkeeping (:data:`TREE_BYTES_PER_TOKEN` per list
+            token): its memory is then bounded whatever the list size (see
+            :meth:`tree_forests`).
         mode: ``tree``, ``padded`` or ``single`` (:data:`SCORING_MODES`).
         max_segment: ``tree`` only: longest chain of single-child nodes read in one
             call (1 = one token per step, the fastest on CPU; see :mod:`.prefix_tree`).
@@ -202,17 +209,42 @@ class NnScorer:
             out[batch.items.numpy()] = -(logp.double() * mask).sum(1).cpu().numpy()
         return out
 
-    def _tree_costs(self, states: State, rows: Sequence[int], seqs) -> np.ndarray:
-        """``tree`` mode, in groups of consecutive hypotheses whose tree frontier (at
-        most one state per hypothesis, two levels alive) fits ``state_budget_bytes``."""
+    def tree_forests(self, states: State, rows: Sequence[int], seqs) -> Iterator[Tuple[slice, PrefixForest]]:
+        """The prefix forests ``tree`` mode scores, one per group of consecutive
+        hypotheses: at most as many as let the tree frontier (at most one state per
+        hypothesis, two levels alive) fit ``state_budget_bytes`` (but at least
+        ``batch_size``), and, from the second hypothesis on, no more list tokens
+        (words + ``</s>``) than ``state_budget_bytes / TREE_BYTES_PER_TOKEN`` (the
+        forest and plan arrays of one group). The memory of one group is so bounded
+        whatever the number and the size of the lists in the call.
+
+        Args:
+            states: start states (only the size of one row is read).
+            rows: [H] start-state rows; seqs: [H] word-id sequences (:meth:`encode`).
+        Yields:
+            (slice of the H hypotheses, their :class:`~.prefix_tree.PrefixForest`),
+            one group at a time.
+        """
         row_bytes = sum(s[:1].numel() * s.element_size() for s in states)
-        group = max(self.batch_size, self.state_budget_bytes // max(1, 2 * row_bytes))
+        max_hyps = max(self.batch_size, self.state_budget_bytes // max(1, 2 * row_bytes))
+        max_list_tokens = max(1, self.state_budget_bytes // TREE_BYTES_PER_TOKEN)
+        ends = np.cumsum(np.fromiter((len(s) + 1 for s in seqs), dtype=np.int64, count=len(seqs)))
+        a = 0
+        while a < len(seqs):
+            before = int(ends[a - 1]) if a else 0
+            b = int(np.searchsorted(ends, before + max_list_tokens, side="right"))
+            b = min(max(b, a + 1), a + max_hyps)
+            yield slice(a, b), build_forest(seqs[a:b], rows[a:b], self.vocab.eos)
+            a = b
+
+    def _tree_costs(self, states: State, rows: Sequence[int], seqs) -> np.ndarray:
+        """``tree`` mode: :func:`~.prefix_tree.score_forest` over each of
+        :meth:`tree_forests`."""
         out = np.zeros(len(seqs), dtype=np.float64)
-        for a in range(0, len(seqs), group):
-            forest = build_forest(seqs[a:a + group], rows[a:a + group], self.vocab.eos)
-            out[a:a + group] = score_forest(self.model, forest, states, self.vocab.eos,
-                                            self.batch_size, self.max_tokens, self.max_segment,
-                                            self_normalized=self.self_normalized)
+        for sl, forest in self.tree_forests(states, rows, seqs):
+            out[sl] = score_forest(self.model, forest, states, self.vocab.eos,
+                                   self.batch_size, self.max_tokens, self.max_segment,
+                                   self_normalized=self.self_normalized)
         return out
 
     def _single_costs(self, states: State, rows: Sequence[int], seqs) -> np.ndarray:

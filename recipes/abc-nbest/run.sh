@@ -77,8 +77,8 @@ fi
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
   for m in $models; do
     log 2 "perplexity of $m on lm_valid"
-    [ -f "$exp/ppl_$m.json" ] || nbest-rescore ppl --lm "$(ckpt $m)" $(lm_opts $m) --text "$data/lm/lm_valid.txt" \
-      --device "$device" > "$exp/ppl_$m.json"
+    [ -f "$exp/ppl_$m.json" ] || { nbest-rescore ppl --lm "$(ckpt $m)" $(lm_opts $m) --text "$data/lm/lm_valid.txt" \
+      --device "$device" > "$exp/ppl_$m.json.tmp" && mv "$exp/ppl_$m.json.tmp" "$exp/ppl_$m.json"; }
     cat "$exp/ppl_$m.json"
   done
 fi

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from nbest_rescore.models import MODEL_REGISTRY, build_model, load_model
-from nbest_rescore.rescoring.prefix_tree import build_forest, plan_segments
-from nbest_rescore.rescoring.scorer import NnScorer
+from nbest_rescore.rescoring import prefix_tree
+from nbest_rescore.rescoring.prefix_tree import build_forest, frontier_rows, plan_segments
+from nbest_rescore.rescoring.scorer import TREE_BYTES_PER_TOKEN, NnScorer
 from nbest_rescore.vocab import Vocabulary
 
 TOL = 1e-4  # nats
@@ -211,3 +212,73 @@ def test_bad_mode_and_sizes_are_rejected(tiny_lm):
         NnScorer(model, vocab, max_segment=0)
     sc = NnScorer(model, vocab)
     assert len(sc.costs(sc.initial_state(1), [], [])) == 0
+
+
+# -- memory bounds --------------------------------------------------------------------
+
+def small_gru(hyps):
+    """A random small GRU over the words of ``hyps`` (plus </s>, <unk>)."""
+    vocab = Vocabulary(["</s>", "<unk>"] + sorted({w for h in hyps for w in h}))
+    torch.manual_seed(0)
+    return build_model("gru", SMALL, len(vocab)).eval(), vocab
+
+
+@pytest.mark.parametrize("same_row", [False, True])
+def test_frontier_rows_is_what_score_forest_keeps(ci_nbest, monkeypatch, same_row):
+    """frontier_rows against a naive count (prefixes of d words that some hypothesis
+    extends = states kept after depth d) and against the rows score_forest gathers."""
+    rows, hyps = with_edge_cases(*ci_hyps(ci_nbest, 8))
+    if same_row:
+        rows = [0] * len(rows)
+    model, vocab = small_gru(hyps)
+    seqs = [vocab.encode(h) for h in hyps]
+    kept = [len({(r, tuple(s[:d])) for r, s in zip(rows, seqs) if len(s) > d})
+            for d in range(max(map(len, seqs)))]
+    naive = max(a + b for a, b in zip([0] + kept, kept))
+    f = build_forest(seqs, rows, vocab.eos)
+    assert frontier_rows(plan_segments(f, vocab.eos, 16, 10**6, 1)) == naive
+    # score_forest: rows kept per level = rows of each cat_states result
+    made = []
+
+    def recording_cat(parts):
+        out = prefix_tree_cat(parts)
+        made.append(out[0].shape[0])
+        return out
+
+    prefix_tree_cat = prefix_tree.cat_states
+    monkeypatch.setattr(prefix_tree, "cat_states", recording_cat)
+    for seg in (1, 3):
+        made.clear()
+        plans = plan_segments(f, vocab.eos, 16, 100, seg)
+        with torch.inference_mode():
+            prefix_tree.score_forest(model, f, model.init_state(max(rows) + 1), vocab.eos, 16, 100, seg)
+        assert frontier_rows(plans) == max(a + b for a, b in zip([0] + made, made))
+    assert made and max(made) <= len(hyps)
+
+
+@pytest.mark.parametrize("budget_rows,budget_tokens", [(8, 10**9), (10**9, 120), (10, 150), (10**9, 12)])
+def test_tree_forests_split_calls_within_both_budgets(ci_nbest, budget_rows, budget_tokens):
+    """Groups are consecutive, cover every hypothesis once, hold at most the state
+    budget's hypotheses and (unless one hypothesis alone) the token budget's list tokens,
+    and are as large as both allow; the costs equal those of one forest."""
+    rows, hyps = with_edge_cases(*ci_hyps(ci_nbest, 3, 20))
+    model, vocab = small_gru(hyps)
+    st = model.init_state(3)
+    row_bytes = sum(s[:1].numel() * s.element_size() for s in st)
+    budget = min(budget_rows * 2 * row_bytes, budget_tokens * TREE_BYTES_PER_TOKEN)
+    sc = NnScorer(model, vocab, batch_size=4, state_budget_bytes=budget)
+    max_hyps = max(4, budget // (2 * row_bytes))
+    max_tokens = budget // TREE_BYTES_PER_TOKEN
+    seqs = sc.encode(hyps)
+    tokens = [len(s) + 1 for s in seqs]
+    nxt, n_groups = 0, 0
+    for sl, forest in sc.tree_forests(st, rows, seqs):
+        assert sl.start == nxt and sl.stop > sl.start and len(forest.end_node) == sl.stop - sl.start
+        n = sl.stop - sl.start
+        assert n <= max_hyps and (n == 1 or sum(tokens[sl]) <= max_tokens)
+        if sl.stop < len(seqs):  # one more hypothesis would break a budget
+            assert n == max_hyps or sum(tokens[sl.start:sl.stop + 1]) > max_tokens
+        nxt, n_groups = sl.stop, n_groups + 1
+    assert nxt == len(seqs) and n_groups > 1
+    whole = NnScorer(model, vocab, batch_size=4, state_budget_bytes=2**40).costs(st, rows, hyps)
+    assert np.abs(sc.costs(st, rows, hyps) - whole).max() <= TOL
