@@ -229,3 +229,25 @@ def test_score_reports_oov_rate_of_the_lists(scored, tiny_lm, DATA):
     rate = 100.0 * sum(w not in vocab for w in words) / len(words)
     assert json.loads((out / "wer.json").read_text())["nn_oov_rate"] == pytest.approx(rate)
     assert f"{rate:.2f}% of tokens" in stdout
+
+
+def test_models_lists_every_registered_model_with_a_summary():
+    from nbest_rescore.models import MODEL_REGISTRY
+
+    lines = run(["models"]).output.strip().splitlines()
+    names = [ln.split()[0] for ln in lines]
+    assert names == sorted(MODEL_REGISTRY)
+    assert all(len(ln.split(None, 1)) == 2 and "\n" not in ln for ln in lines)
+
+
+def test_info_counts_parameters_with_and_without_embeddings(tiny_lm):
+    from nbest_rescore.models import load_model
+
+    row = json.loads(run(["info", "--json", tiny_lm]).output)
+    m, vocab, info = load_model(tiny_lm)
+    total = sum(p.numel() for p in m.parameters())
+    emb = m.embedding.weight.numel() + m.decoder.weight.numel()
+    assert row["parameters"] == total and row["without_embeddings"] == total - emb
+    assert row["vocab"] == len(vocab) and row["epochs"] == info["epochs"]
+    table = run(["info", tiny_lm]).output
+    assert f"{total / 1e6:.2f}" in table and "| gru |" in table

@@ -73,6 +73,8 @@ class AMNConfig:
 class AMNLM(LanguageModel):
     """Active Memory Network (``000`` chapter 4); see the module docstring."""
 
+    summary = "Active Memory Network: K GRU memcells attended by a GRU controller (000 ch. 4)"
+
     Config = AMNConfig
 
     def __init__(self, config: AMNConfig, vocab_size: int):

@@ -242,10 +242,14 @@ class AttentionLM(_AttentionLM):
     """LSTM with attention over its previous L outputs (``001`` section 2.1); the LSTM
     has k = ``hidden_size`` units. State and options: see the module docstring."""
 
+    summary = "LSTM attending over its previous L outputs (001 sec. 2.1)"
+
 
 @register("key-value")
 class KeyValueLM(_AttentionLM):
     """Key-value attention (``001`` section 2.2): h_t = [k_t; v_t], LSTM of 2k units."""
+
+    summary = "attention with outputs split into keys and values (001 sec. 2.2)"
 
     value_part = 1
     predict_part = 1
@@ -255,6 +259,8 @@ class KeyValueLM(_AttentionLM):
 class KeyValuePredictLM(_AttentionLM):
     """Key-value-predict attention (``001`` section 2.3): h_t = [k_t; v_t; p_t], LSTM of
     3k units, default window L = 5."""
+
+    summary = "keys, values and a separate predict vector (001 sec. 2.3)"
 
     Config = KeyValuePredictConfig
     value_part = 1
@@ -266,6 +272,8 @@ class NgramRNNLM(_ShortSpanLM):
     """N-gram RNN (``001`` section 2.4, eq. 21): the LSTM output (N - 1 pieces of k) and
     pieces 2 .. N-1 of the previous N - 2 outputs, concatenated, through tanh(W^N .).
     Missing predecessors at a stream start contribute zero pieces."""
+
+    summary = "prediction from pieces of the last N-1 LSTM outputs (001 sec. 2.4)"
 
     Config = NgramRNNConfig
 

@@ -155,6 +155,8 @@ class DNCLM(LanguageModel):
     """DNC LM with LSTM controller and none/md/fmd deallocation; see the module
     docstring (``004`` sections 3-4). Features float [B, T, hidden_size + R * W]."""
 
+    summary = "differentiable neural computer, deallocation none/md/fmd (004)"
+
     Config = DNCConfig
 
     def __init__(self, config: DNCConfig, vocab_size: int):

@@ -72,6 +72,8 @@ class HORNNLM(LanguageModel):
     """Higher-order RNN with ``none``/``max``/``fofe``/``gated`` pooling; see the module
     docstring (``002`` sections 5.1-5.2)."""
 
+    summary = "higher-order RNN, pooling none/max/fofe/gated (002 sec. 5)"
+
     Config = HORNNConfig
 
     def __init__(self, config: HORNNConfig, vocab_size: int):

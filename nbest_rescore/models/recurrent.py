@@ -82,6 +82,8 @@ class _RecurrentLM(LanguageModel):
 class RNNLM(_RecurrentLM):
     """Elman RNN LM: h_t = tanh(W_x x_t + W_h h_{t-1} + b) (``000`` section 2.3)."""
 
+    summary = "Elman RNN (000 sec. 2.3)"
+
     cell = nn.RNN
 
 
@@ -89,11 +91,15 @@ class RNNLM(_RecurrentLM):
 class GRULM(_RecurrentLM):
     """GRU LM (``000`` section 2.3.2, 3.3.1; torch.nn.GRU cell)."""
 
+    summary = "GRU (000 sec. 2.3.2)"
+
     cell = nn.GRU
 
 
 @register("lstm")
 class LSTMLM(_RecurrentLM):
     """LSTM LM (``000`` section 2.3.1, 3.3.1; torch.nn.LSTM cell, forget-gate bias 1)."""
+
+    summary = "LSTM, forget-gate bias 1 (000 sec. 2.3.1)"
 
     cell = nn.LSTM

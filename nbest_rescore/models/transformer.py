@@ -123,6 +123,8 @@ class TransformerLM(LanguageModel):
     """Causal transformer over a sliding window of W positions carried in the state
     (beyond the papers: a modern baseline); see the module docstring."""
 
+    summary = "causal transformer over a sliding window of W positions (beyond the papers)"
+
     Config = TransformerConfig
 
     def __init__(self, config: TransformerConfig, vocab_size: int):

@@ -127,4 +127,6 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
   for m in $models; do
     python3 -c "import json,sys; d=json.load(open(sys.argv[2])); print(f'{sys.argv[1]}: perplexity {d[\"perplexity\"]:.1f}, OOV {d[\"oov_rate\"]:.1f}%')" "$m" "$exp/ppl_$m.json"
   done | tee "$exp/ppl_table.txt"
+  log 5 "summary: size, training, perplexity, tuned WER"
+  python3 recipes/abc-nbest/local/summary.py "$exp" $models | tee "$exp/summary.md"
 fi
