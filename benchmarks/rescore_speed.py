@@ -8,7 +8,8 @@ the same NN costs, each utterance scored from the initial state (history ``none`
 * ``default``: the toolkit's default path, ``rescore(..., history="none")`` with a default
   :class:`~nbest_rescore.rescoring.scorer.NnScorer`: prefix trees over 64 utterances
   at a time (:mod:`nbest_rescore.rescoring.prefix_tree`).
-* ``default_self_normalized``, ``default_int8``, ``default_bfloat16``: ``default`` with
+* ``default_self_normalized``, ``default_int8``, ``default_bfloat16``, ``default_float16``
+  (CUDA only): ``default`` with
   one fast, approximate option of :class:`~nbest_rescore.rescoring.scorer.NnScorer`
   (``output="self-normalized"``: target logits only; ``quantize="int8"``: CPU only,
   left out of the default path list on CUDA; ``dtype="bfloat16"``). Their costs differ
@@ -49,7 +50,8 @@ from dataclasses import replace
 # the fast paths: NnScorer options on top of the default path
 FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
               "default_int8": {"quantize": "int8"},
-              "default_bfloat16": {"dtype": "bfloat16"}}
+              "default_bfloat16": {"dtype": "bfloat16"},
+              "default_float16": {"dtype": "float16"}}
 PATHS = ("one_at_a_time", "padded_batch", "default", *FAST_PATHS)
 CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
 
@@ -74,7 +76,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     on_cuda = args.device.startswith("cuda")
     if args.paths is None:
-        args.paths = ",".join(x for x in PATHS if not (on_cuda and x == "default_int8"))
+        skip = "default_int8" if on_cuda else "default_float16"  # int8: CPU only; float16: CUDA only
+        args.paths = ",".join(x for x in PATHS if x != skip)
     bad = [x for x in args.paths.split(",") if x not in PATHS]
     if bad:
         p.error(f"--paths: unknown {bad}; choose from {', '.join(PATHS)}")
@@ -167,6 +170,8 @@ def worker(args) -> dict:
     device = resolve_device(args.device)
     model, vocab, _ = load_model(args.lm, device)
     baseline = rss_mb()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     run = make_runner(path, model, vocab, device)
     run(NbestSet(lists.utterances[:1], lists.doc_source))  # warm-up, untimed
 
@@ -194,6 +199,7 @@ def worker(args) -> dict:
         "words_per_cpu_s": words / float(np.median(cpu_seconds)),
         "peak_rss_mb": rss_mb(), "rss_before_scoring_mb": baseline,
         "threads": torch.get_num_threads(),
+        "peak_cuda_mb": torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
     }
 
 
@@ -264,12 +270,14 @@ def format_table(out: dict) -> str:
              f"lists: {out['nbest']} (history none, each utterance from the initial state), "
              f"medians of {out['repeat']} runs",
              f"{'path':<23} {'utts':>5} {'hyps':>7} {'words':>8} {'LM pos.':>8} {'median s':>9} "
-             f"{'words/s':>9} {'hyps/s':>8} {'peak RSS MB':>11} {'max|diff| nats':>14}"]
+             f"{'words/s':>9} {'hyps/s':>8} {'peak RSS MB':>11} {'max|diff| nats':>14}"
+             + (f" {'peak CUDA MB':>12}" if m["device"].startswith("cuda") else "")]
     for name, r in out["paths"].items():
         d = r["max_abs_diff_vs_one_at_a_time"]
         lines.append(f"{name:<23} {r['utterances']:>5} {r['hypotheses']:>7} {r['words']:>8} {r['lm_positions']:>8} "
                      f"{r['median_seconds']:>9.2f} {r['words_per_s']:>9.0f} {r['hyps_per_s']:>8.1f} "
-                     f"{r['peak_rss_mb']:>11.0f} {'-' if d is None else f'{d:.2e}':>14}")
+                     f"{r['peak_rss_mb']:>11.0f} {'-' if d is None else f'{d:.2e}':>14}"
+                     + (f" {r['peak_cuda_mb']:>12.0f}" if r.get("peak_cuda_mb") is not None else ""))
     for k, v in out["speedup_words_per_s"].items():
         lines.append(f"speed-up {k} (words/s): {v:.2f}x")
     for name, r in out["paths"].items():

@@ -11,7 +11,7 @@
 # is the trained m wrapped at scoring time in the neural cache (--cache-size,
 # --cache-theta, --cache-lambda). The model zoo of README.md is
 #
-#   bash recipes/abc-nbest/run.sh --conf examples --exp exp/abc-nbest-zoo \
+#   bash recipes/abc-nbest/run.sh --conf examples --exp exp/abc-nbest-zoo [--device cuda --train-seconds 200] \
 #     --models "lstm gru gru+cache amn-vanilla amn attention key-value-predict ngram-rnn hornn dnc transformer"
 #
 # Every stage skips work whose output already exists (delete it to redo).
@@ -24,7 +24,7 @@ exp=exp/abc-nbest
 models="gru amn"
 conf=recipes/abc-nbest/conf
 cache_size=500
-cache_theta=0.3
+cache_theta=0.1
 cache_lambda=0.1
 histories="first-pass none"
 device=cpu
