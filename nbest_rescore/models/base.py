@@ -3,7 +3,10 @@
 A model reads word ids ``[B, T]`` and predicts the next word at every position. Its
 recurrent state (hidden vectors, memories) is a tuple of tensors, each batch-first
 ``[B, ...]``, so that the generic helpers :func:`select_state`, :func:`expand_state`
-and :func:`reset_state` work for every model. Rescoring starts each hypothesis from
+and :func:`reset_state` work for every model. A state tensor may only vary in length
+along axis 1 where zeros in front mean empty slots (the neural cache keeps only the
+slots filled so far, oldest first); :func:`cat_states` and :func:`reset_state` pad such
+tensors in front to a common length. Rescoring starts each hypothesis from
 the state reached after the 1-best history of its document; training carries the
 state across BPTT segments and resets it only at document boundaries.
 
@@ -45,19 +48,43 @@ def expand_state(state: State, n: int) -> State:
     return tuple(s.repeat_interleave(n, dim=0) for s in state)
 
 
+def _pad_front(t: Tensor, size: int) -> Tensor:
+    """``t`` [B, S, ...] with ``size - S`` zero slots put in front along axis 1."""
+    if t.dim() < 2 or t.shape[1] == size:
+        return t
+    return torch.cat([t.new_zeros((t.shape[0], size - t.shape[1], *t.shape[2:])), t], 1)
+
+
+def align_slots(parts):
+    """The tensors ``parts`` (one entry of several states, each [B_i, S_i, ...]) padded
+    in front along axis 1 with zeros to the longest S_i, so that they can be
+    concatenated, written into one another or mixed row by row. Only the neural cache
+    varies in S (its filled slots, oldest first; zero slots are empty); other state
+    entries are returned unchanged."""
+    sizes = {p.shape[1] for p in parts if p.dim() >= 2}
+    if len(sizes) <= 1:
+        return list(parts)
+    top = max(sizes)
+    return [_pad_front(p, top) for p in parts]
+
+
 def reset_state(state: State, mask: Tensor, initial: State) -> State:
-    """Replace the rows where ``mask`` (bool [B]) is True by the rows of ``initial``."""
+    """Replace the rows where ``mask`` (bool [B]) is True by the rows of ``initial``
+    (tensors of different lengths along axis 1 are aligned first, see :func:`cat_states`)."""
     out = []
     for s, s0 in zip(state, initial):
+        s, s0 = align_slots((s, s0))
         m = mask.view(-1, *([1] * (s.dim() - 1)))
         out.append(torch.where(m, s0, s))
     return tuple(out)
 
 
 def cat_states(states) -> State:
-    """Concatenate states along the batch axis."""
+    """Concatenate states along the batch axis. A state tensor whose length along axis
+    1 differs between the parts (only the neural cache's filled slots do) is padded in
+    front with zeros (empty slots) to the longest."""
     states = list(states)
-    return tuple(torch.cat(parts, 0) for parts in zip(*states))
+    return tuple(torch.cat(align_slots(parts), 0) for parts in zip(*states))
 
 
 def detach_state(state: State) -> State:

@@ -19,9 +19,12 @@ rescoring, perplexity and the stream code need no change:
   probabilities float32 [B, T, V], and :meth:`CachedLM.logits` returns them unchanged
   (log-softmax of a log-distribution is the same distribution).
 * The state is the wrapped model's state followed by the cache, all batch-first:
-  keys float [B, M, D] and word ids int64 [B, M] (oldest first, newest last),
-  validity bool [B, M], the previous position's features float [B, D] and whether
-  they exist, bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
+  keys float [B, S, D] and word ids int64 [B, S] (oldest first, newest last),
+  validity bool [B, S], where S <= M is the number of slots filled so far in the
+  batch (the cache grows with the inputs, so an empty or short cache costs no copying
+  of M slots; :func:`~.base.cat_states` pads shorter caches in front with empty
+  slots), the previous position's features float [B, D] and whether they exist,
+  bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
   :func:`~.base.reset_state` therefore work as for any model: in rescoring the cache
   is filled from the 1-best history like the recurrent state, and it is emptied at
   document starts.
@@ -127,24 +130,28 @@ class CachedLM(LanguageModel):
     # -- state --------------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:
         """The wrapped model's initial state followed by an empty cache: keys float
-        [B, M, D], word ids int64 [B, M], validity bool [B, M] (all False), previous
-        features float [B, D], has-previous bool [B] (False)."""
+        [B, 0, D], word ids int64 [B, 0], validity bool [B, 0] (no slot yet), previous
+        features float [B, D], has-previous bool [B] (False). The cache grows by one
+        slot per input up to M slots (see the module docstring)."""
         if device is None:
             device = next(self.model.parameters()).device
-        b, m, d = batch_size, self.config.size, self.feature_dim
+        b, d = batch_size, self.feature_dim
         return tuple(self.model.init_state(b, device)) + (
-            torch.zeros(b, m, d, device=device),
-            torch.zeros(b, m, dtype=torch.long, device=device),
-            torch.zeros(b, m, dtype=torch.bool, device=device),
+            torch.zeros(b, 0, d, device=device),
+            torch.zeros(b, 0, dtype=torch.long, device=device),
+            torch.zeros(b, 0, dtype=torch.bool, device=device),
             torch.zeros(b, d, device=device),
             torch.zeros(b, dtype=torch.bool, device=device),
         )
 
     def max_batch_rows(self, budget_bytes: int) -> int:
-        """Most rows whose state (wrapped model + cache, about 4 M D bytes per row)
-        fits in ``budget_bytes`` (and the wrapped model's own limit, if it has one);
-        :class:`~nbest_rescore.rescoring.scorer.NnScorer` caps its batch size with it."""
-        per_row = sum(s[:1].numel() * s.element_size() for s in self.init_state(1, "cpu"))
+        """Most rows whose state with a full cache (wrapped model + M slots: about
+        4 M D bytes per row) fits in ``budget_bytes`` (and the wrapped model's own limit,
+        if it has one); :class:`~nbest_rescore.rescoring.scorer.NnScorer` caps its batch
+        size with it."""
+        m, d = self.config.size, self.feature_dim
+        inner_row = sum(s[:1].numel() * s.element_size() for s in self.model.init_state(1, "cpu"))
+        per_row = inner_row + m * d * 4 + m * 8 + m + d * 4 + 1
         rows = budget_bytes // max(1, per_row)
         inner = getattr(self.model, "max_batch_rows", None)
         if inner is not None:
@@ -172,29 +179,39 @@ class CachedLM(LanguageModel):
         feats = out.features.float()
         logp_model = torch.log_softmax(self.model.logits(out.features).float(), -1)
         b, t = tokens.shape
-        m = self.config.size
+        m, m_in = self.config.size, keys.shape[1]
         dev = tokens.device
-        lengths = torch.full((b,), t, dtype=torch.long, device=dev) if lengths is None else lengths.to(dev)
 
         # pairs (h_{s-1}, w_s) formed inside this chunk, s = 0 .. T-1
         new_keys = torch.cat([prev.unsqueeze(1).to(feats.dtype), feats[:, :-1]], 1)  # [B, T, D]
         pos = torch.arange(t, device=dev)
         new_valid = (pos.unsqueeze(0) > 0) | has_prev.unsqueeze(1)  # [B, T]
-        # the cache followed by the new pairs, oldest first: [B, M + T]
+        # the cache followed by the new pairs, oldest first: [B, M_in + T]
         all_keys = torch.cat([keys.to(feats.dtype), new_keys], 1)
         all_words = torch.cat([words, tokens], 1)
         all_valid = torch.cat([valid, new_valid], 1)
 
-        logp = self._mix(logp_model, feats, all_keys, all_words, all_valid)
-        # the last M pairs of row b end at its last real input (index M + lengths[b] - 1)
-        idx = lengths.unsqueeze(1) + torch.arange(m, device=dev).unsqueeze(0)  # [B, M]
-        keep_keys = all_keys.gather(1, idx.unsqueeze(-1).expand(b, m, all_keys.shape[-1]))
-        last = feats.gather(1, (lengths - 1).view(b, 1, 1).expand(b, 1, feats.shape[-1])).squeeze(1)
-        cache = (keep_keys, all_words.gather(1, idx), all_valid.gather(1, idx), last,
-                 torch.ones_like(has_prev))
-        return Output(logp, tuple(out.state) + cache, None)
+        logp = self._mix(logp_model, feats, all_keys, all_words, all_valid, m_in)
+        # keep the last K = min(M, M_in + T) pairs of each row, ending at its last real
+        # input (index M_in + lengths[b] - 1); slots before a short row's start are empty
+        keep = min(m, m_in + t)
+        if lengths is None or bool((lengths == t).all()):
+            start = m_in + t - keep  # every row ends at the chunk's end: a slice, no copy
+            cache = (all_keys[:, start:], all_words[:, start:], all_valid[:, start:])
+            last = feats[:, -1]
+        else:
+            lengths = lengths.to(dev)
+            idx = (lengths + (m_in - keep)).unsqueeze(1) + torch.arange(keep, device=dev).unsqueeze(0)  # [B, K]
+            inside = idx >= 0
+            idx = idx.clamp(min=0)
+            cache = (all_keys.gather(1, idx.unsqueeze(-1).expand(b, keep, all_keys.shape[-1]))
+                     * inside.unsqueeze(-1).to(all_keys.dtype),  # empty slots hold zeros
+                     all_words.gather(1, idx) * inside, all_valid.gather(1, idx) & inside)
+            last = feats.gather(1, (lengths - 1).view(b, 1, 1).expand(b, 1, feats.shape[-1])).squeeze(1)
+        return Output(logp, tuple(out.state) + cache + (last, torch.ones_like(has_prev)), None)
 
-    def _mix(self, logp_model: Tensor, feats: Tensor, keys: Tensor, words: Tensor, valid: Tensor) -> Tensor:
+    def _mix(self, logp_model: Tensor, feats: Tensor, keys: Tensor, words: Tensor, valid: Tensor,
+             m_in: int) -> Tensor:
         """log((1 - lambda) p_model + lambda p_cache), float [B, T, V] (computed in place
         in ``logp_model``; only the words present in the cache change beyond the
         (1 - lambda) factor, so no further [B, T, V] tensor is made).
@@ -202,16 +219,17 @@ class CachedLM(LanguageModel):
         Args:
             logp_model: float [B, T, V] natural-log probabilities of the wrapped model.
             feats: float [B, T, D] queries h_t.
-            keys, words, valid: the M old pairs then the T new ones, [B, M + T, (D)].
-        Position t sees the entries t+1 .. t+M of the concatenation: the M most recent
-        pairs once the pair (h_{t-1}, w_t) has entered.
+            keys, words, valid: the M_in old pairs then the T new ones, [B, M_in + T, (D)].
+            m_in: M_in, the slots the cache held before this chunk (at most M).
+        Position t sees the entries M_in + t - M + 1 .. M_in + t of the concatenation:
+        the M most recent pairs once the pair (h_{t-1}, w_t) has entered.
         """
         _, t, _ = logp_model.shape
         m = self.config.size
-        scores = self.config.theta * torch.einsum("btd,bkd->btk", feats, keys)  # [B, T, M + T]
-        k = torch.arange(m + t, device=feats.device).unsqueeze(0)
-        pos = torch.arange(t, device=feats.device).unsqueeze(1)
-        window = (k > pos) & (k <= pos + m)  # [T, M + T]
+        scores = self.config.theta * torch.einsum("btd,bkd->btk", feats, keys)  # [B, T, M_in + T]
+        k = torch.arange(m_in + t, device=feats.device).unsqueeze(0)
+        pos = torch.arange(t, device=feats.device).unsqueeze(1) + m_in
+        window = (k > pos - m) & (k <= pos)  # [T, M_in + T]
         mask = window.unsqueeze(0) & valid.unsqueeze(1)
         any_pair = mask.any(-1, keepdim=True)  # [B, T, 1]
         weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import torch
 
-from ..models.base import cat_states, select_state
+from ..models.base import align_slots, cat_states, select_state
 from ..types import NbestSet
 from .combine import Weights, combine, segment_argmax
 from .scorer import NnScorer
@@ -163,9 +163,11 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
 
 
 def _scatter(state, idx, new):
-    """Write the rows ``new`` into ``state`` at positions ``idx``."""
+    """Write the rows ``new`` into ``state`` at positions ``idx`` (a cache that grew is
+    aligned first, see :func:`~nbest_rescore.models.base.align_slots`)."""
     out = []
     for s, n in zip(state, new):
+        s, n = align_slots((s, n))
         s = s.clone()
         s[idx] = n
         out.append(s)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from nbest_rescore.errors import DataError
 from nbest_rescore.models import MODEL_REGISTRY, build_model, save_model
-from nbest_rescore.models.base import expand_state, reset_state, select_state
+from nbest_rescore.models.base import align_slots, cat_states, expand_state, reset_state, select_state
 from nbest_rescore.models.cache import CachedLM, with_cache
 from nbest_rescore.vocab import Vocabulary
 
@@ -186,7 +186,9 @@ def test_lengths_give_each_row_its_own_cache_and_padding_is_harmless():
             n = int(lengths[b])
             alone = m(x[b:b + 1, :n], select_state(st, torch.tensor([b])))
             for s_b, s_alone in zip(out.state, alone.state):
-                assert torch.allclose(s_b[b].float(), s_alone[0].float(), atol=1e-5)
+                # the batch keeps as many slots as its longest row: the rest are empty (zeros) in front
+                s_b, s_alone = align_slots((s_b[b:b + 1], s_alone))
+                assert torch.allclose(s_b[0].float(), s_alone[0].float(), atol=1e-5)
             assert torch.allclose(out.features[b, :n], alone.features[0], atol=1e-5)
             # continuing from the padded row's state equals one pass without padding
             seq = torch.cat([x[b, :n], nxt[b]])[None]
@@ -194,6 +196,33 @@ def test_lengths_give_each_row_its_own_cache_and_padding_is_harmless():
             assert torch.allclose(after[b], one[0, n:], atol=1e-4)
     ex = expand_state(out.state, 2)
     assert all(torch.equal(e[3], s[1]) for e, s in zip(ex, out.state))
+
+
+def test_cache_grows_to_m_slots_and_states_of_different_fill_mix_in_one_batch():
+    m = cached(size=6)
+    assert m.init_state(2)[-3].shape == (2, 0)  # no slot before the first input
+    x = tokens(3, 12, high=V)
+    with torch.no_grad():
+        slots = []
+        st = m.init_state(1)
+        for t in range(9):
+            st = m(x[:1, t:t + 1], st).state
+            slots.append(st[-3].shape[1])
+        assert slots == [1, 2, 3, 4, 5, 6, 6, 6, 6]
+        # three rows that have read 2, 9 and 0 words, concatenated into one batch
+        parts = [m(x[0:1, :2], m.init_state(1)).state, m(x[1:2, :9], m.init_state(1)).state, m.init_state(1)]
+        batch = cat_states(parts)
+        assert batch[-3].shape == (3, 6)
+        nxt = tokens(3, 5, seed=3)
+        together, _ = m.log_probs(nxt[:, :-1], nxt[:, 1:], batch)
+        for b, part in enumerate(parts):
+            alone, _ = m.log_probs(nxt[b:b + 1, :-1], nxt[b:b + 1, 1:], part)
+            assert torch.allclose(together[b], alone[0], atol=1e-5)
+        # a document reset to the (empty) initial state inside a filled batch
+        r = reset_state(batch, torch.tensor([False, True, False]), m.init_state(3))
+        fresh, _ = m.log_probs(nxt[1:2, :-1], nxt[1:2, 1:], m.init_state(1))
+        again, _ = m.log_probs(nxt[:, :-1], nxt[:, 1:], r)
+        assert torch.allclose(again[1], fresh[0], atol=1e-5)
 
 
 def test_refuses_training_and_checkpoints_and_bad_settings(tmp_path):
