@@ -1,0 +1,69 @@
+"""CUDA against CPU (skipped where no CUDA device is present, as in CI): every
+registered model, and the GRU with the neural cache, scores the first ci utterances
+with first-pass history to the same NN costs on both devices, in every scoring mode."""
+import copy
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nbest_rescore.device import resolve_device
+from nbest_rescore.models import MODEL_REGISTRY, build_model
+from nbest_rescore.models.cache import with_cache
+from nbest_rescore.rescoring.combine import Weights
+from nbest_rescore.rescoring.history import rescore
+from nbest_rescore.rescoring.scorer import NnScorer
+from nbest_rescore.types import NbestSet
+from nbest_rescore.vocab import Vocabulary
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _model_test_settings():
+    path = Path(__file__).resolve().parent / "models" / "test_models.py"
+    spec = importlib.util.spec_from_file_location("_model_test_settings_cuda", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.SMALL, mod.EXTRA
+
+
+SMALL, EXTRA = _model_test_settings()
+
+
+def test_resolve_device_turns_tf32_off():
+    dev = resolve_device("cuda")
+    assert dev.type == "cuda"
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+
+
+@pytest.mark.parametrize("mode", ["tree", "padded"])
+@pytest.mark.parametrize("name", sorted(MODEL_REGISTRY) + ["gru+cache"])
+def test_cuda_costs_equal_cpu_costs(ci_nbest, name, mode):
+    lists = NbestSet(ci_nbest.utterances[:12], ci_nbest.doc_source)
+    counts = {}
+    for u in lists.utterances:
+        for h in u.hyps:
+            for w in h:
+                counts[w] = counts.get(w, 0) + 1
+    vocab = Vocabulary(["</s>", "<unk>"] + sorted(sorted(counts, key=lambda w: -counts[w])[:200]))
+    torch.manual_seed(0)
+    base = name.split("+")[0]
+    model = build_model(base, {**SMALL, **EXTRA.get(base, {})}, len(vocab)).eval()
+    costs = {}
+    for dev_name in ("cpu", "cuda"):
+        dev = resolve_device(dev_name)
+        m = copy.deepcopy(model).to(dev)
+        if name.endswith("+cache"):
+            m = with_cache(m, 20, 0.5, 0.2)
+        res = rescore(lists, NnScorer(m, vocab, dev, mode=mode), Weights(), history="first-pass")
+        costs[dev_name] = np.asarray(res.nn_cost)
+    diff = np.abs(costs["cpu"] - costs["cuda"])
+    assert np.isfinite(costs["cuda"]).all()
+    if base == "dnc":
+        # FMD deallocation and allocation take argmin / sort decisions: a near tie can go
+        # either way in float32 arithmetic; all but a few hypotheses must agree
+        assert np.mean(diff <= 1e-4) >= 0.99, diff.max()
+    else:
+        assert diff.max() <= 1e-4
