@@ -23,10 +23,12 @@ import statistics
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from nbest_rescore.device import resolve_device
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import build_model
 from nbest_rescore.models.amn import AMNConfig
@@ -35,7 +37,7 @@ from nbest_rescore.training.streams import encode_document, make_streams, segmen
 from nbest_rescore.training.trainer import train_step
 from nbest_rescore.vocab import Vocabulary
 
-TEXT = "/work/shared/data/abc-nbest/lm/lm_train.txt"
+TEXT = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "abc-nbest" / "lm" / "lm_train.txt")
 MODELS = ("gru-small", "gru", "lstm", "amn", "amn-naive")
 
 
@@ -119,16 +121,25 @@ def check_naive_equals_batched(args, vocab_size, batch) -> float:
     return abs(losses[0] - losses[1])
 
 
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def time_steps(model, opt, batches, warmup: int, steps: int, clip: float) -> float:
-    """Words/s of ``steps`` training steps after ``warmup`` untimed ones."""
-    state = model.init_state(batches[0][0].shape[0])
+    """Words/s of ``steps`` training steps after ``warmup`` untimed ones (device work
+    synchronised before the clock is read)."""
+    device = batches[0][0].device
+    state = model.init_state(batches[0][0].shape[0], device)
     for inp, tgt, mask, reset in batches[:warmup]:
         state, _ = train_step(model, opt, state, inp, tgt, mask, reset, clip)
     words = 0
+    _sync(device)
     t0 = time.perf_counter()
     for inp, tgt, mask, reset in batches[warmup:warmup + steps]:
         state, step = train_step(model, opt, state, inp, tgt, mask, reset, clip)
         words += step.num_tokens if step is not None else 0
+    _sync(device)
     return words / (time.perf_counter() - t0)
 
 
@@ -149,8 +160,10 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {MODELS}")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ap.add_argument("--json", metavar="OUT", help="write the measurements to this JSON file")
     args = ap.parse_args(argv)
+    device = resolve_device(args.device)
     kinds = [k for k in args.models.split(",") if k]
     bad = [k for k in kinds if k not in MODELS]
     if bad:
@@ -165,11 +178,12 @@ def main(argv=None) -> int:
         ap.error(f"--max-words {args.max_words} gives only {len(batches)} segments; "
                  f"need warmup + steps = {args.warmup + args.steps}")
     diff = check_naive_equals_batched(args, len(vocab), batches[0]) if "amn-naive" in kinds else None
+    batches = [tuple(t.to(device) for t in b) for b in batches]
 
     models, opts = {}, {}
     for kind in kinds:
         torch.manual_seed(args.seed)
-        models[kind] = build(kind, args, len(vocab)).train()
+        models[kind] = build(kind, args, len(vocab)).to(device).train()
         opts[kind] = torch.optim.Adam(models[kind].parameters(), lr=1e-3)
     rates = {k: [] for k in kinds}
     for r in range(args.repeats):
@@ -180,7 +194,7 @@ def main(argv=None) -> int:
 
     med = {k: statistics.median(v) for k, v in rates.items()}
     ref = med.get("gru")
-    print(f"\nwords/s, {args.threads} thread(s), batch {args.batch_size} x bptt {args.bptt}, "
+    print(f"\nwords/s on {device}, {args.threads} thread(s), batch {args.batch_size} x bptt {args.bptt}, "
           f"vocabulary {len(vocab)}, embedding {args.embedding_dim}, median of {args.repeats} x {args.steps} steps")
     print(f"{'model':30s} {'hidden':>7s} {'params':>10s} {'words/s':>9s} {'min-max':>13s} {'vs GRU':>7s}")
     rows = []
