@@ -44,6 +44,17 @@ from .registry import register
 DROPOUT_MODES = ("none", "contr", "mem", "all")
 
 
+def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Tensor:
+    """One step of K+1 GRUs at once: input projections ``gi`` [K+1, B, 3H] (bias
+    included), states ``h`` [K+1, B, H], recurrent weights ``w_hh`` [K+1, H, 3H] and
+    bias ``b_hh`` [K+1, 1, 3H]; returns the new states [K+1, B, H] (gates r, z, n)."""
+    gh_rz, gh_n = torch.baddbmm(b_hh, h, w_hh).split([2 * hdim, hdim], -1)
+    gi_rz, gi_n = gi.split([2 * hdim, hdim], -1)
+    r, z = torch.sigmoid(gi_rz + gh_rz).chunk(2, -1)
+    n = torch.tanh(gi_n + r * gh_n)
+    return (1.0 - z) * n + z * h
+
+
 @dataclass
 class AMNConfig:
     """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15)."""
@@ -164,11 +175,7 @@ class AMNLM(LanguageModel):
         b_hh = self.b_hh.unsqueeze(1)
         steps = []
         for t in range(t_len):
-            gh_rz, gh_n = torch.baddbmm(b_hh, h, self.w_hh).split([2 * hdim, hdim], -1)
-            gi_rz, gi_n = gis[t].split([2 * hdim, hdim], -1)
-            r, z = torch.sigmoid(gi_rz + gh_rz).chunk(2, -1)
-            n = torch.tanh(gi_n + r * gh_n)
-            h_new = (1.0 - z) * n + z * h
+            h_new = gru_step(gis[t], h, self.w_hh, b_hh, hdim)
             if lengths is not None:
                 h_new = torch.where((t < lengths).view(1, b, 1), h_new, h)
             h = h_new
