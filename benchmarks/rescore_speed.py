@@ -83,6 +83,9 @@ def parse_args(argv=None):
         p.error(f"--paths: unknown {bad}; choose from {', '.join(PATHS)}")
     if on_cuda and "default_int8" in args.paths.split(","):
         p.error("--paths default_int8: int8 dynamic quantisation runs on the CPU only; use --device cpu")
+    if not on_cuda and "default_float16" in args.paths.split(","):
+        p.error("--paths default_float16: float16 scoring is for CUDA only; use --device cuda "
+                "(or default_bfloat16 on the CPU)")
     for name in ("max_utts", "single_max_utts", "nbest_size", "repeat", "threads"):
         v = getattr(args, name)
         if v is not None and v < 1:

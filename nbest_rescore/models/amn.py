@@ -47,7 +47,9 @@ DROPOUT_MODES = ("none", "contr", "mem", "all")
 def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Tensor:
     """One step of K+1 GRUs at once: input projections ``gi`` [K+1, B, 3H] (bias
     included), states ``h`` [K+1, B, H], recurrent weights ``w_hh`` [K+1, H, 3H] and
-    bias ``b_hh`` [K+1, 1, 3H]; returns the new states [K+1, B, H] (gates r, z, n)."""
+    bias ``b_hh`` [K+1, 1, 3H]; returns the new states [K+1, B, H] (gates r, z, n, as
+    ``torch.nn.GRUCell``). ``hdim`` is H. Shapes are not checked beyond what torch's
+    ``baddbmm`` raises (RuntimeError)."""
     gh_rz, gh_n = torch.baddbmm(b_hh, h, w_hh).split([2 * hdim, hdim], -1)
     gi_rz, gi_n = gi.split([2 * hdim, hdim], -1)
     r, z = torch.sigmoid(gi_rz + gh_rz).chunk(2, -1)

@@ -60,7 +60,8 @@ def align_slots(parts):
     in front along axis 1 with zeros to the longest S_i, so that they can be
     concatenated, written into one another or mixed row by row. Only the neural cache
     varies in S (its filled slots, oldest first; zero slots are empty); other state
-    entries are returned unchanged."""
+    entries are returned unchanged. Tensors that differ in any other axis are left
+    as they are, so the caller's ``torch.cat`` / ``torch.where`` raises RuntimeError."""
     sizes = {p.shape[1] for p in parts if p.dim() >= 2}
     if len(sizes) <= 1:
         return list(parts)

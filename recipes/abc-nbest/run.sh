@@ -96,9 +96,13 @@ if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
 fi
 
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
-  log 4 "tune the LM weight alone for the first pass (lambda = 1)"
-  nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --lm-weights 0:20:0.5 \
-    --out "$exp/tune_first_pass" | tail -n 1
+  if [ -f "$exp/tune_first_pass/tune.json" ]; then
+    log 4 "$exp/tune_first_pass exists, skipping"
+  else
+    log 4 "tune the LM weight alone for the first pass (lambda = 1)"
+    nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --lm-weights 0:20:0.5 \
+      --out "$exp/tune_first_pass" | tail -n 1
+  fi
   for m in $models; do
     for h in $histories; do
       log 4 "tune lambda and delta for $m, --history $h"

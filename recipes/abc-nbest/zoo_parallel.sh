@@ -29,6 +29,8 @@ run=(bash recipes/abc-nbest/run.sh --conf examples --exp "$exp" --data "$data" -
      --train-seconds "$train_seconds")
 mkdir -p "$exp"
 "${run[@]}" --stage 0 --stop-stage 0 --models "$models"
+# the first pass alone is tuned once here, not by every model's process
+"${run[@]}" --stage 4 --stop-stage 4 --models ""
 pids=()
 for m in $models; do
   "${run[@]}" --stage 1 --stop-stage 4 --models "$m" > "$exp/run_$m.log" 2>&1 &

@@ -32,10 +32,12 @@ def test_rescore_speed_paths_agree_on_ci(DATA, tiny_lm, tmp_path):
     assert set(d["speedup_words_per_s"]) >= {"default/one_at_a_time", "default/padded_batch"}
 
 
-def test_rescore_speed_rejects_unknown_paths_and_int8_on_cuda(DATA, tiny_lm):
+def test_rescore_speed_rejects_unknown_paths_int8_on_cuda_and_float16_on_cpu(DATA, tiny_lm):
     base = [sys.executable, str(REPO / "benchmarks" / "rescore_speed.py"), "--lm", str(tiny_lm),
             "--nbest", str(DATA / "ci")]
     res = subprocess.run(base + ["--paths", "default_int8", "--device", "cuda"], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "CPU only" in res.stderr
+    res = subprocess.run(base + ["--paths", "default_float16"], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 2 and "CUDA only" in res.stderr
     res = subprocess.run(base + ["--paths", "nonsense"], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "unknown" in res.stderr
