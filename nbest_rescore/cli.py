@@ -70,16 +70,28 @@ def _seed():
 
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="YAML training config (see examples/).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Checkpoint to write (.pt).")
+              help="YAML training config (see examples/ and recipes/abc-nbest/conf/).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Checkpoint to write (.pt): best weights, rewritten after every epoch; the resumable "
+                   "state goes beside it as <name>.last.pt.")
 @click.option("--max-words", type=int, default=None, help="Train on a prefix of this many words (overrides the config).")
 @click.option("--max-epochs", type=int, default=None, help="Override the config's max_epochs.")
-@click.option("--max-seconds", type=float, default=None, help="Stop training after this many seconds.")
+@click.option("--max-seconds", type=float, default=None, help="Stop training after this many seconds (whole run).")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default=None,
+              help="Override optim.dtype: bfloat16 = mixed precision under CUDA autocast.")
 @click.option("--threads", type=int, default=None, help="CPU threads for torch (default: all cores).")
+@click.option("--resume", "resume", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Continue the run saved in this <out>.last.pt (same optimiser state and schedule).")
+@click.option("--init-from", "init_from", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Start from this model checkpoint's weights and vocabulary (fine-tuning).")
+@click.option("--stop-after-epochs", type=click.IntRange(min=1), default=None,
+              help="End this run after N epochs (the schedule still plans max_epochs; --resume continues).")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.pass_context
 @_data_errors
-def train(config_path, out, max_words, max_epochs, max_seconds, device, threads, no_progress):
+def train(ctx, config_path, out, max_words, max_epochs, max_seconds, device, dtype, threads, resume, init_from,
+          stop_after_epochs, no_progress):
     """Train a language model at corpus level and save a checkpoint."""
     _seed()
     from .config import load_train_config
@@ -87,6 +99,9 @@ def train(config_path, out, max_words, max_epochs, max_seconds, device, threads,
     from .training.trainer import train as run_train
 
     cfg = load_train_config(config_path)
+    group = ctx.parent
+    if group is not None and group.get_parameter_source("seed") not in (None, click.core.ParameterSource.DEFAULT):
+        cfg.optim.seed = group.params["seed"]  # an explicit --seed wins over the config's optim.seed
     if max_words is not None:
         cfg.data.max_words = max_words
     if max_epochs is not None:
@@ -95,7 +110,10 @@ def train(config_path, out, max_words, max_epochs, max_seconds, device, threads,
         cfg.optim.max_seconds = max_seconds
     if threads is not None:
         cfg.optim.threads = threads
-    res = run_train(cfg, out, resolve_device(device), progress=not no_progress)
+    if dtype is not None:
+        cfg.optim.dtype = dtype
+    res = run_train(cfg, out, resolve_device(device), progress=not no_progress, resume=resume,
+                    init_from=init_from, stop_after_epochs=stop_after_epochs)
     click.echo(json.dumps({"checkpoint": out, "epochs": res.epochs, "best_valid_ppl": res.best_valid_ppl,
                            "train_ppl": res.train_ppl, "seconds": round(res.seconds, 1),
                            "words_per_s": round(res.words_per_s, 1)}, indent=2))

@@ -38,11 +38,25 @@ class VocabConfig:
     file: Optional[str] = None
 
 
+OPTIMIZERS = ("adam", "adamw", "sgd")
+LR_SCHEDULES = ("constant", "cosine", "linear")
+TRAIN_DTYPES = ("float32", "bfloat16")
+
+
 @dataclass
 class OptimConfig:
-    """Adam with gradient-norm clipping; ``lr`` halves when validation perplexity
-    does not improve; training stops after ``patience`` epochs without improvement,
-    after ``max_epochs``, or when ``max_seconds`` have passed."""
+    """Optimisation: ``optimizer`` (Adam by default) with gradient-norm clipping;
+    the learning rate warms up linearly over ``warmup_steps`` updates and then
+    follows ``lr_schedule`` over the planned training length (``max_epochs``, or
+    ``max_seconds`` when that comes first), down to ``min_lr_ratio * lr``; with
+    ``halve_lr_on_plateau`` it is also halved whenever validation perplexity does
+    not improve. Training stops after ``patience`` epochs without improvement,
+    after ``max_epochs``, or when ``max_seconds`` have passed. Documents are dealt to
+    the ``batch_size`` streams in a new seeded order every epoch (``shuffle``).
+    ``dtype: bfloat16`` trains under CUDA autocast (float32 master weights); TF32
+    matrix products are allowed in training on CUDA (scoring stays float32), and with
+    ``cuda_graph`` the whole step is replayed as one CUDA graph (eager fallback for
+    models whose step cannot be captured)."""
 
     batch_size: int = 32
     bptt: int = 20
@@ -57,11 +71,37 @@ class OptimConfig:
     # alpha of the self-normalisation (variance) regulariser alpha * mean (log Z)^2,
     # Chen et al. 2016 (``000`` section 3.5, ref. [45]); 0 = plain cross-entropy
     self_norm_weight: float = 0.0
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    momentum: float = 0.0  # sgd only
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    shuffle: bool = True
+    dtype: str = "float32"
+    log_interval: int = 50  # steps between reads of the loss for the progress bar
+    cuda_graph: bool = True  # on CUDA: replay the training step as one CUDA graph
+    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch is always saved)
 
     def __post_init__(self):
         if not self.self_norm_weight >= 0:
             raise DataError(f"optim.self_norm_weight must be >= 0 (0 = off, e.g. 0.1), "
                             f"got {self.self_norm_weight!r}")
+        for key, choices in (("optimizer", OPTIMIZERS), ("lr_schedule", LR_SCHEDULES), ("dtype", TRAIN_DTYPES)):
+            if getattr(self, key) not in choices:
+                raise DataError(f"optim.{key} must be one of {', '.join(choices)}, got {getattr(self, key)!r}")
+        for key in ("batch_size", "bptt", "max_epochs", "log_interval", "checkpoint_every"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise DataError(f"optim.{key} must be an integer >= 1, got {v!r}")
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise DataError(f"optim.warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
+        for key in ("lr", "clip"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise DataError(f"optim.{key} must be a number > 0, got {v!r}")
+        if not (isinstance(self.min_lr_ratio, (int, float)) and 0 <= self.min_lr_ratio <= 1):
+            raise DataError(f"optim.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
 
 
 @dataclass

@@ -49,7 +49,9 @@ class Vocabulary:
     @classmethod
     def from_counts(cls, counts: Counter, max_size: int | None = None, min_count: int = 1,
                     restrict_to: Iterable[str] | None = None) -> "Vocabulary":
-        """Most frequent words (ties alphabetical) with count >= ``min_count``.
+        """Most frequent words with count >= ``min_count``, ids in order of decreasing
+        count (ties alphabetical) after ``</s>`` and ``<unk>`` (the order the adaptive
+        softmax's clusters need).
 
         Args:
             counts: word counts of the training text.
@@ -64,7 +66,13 @@ class Vocabulary:
         items.sort(key=lambda wc: (-wc[1], wc[0]))
         if max_size is not None:
             items = items[: max(0, max_size - len(SPECIALS))]
-        return cls(list(SPECIALS) + sorted(w for w, _ in items))
+        return cls(list(SPECIALS) + [w for w, _ in items])
+
+    def by_frequency(self, counts: Counter) -> "Vocabulary":
+        """The same words re-ordered by decreasing ``counts`` (stable for ties; words
+        never seen last), ``</s>`` and ``<unk>`` kept at ids 0 and 1."""
+        rest = sorted(self.words[2:], key=lambda w: -counts.get(w, 0))
+        return Vocabulary(list(SPECIALS) + rest)
 
     @classmethod
     def from_file(cls, path) -> "Vocabulary":

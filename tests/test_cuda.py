@@ -67,3 +67,55 @@ def test_cuda_costs_equal_cpu_costs(ci_nbest, name, mode):
         assert np.mean(diff <= 1e-4) >= 0.99, diff.max()
     else:
         assert diff.max() <= 1e-4
+
+
+def _random_streams(vocab_size=200, docs=40, bptt=10, batch=4, seed=0):
+    from nbest_rescore.training.streams import make_streams
+
+    rng = np.random.default_rng(seed)
+    enc = []
+    for _ in range(docs):
+        ids = [0]
+        for _ in range(int(rng.integers(2, 6))):
+            ids += list(rng.integers(2, vocab_size, int(rng.integers(3, 12)))) + [0]
+        enc.append(np.asarray(ids, dtype=np.int64))
+    return make_streams(enc, batch, align=bptt)
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm", "amn"])
+def test_cuda_graph_training_equals_eager(name):
+    """The captured training step (optim.cuda_graph) gives the eager step's losses and
+    weights (float32, TF32 off): the warm-up before capture leaves no trace."""
+    from nbest_rescore.config import OptimConfig
+    from nbest_rescore.training.trainer import StepOptions, make_optimizer, train_segments
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    streams = _random_streams()
+    torch.manual_seed(0)
+    base = build_model(name, {**SMALL, **EXTRA.get(name, {})}, 200).cuda().train()
+    out = {}
+    for graphed in (False, True):
+        m = copy.deepcopy(base)
+        opt = make_optimizer(m, OptimConfig(lr=0.01), capturable=graphed)
+        stats = [train_segments(m, opt, streams, 10, StepOptions(clip=1.0), max_steps=4, cuda_graph=graphed)
+                 for _ in range(2)]
+        out[graphed] = ([s.nll for s in stats], [p.detach().clone() for p in m.parameters()])
+    assert out[True][0] == pytest.approx(out[False][0], rel=1e-5)
+    for a, b in zip(out[True][1], out[False][1]):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_cuda_graph_falls_back_for_the_adaptive_softmax(caplog):
+    """A step that reads back to the host (the adaptive softmax selects the rows of
+    each tail cluster) is not captured: training goes on eagerly, with a warning."""
+    from nbest_rescore.config import OptimConfig
+    from nbest_rescore.training.trainer import StepOptions, make_optimizer, train_segments
+
+    streams = _random_streams()
+    torch.manual_seed(0)
+    m = build_model("gru", {**SMALL, "output": "adaptive", "adaptive_cutoffs": [20, 80]}, 200).cuda().train()
+    opt = make_optimizer(m, OptimConfig(lr=0.01), capturable=True)
+    first = train_segments(m, opt, streams, 10, StepOptions(), max_steps=4, cuda_graph=True)
+    later = train_segments(m, opt, streams, 10, StepOptions(), max_steps=4, cuda_graph=True)
+    assert np.isfinite(first.nll) and later.nll < first.nll
+    assert "not captured" in caplog.text

@@ -50,17 +50,21 @@ def count_oov(documents, vocab: Vocabulary):
 
 @torch.inference_mode()
 def nll_of_streams(model: LanguageModel, streams, bptt: int, device) -> float:
-    """Total negative natural-log likelihood (nats) of the streams' masked targets."""
+    """Total negative natural-log likelihood (nats) of the streams' masked targets.
+
+    The sum is kept on the device (float64) and read back once; streams aligned to
+    ``bptt`` run each segment as one model call."""
     b = streams.inputs.shape[0]
+    streams = streams.to(device)
+    aligned = streams.align == bptt
     state = model.init_state(b, device)
-    total = 0.0
+    total = torch.zeros((), dtype=torch.float64, device=device)
     for inp, tgt, mask, reset in segments(streams, bptt):
-        inp, tgt, mask, reset = (x.to(device) for x in (inp, tgt, mask, reset))
-        feats, state, _ = run_segment(model, state, inp, reset)
-        logp = torch.log_softmax(model.logits(feats).float(), -1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-        total -= float(logp[mask].double().sum())
+        feats, state, _ = run_segment(model, state, inp, reset, aligned)
+        logp = model.target_log_probs(feats, tgt)
+        total -= (logp.double() * mask).sum()
         state = detach_state(state)
-    return total
+    return float(total)
 
 
 def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequence,
@@ -75,7 +79,7 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
     encoded = [encode_document(d, vocab) for d in documents if d]
     if not encoded:
         raise ValueError("no sentences to score")
-    streams = make_streams(encoded, batch_size)
+    streams = make_streams(encoded, batch_size, align=bptt)
     nll = nll_of_streams(model, streams, bptt, device)
     words, oov = count_oov(documents, vocab)
     model.train(was_training)

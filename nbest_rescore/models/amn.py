@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, OutputLayerConfig, State
 from .registry import register
 
 DROPOUT_MODES = ("none", "contr", "mem", "all")
@@ -58,7 +58,7 @@ def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Te
 
 
 @dataclass
-class AMNConfig:
+class AMNConfig(OutputLayerConfig):
     """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15)."""
 
     embedding_dim: int = 256
@@ -74,6 +74,7 @@ class AMNConfig:
     tie_weights: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if self.dropout_mode not in DROPOUT_MODES:
             raise DataError(f"amn dropout_mode {self.dropout_mode!r}: expected one of {DROPOUT_MODES}")
         if self.anneal_t0 < 1.0:
@@ -87,6 +88,7 @@ class AMNLM(LanguageModel):
     """Active Memory Network (``000`` chapter 4); see the module docstring."""
 
     summary = "Active Memory Network: K GRU memcells attended by a GRU controller (000 ch. 4)"
+    graph_safe = True
 
     Config = AMNConfig
 

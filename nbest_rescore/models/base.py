@@ -15,11 +15,14 @@ embedding, input/output dropout, weight tying and the output softmax are shared 
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import ClassVar, NamedTuple, Optional, Tuple
+from dataclasses import asdict, dataclass
+from typing import ClassVar, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
+
+from ..errors import DataError
 
 State = Tuple[Tensor, ...]
 
@@ -93,11 +96,94 @@ def detach_state(state: State) -> State:
     return tuple(s.detach() for s in state)
 
 
-class LanguageModel(nn.Module):
-    """Base class: word embedding -> :meth:`recur` -> (dropout) -> linear -> log-softmax.
+OUTPUT_LAYERS = ("softmax", "adaptive")
 
-    Subclasses set ``Config`` (a dataclass with at least ``embedding_dim``,
-    ``dropout_emb``, ``dropout_out``, ``tie_weights``) and ``feature_dim``.
+
+@dataclass
+class OutputLayerConfig:
+    """Output-layer options shared by every model family (each family's ``Config``
+    derives from this dataclass, so ``model_config: {output: adaptive}`` works for all).
+
+    output: ``"softmax"`` (a full linear layer + softmax over the vocabulary) or
+        ``"adaptive"``: the adaptive softmax of Grave et al. 2017 (torch's
+        ``nn.AdaptiveLogSoftmaxWithLoss``): a head over the most frequent words plus
+        one entry per tail cluster, and each tail cluster behind a smaller projection.
+        It is exactly normalised, so perplexities and N-best costs stay exact
+        log-probabilities; a target in the head costs O(D (c_0 + n_clusters)) instead
+        of O(D V). Word ids must be ordered by decreasing frequency (the trainer's
+        vocabulary is). Not combinable with ``tie_weights``.
+    adaptive_cutoffs: increasing word-id boundaries of the clusters (the head is ids
+        < cutoffs[0]); None: chosen by the trainer from the training word frequencies
+        (:func:`default_adaptive_cutoffs`) and stored in the checkpoint.
+    adaptive_div_value: each tail cluster i projects to D / div_value**(i+1) units.
+    """
+
+    output: str = "softmax"
+    adaptive_cutoffs: Optional[List[int]] = None
+    adaptive_div_value: float = 4.0
+
+    def __post_init__(self):
+        if self.output not in OUTPUT_LAYERS:
+            raise DataError(f"model_config.output must be one of {', '.join(OUTPUT_LAYERS)}, "
+                            f"got {self.output!r}")
+        if self.output == "adaptive" and getattr(self, "tie_weights", False):
+            raise DataError("model_config: tie_weights cannot be combined with output: adaptive "
+                            "(the adaptive softmax has no single output embedding matrix); "
+                            "set tie_weights: false")
+        if not (isinstance(self.adaptive_div_value, (int, float)) and self.adaptive_div_value >= 1):
+            raise DataError(f"model_config.adaptive_div_value must be a number >= 1 (e.g. 4.0), "
+                            f"got {self.adaptive_div_value!r}")
+
+
+def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> List[int]:
+    """Cluster boundaries for the adaptive softmax from word frequencies.
+
+    Args:
+        counts: training count of each word id, ids ordered by decreasing frequency
+            (specials first).
+        coverage: token shares at which the head, then each further cluster, ends
+            (the head holds the most frequent words covering 85% of the training
+            tokens, the first tail cluster up to 97%, the second tail the rest).
+    Returns:
+        increasing cutoffs, each in [1, V - 1] (at least one); the head is kept at
+        no fewer than min(V - 1, 128) words and each cluster non-empty.
+    """
+    v = len(counts)
+    if v < 3:
+        raise DataError(f"the adaptive softmax needs a vocabulary of at least 3 words, got {v}")
+    total = float(sum(counts)) or 1.0
+    cum, acc, cuts = 0.0, iter(coverage), []
+    target = next(acc)
+    for i, c in enumerate(counts):
+        cum += c
+        if cum / total >= target:
+            cuts.append(i + 1)
+            target = next(acc, None)
+            if target is None:
+                break
+    lo = min(v - 1, 128)
+    out: List[int] = []
+    for c in cuts:
+        c = min(max(c, lo, (out[-1] + 1) if out else 1), v - 1)
+        if not out or c > out[-1]:
+            out.append(c)
+    return out or [v - 1]
+
+
+def _fallback_cutoffs(v: int) -> List[int]:
+    """Cutoffs when no word counts are known: head ~ V/8 (at least 1), one tail split."""
+    cuts = sorted({max(1, min(v - 1, v // 8)), max(1, min(v - 1, v // 2))})
+    return cuts
+
+
+class LanguageModel(nn.Module):
+    """Base class: word embedding -> :meth:`recur` -> (dropout) -> output layer.
+
+    The output layer is a linear layer + softmax over the vocabulary, or the adaptive
+    softmax (``config.output == "adaptive"``, see :class:`OutputLayerConfig`).
+    Subclasses set ``Config`` (a dataclass deriving from :class:`OutputLayerConfig`
+    with at least ``embedding_dim``, ``dropout_emb``, ``dropout_out``,
+    ``tie_weights``) and ``feature_dim``.
     """
 
     name: ClassVar[str] = "base"
@@ -116,11 +202,29 @@ class LanguageModel(nn.Module):
         if getattr(config, "tie_weights", False) and feature_dim != config.embedding_dim:
             self.project = nn.Linear(feature_dim, config.embedding_dim)
             feature_dim = config.embedding_dim
-        self.decoder = nn.Linear(feature_dim, vocab_size)
-        if getattr(config, "tie_weights", False):
-            self.decoder.weight = self.embedding.weight
+        self.output_dim = feature_dim
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
-        nn.init.zeros_(self.decoder.bias)
+        self.decoder: Optional[nn.Linear] = None
+        self.adaptive: Optional[nn.AdaptiveLogSoftmaxWithLoss] = None
+        if getattr(config, "output", "softmax") == "adaptive":
+            cutoffs = (_fallback_cutoffs(vocab_size) if config.adaptive_cutoffs is None
+                       else list(config.adaptive_cutoffs))
+            if not cutoffs or not all(isinstance(c, int) and not isinstance(c, bool) for c in cutoffs) \
+                    or cutoffs != sorted(set(cutoffs)) or cutoffs[0] < 1 or cutoffs[-1] > vocab_size - 1:
+                raise DataError(f"model_config.adaptive_cutoffs must be a non-empty list of increasing "
+                                f"integers in [1, {vocab_size - 1}] (vocabulary {vocab_size}), got {cutoffs!r}")
+            div = float(config.adaptive_div_value)
+            if int(feature_dim // div ** len(cutoffs)) < 1:
+                raise DataError(f"model_config: the adaptive softmax's last tail cluster would get "
+                                f"{feature_dim} // {div:g}^{len(cutoffs)} = 0 units; use fewer "
+                                f"adaptive_cutoffs or a smaller adaptive_div_value (features: {feature_dim})")
+            self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(feature_dim, vocab_size, cutoffs,
+                                                          div_value=float(config.adaptive_div_value))
+        else:
+            self.decoder = nn.Linear(feature_dim, vocab_size)
+            if getattr(config, "tie_weights", False):
+                self.decoder.weight = self.embedding.weight
+            nn.init.zeros_(self.decoder.bias)
 
     # -- to implement ---------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:
@@ -150,12 +254,45 @@ class LanguageModel(nn.Module):
         state = tuple(s.to(x.dtype) if s.is_floating_point() else s for s in state)
         return self.recur(x, state, lengths)
 
-    def logits(self, features: Tensor) -> Tensor:
-        """Unnormalised output scores float [B, T, V] from features [B, T, D]."""
+    def _output_input(self, features: Tensor) -> Tensor:
         h = self.drop_out(features)
-        if self.project is not None:
-            h = self.project(h)
+        return self.project(h) if self.project is not None else h
+
+    def logits(self, features: Tensor) -> Tensor:
+        """Output scores float [B, T, V] from features [B, T, D]: log-softmax of them
+        gives the log-probabilities. Unnormalised logits for the full softmax; for the
+        adaptive softmax the (already normalised) natural-log probabilities of every
+        word, computed through every cluster."""
+        h = self._output_input(features)
+        if self.adaptive is not None:
+            flat = h.reshape(-1, h.shape[-1])
+            return self.adaptive.log_prob(flat).view(*h.shape[:-1], self.vocab_size)
         return self.decoder(h)
+
+    def target_log_probs(self, features: Tensor, targets: Tensor) -> Tensor:
+        """Exact natural-log probabilities of ``targets`` only.
+
+        Full softmax: fused ``cross_entropy`` (log-softmax + pick, no second [N, V]
+        tensor kept); adaptive softmax: the head for every position and, for each
+        tail cluster, only the positions whose target lies in it.
+
+        Args:
+            features: float [..., D] (from :meth:`forward`); targets: int64 [...],
+                valid word ids (also at padded positions).
+        Returns:
+            float32 [...] log P(target). A model that overrides :meth:`logits`
+            (e.g. the cache wrapper) gets the log-softmax of its logits.
+        """
+        if type(self).logits is not LanguageModel.logits:
+            logp = torch.log_softmax(self.logits(features).float(), dim=-1)
+            return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        h = self._output_input(features)
+        flat, tgt = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
+        if self.adaptive is not None:  # float32 throughout (its buffers are float32 under autocast too)
+            with torch.autocast(flat.device.type, enabled=False):
+                return self.adaptive(flat.float(), tgt).output.view(targets.shape)
+        logits = self.decoder(flat).float()
+        return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
 
     def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
         """The logit of each target word only: ``logits(features).gather(-1, targets)``
@@ -165,15 +302,17 @@ class LanguageModel(nn.Module):
             features: float [B, T, D] (from :meth:`forward`); targets: int64 [B, T].
         Returns:
             float [B, T] unnormalised scores (equal to the gathered full logits up to
-            floating-point summation order). A model that overrides :meth:`logits`
-            (e.g. the cache wrapper) or whose output layer is not a plain ``nn.Linear``
-            (e.g. int8-quantised) falls back to the full product.
+            floating-point summation order). For the adaptive softmax these are the
+            exact log-probabilities (:meth:`target_log_probs`). A model that
+            overrides :meth:`logits` (e.g. the cache wrapper) or whose output layer
+            is not a plain ``nn.Linear`` (e.g. int8-quantised) falls back to the full
+            product.
         """
         if type(self).logits is not LanguageModel.logits:
             return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        h = self.drop_out(features)
-        if self.project is not None:
-            h = self.project(h)
+        if self.adaptive is not None:
+            return self.target_log_probs(features, targets)
+        h = self._output_input(features)
         if type(self.decoder) is not nn.Linear:
             return self.decoder(h).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         w = self.decoder.weight.index_select(0, targets.reshape(-1)).view(*targets.shape, -1)  # [B, T, D]
@@ -192,8 +331,7 @@ class LanguageModel(nn.Module):
             Padded positions hold unspecified values: mask them.
         """
         out = self.forward(inputs, state, lengths)
-        logp = torch.log_softmax(self.logits(out.features).float(), dim=-1)
-        return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), out.state
+        return self.target_log_probs(out.features, targets), out.state
 
     def self_normalized_log_probs(self, inputs: Tensor, targets: Tensor, state: State,
                                   lengths: Optional[Tensor] = None) -> Tuple[Tensor, State]:
@@ -209,6 +347,16 @@ class LanguageModel(nn.Module):
         out = self.forward(inputs, state, lengths)
         return self.target_logits(out.features, targets).float(), out.state
 
+    def supports_cuda_graph(self) -> bool:
+        """Whether a training step of this model can be captured as a CUDA graph
+        (:mod:`nbest_rescore.training.cuda_graph`): no host synchronisation and fixed
+        shapes. False for the adaptive softmax (rows selected per tail cluster) and
+        for families not checked on CUDA; a family that is sets ``graph_safe``."""
+        return self.graph_safe and self.adaptive is None
+
+    #: the family's step was checked to be capturable (see :meth:`supports_cuda_graph`)
+    graph_safe: ClassVar[bool] = False
+
     def on_epoch_end(self, epoch: int) -> None:
         """Hook called by the trainer after each epoch (e.g. attention annealing)."""
 
@@ -218,13 +366,16 @@ class LanguageModel(nn.Module):
 
     def num_parameters(self) -> dict:
         """Parameter counts: ``total`` and ``without_embeddings`` (input and output
-        embedding matrices excluded; a tied matrix is counted once)."""
+        embedding matrices excluded; a tied matrix is counted once; with the adaptive
+        softmax the whole output layer counts as output embedding)."""
         seen, total = set(), 0
         for p in self.parameters():
             if id(p) not in seen:
                 seen.add(id(p))
                 total += p.numel()
         emb = self.embedding.weight.numel()
-        if self.decoder.weight is not self.embedding.weight:
+        if self.adaptive is not None:  # the whole adaptive output layer counts as output embedding
+            emb += sum(p.numel() for p in self.adaptive.parameters())
+        elif self.decoder.weight is not self.embedding.weight:
             emb += self.decoder.weight.numel()
         return {"total": total, "without_embeddings": total - emb}

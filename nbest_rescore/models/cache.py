@@ -73,7 +73,7 @@ def _feature_dim(model: LanguageModel) -> int:
     """D, the size of the features [B, T, D] that ``model.logits`` reads."""
     if getattr(model, "project", None) is not None:
         return model.project.in_features
-    return model.decoder.in_features
+    return model.output_dim
 
 
 class CachedLM(LanguageModel):

@@ -44,14 +44,14 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..errors import DataError
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, OutputLayerConfig, State
 from .registry import register
 
 INIT_RANGE = 0.1  # ``001`` section 4.1
 
 
 @dataclass
-class _ShortSpanConfig:
+class _ShortSpanConfig(OutputLayerConfig):
     """Settings shared by the four models.
 
     hidden_size: size k of EACH piece of the LSTM output (the LSTM has parts * k units,
@@ -66,6 +66,7 @@ class _ShortSpanConfig:
     tie_weights: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if self.hidden_size < 1:
             raise DataError(f"hidden_size (units per piece of the LSTM output) must be >= 1, "
                             f"got {self.hidden_size}")
@@ -127,7 +128,8 @@ class _ShortSpanLM(LanguageModel):
     def _init_weights(self) -> None:
         """U(-0.1, 0.1) for all weights but the embedding/decoder (set by the base class),
         LSTM forget-gate bias 1 (``001`` section 4.1)."""
-        skip = {id(self.embedding.weight), id(self.decoder.weight), id(self.decoder.bias)}
+        output = self.adaptive if self.adaptive is not None else self.decoder
+        skip = {id(self.embedding.weight)} | {id(p) for p in output.parameters()}
         with torch.no_grad():
             for p in self.parameters():
                 if id(p) not in skip:

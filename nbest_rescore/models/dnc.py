@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import DataError
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, OutputLayerConfig, State
 from .registry import register
 
 DEALLOCATIONS = ("none", "md", "fmd")
@@ -46,7 +46,7 @@ _WORKING_COPIES = 4
 
 
 @dataclass
-class DNCConfig:
+class DNCConfig(OutputLayerConfig):
     """DNC settings: controller ``hidden_size``, memory ``memory_slots`` (H) x
     ``memory_width`` (W), ``read_heads`` (R), ``deallocation`` none/md/fmd.
 
@@ -63,6 +63,7 @@ class DNCConfig:
     tie_weights: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if self.deallocation not in DEALLOCATIONS:
             raise DataError(f"dnc deallocation {self.deallocation!r}: expected one of {DEALLOCATIONS}")
         for key in ("hidden_size", "memory_slots", "memory_width", "read_heads"):

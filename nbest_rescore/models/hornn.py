@@ -32,14 +32,14 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, OutputLayerConfig, State
 from .registry import register
 
 POOLINGS = ("none", "max", "fofe", "gated")
 
 
 @dataclass
-class HORNNConfig:
+class HORNNConfig(OutputLayerConfig):
     """HORNN settings (``002`` section 6.2.1: order 3; 6.2.3: FOFE alpha 0.6).
 
     Raises DataError for a pooling not in ``POOLINGS``, ``order < 1``,
@@ -56,6 +56,7 @@ class HORNNConfig:
     tie_weights: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if self.pooling not in POOLINGS:
             raise DataError(f"hornn pooling {self.pooling!r}: expected one of {POOLINGS}")
         if not isinstance(self.order, int) or self.order < 1:

@@ -14,12 +14,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, OutputLayerConfig, State
 from .registry import register
 
 
 @dataclass
-class RecurrentConfig:
+class RecurrentConfig(OutputLayerConfig):
     """Settings of an RNN/GRU/LSTM LM (sizes in units)."""
 
     embedding_dim: int = 256
@@ -51,6 +51,14 @@ class _RecurrentLM(LanguageModel):
                 elif name.startswith("bias_hh"):
                     with torch.no_grad():
                         p[h:2 * h].zero_()
+
+    graph_safe = True
+
+    def supports_cuda_graph(self) -> bool:
+        """As the base class, and not with cuDNN's dropout between stacked layers
+        (its dropout state cannot be captured)."""
+        c = self.config
+        return super().supports_cuda_graph() and not (c.num_layers > 1 and c.dropout > 0)
 
     @property
     def _num_state(self) -> int:

@@ -34,14 +34,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, OutputLayerConfig, State
 from .registry import register
 
 POSITION_BIASES = ("alibi", "learned")
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(OutputLayerConfig):
     """Transformer settings (sizes in units).
 
     hidden_size is the model dimension d_model (embeddings are projected to it when
@@ -64,6 +64,7 @@ class TransformerConfig:
     tie_weights: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         for key in ("hidden_size", "num_layers", "num_heads", "window"):
             if getattr(self, key) < 1:
                 raise DataError(f"transformer {key} must be >= 1, got {getattr(self, key)}")

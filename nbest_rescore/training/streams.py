@@ -10,7 +10,7 @@ one BPTT segment to the next and reset exactly where a new document starts
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -35,37 +35,97 @@ class Streams:
 
     inputs, targets: int64 [B, L]; mask: bool [B, L] (False = padding);
     reset: bool [B, L] (True where a document starts: the state is reset before
-    reading that input).
+    reading that input). ``align``: every document starts at a multiple of it (1 =
+    packed tightly); with ``align`` = the BPTT length, resets fall on segment starts
+    only and a segment runs as one model call (:func:`run_segment` ``aligned=True``).
     """
 
     inputs: Tensor
     targets: Tensor
     mask: Tensor
     reset: Tensor
+    align: int = 1
 
     @property
     def num_tokens(self) -> int:
         """Number of real (unpadded) target tokens."""
         return int(self.mask.sum())
 
+    def to(self, device) -> "Streams":
+        """The same streams with every tensor on ``device``."""
+        return Streams(*(t.to(device) for t in (self.inputs, self.targets, self.mask, self.reset)), self.align)
 
-def make_streams(documents: Sequence[np.ndarray], num_streams: int) -> Streams:
-    """Cut the encoded documents (from :func:`encode_document`), in order, into
-    ``num_streams`` contiguous parts of about equal token counts (one per stream)."""
+
+def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
+    """Cut an encoded document (from :func:`encode_document`) into pieces of at most
+    ``max_tokens`` targets, each cut after a ``</s>`` (so every piece again starts with
+    the ``</s>`` input) where possible; every target stays in exactly one piece. A
+    piece is read from the document-start state, like a document of its own."""
+    n = len(doc) - 1
+    if n <= max_tokens:
+        return [doc]
+    eos = doc[0]
+    pieces, start = [], 0
+    ends = np.flatnonzero(doc == eos)
+    while n - start > max_tokens:
+        limit = start + max_tokens
+        cands = ends[(ends > start) & (ends <= limit)]
+        cut = int(cands[-1]) if len(cands) else limit
+        pieces.append(doc[start:cut + 1])
+        start = cut
+    pieces.append(doc[start:])
+    return pieces
+
+
+def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int = 1,
+                 max_piece: Optional[int] = None, seed: Optional[int] = None) -> Streams:
+    """Deal the encoded documents (from :func:`encode_document`) to ``num_streams``
+    parallel streams.
+
+    Args:
+        documents: int64 arrays ``</s> s_1 </s> .. </s>``.
+        num_streams: B (fewer if there are fewer documents).
+        align: each document starts at a multiple of ``align`` columns (the columns
+            after its last token are padding); use the BPTT length so that no reset
+            falls inside a segment.
+        max_piece: documents with more targets than this are cut into pieces
+            (:func:`split_document`) so that one very long document does not make
+            one stream (and the padding of all others) long; None: never cut.
+        seed: None keeps the documents' order and deals them in order into ``B``
+            contiguous parts of about equal size; an integer shuffles the documents
+            with ``numpy.random.default_rng(seed)`` first (training shuffles per
+            epoch with seed + epoch) and gives each to the currently shortest stream.
+    Returns:
+        :class:`Streams` on the CPU.
+    """
     documents = [d for d in documents if len(d) >= 2]
+    if max_piece is not None:
+        documents = [p for d in documents for p in split_document(d, max(1, max_piece))]
     num_streams = max(1, min(num_streams, len(documents)))
+    align = max(1, int(align))
+
+    def width(doc):
+        return -(-(len(doc) - 1) // align) * align
+
     lanes: List[List[np.ndarray]] = [[] for _ in range(num_streams)]
     sizes = np.zeros(num_streams, dtype=np.int64)
-    total = sum(len(d) - 1 for d in documents)
-    before = 0
-    for i, doc in enumerate(documents):
-        # the part whose share of the corpus holds this document's midpoint; the last
-        # documents go to the remaining empty streams so that none stays empty
-        k = min(num_streams - 1, int((before + (len(doc) - 1) / 2) * num_streams / total))
-        k = max(k, num_streams - (len(documents) - i))
-        lanes[k].append(doc)
-        sizes[k] += len(doc) - 1
-        before += len(doc) - 1
+    if seed is not None:
+        order = np.random.default_rng(seed).permutation(len(documents))
+        for i in order:
+            k = int(np.argmin(sizes))
+            lanes[k].append(documents[i])
+            sizes[k] += width(documents[i])
+    else:
+        total = sum(width(d) for d in documents)
+        before = 0
+        for i, doc in enumerate(documents):
+            # the part whose share of the corpus holds this document's midpoint; the
+            # last documents go to the remaining empty streams so that none stays empty
+            k = min(num_streams - 1, int((before + width(doc) / 2) * num_streams / total))
+            k = max(k, num_streams - (len(documents) - i))
+            lanes[k].append(doc)
+            sizes[k] += width(doc)
+            before += width(doc)
     length = int(sizes.max())
     inp = np.zeros((num_streams, length), dtype=np.int64)
     tgt = np.zeros_like(inp)
@@ -79,8 +139,8 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int) -> Streams:
             tgt[k, pos:pos + n] = doc[1:]
             mask[k, pos:pos + n] = True
             reset[k, pos] = True
-            pos += n
-    return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)))
+            pos += width(doc)
+    return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)), align)
 
 
 def segments(streams: Streams, bptt: int) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
@@ -91,11 +151,16 @@ def segments(streams: Streams, bptt: int) -> Iterator[Tuple[Tensor, Tensor, Tens
         yield (streams.inputs[:, sl], streams.targets[:, sl], streams.mask[:, sl], streams.reset[:, sl])
 
 
-def run_segment(model: LanguageModel, state: State, inputs: Tensor, reset: Tensor):
+def run_segment(model: LanguageModel, state: State, inputs: Tensor, reset: Tensor, aligned: bool = False):
     """Run ``model`` over one segment, resetting streams where documents start.
 
-    The segment is split at every column where some stream starts a document; before
-    each piece the state of those streams is replaced by the initial state.
+    ``aligned=False``: the segment is split at every column where some stream starts
+    a document; before each piece the state of those streams is replaced by the
+    initial state (reads ``reset`` on the host: one synchronisation per segment on
+    CUDA). ``aligned=True`` (streams made with ``align`` = the segment length, so
+    resets fall in column 0 only): the rows of ``reset[:, 0]`` are reset and the
+    whole segment is one model call (one cuDNN call for the recurrent models), with
+    no host synchronisation.
 
     Args:
         inputs: int64 [B, T]; reset: bool [B, T].
@@ -103,6 +168,10 @@ def run_segment(model: LanguageModel, state: State, inputs: Tensor, reset: Tenso
         (features float [B, T, D], state after the segment, aux loss or None).
     """
     b, t = inputs.shape
+    if aligned:
+        state = reset_state(state, reset[:, 0], model.init_state(b, inputs.device))
+        out = model(inputs, state)
+        return out.features, out.state, out.aux_loss
     cols = torch.nonzero(reset.any(0)).flatten().tolist()
     bounds = sorted(set([0] + cols + [t]))
     feats, auxes = [], []

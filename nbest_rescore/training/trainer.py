@@ -1,17 +1,30 @@
-"""Corpus-level training loop (``000`` section 5.1): Adam, gradient clipping, state
-carried across BPTT segments of parallel document streams and reset only at document
-boundaries, early stopping on validation perplexity, a tqdm progress bar (stderr)
-with words/s and the running perplexity."""
+"""Corpus-level training loop (``000`` section 5.1).
+
+Documents are dealt to ``batch_size`` parallel streams in a new seeded order every
+epoch, each document starting on a BPTT-segment boundary, so that the recurrent
+state is carried from one segment to the next, reset only where a document starts,
+and every segment is one model call (one cuDNN call for the recurrent models). The
+hot loop keeps its loss and token counters on the device and reads them every
+``optim.log_interval`` steps (no per-step host synchronisation). Optional bfloat16
+autocast and TF32 on CUDA; the learning rate warms up and decays over the planned
+length (:mod:`.schedule`); early stopping on validation perplexity keeps the best
+weights. After every epoch the best weights are written to ``--out`` and the full
+training state to ``<out>.last.pt`` (:mod:`.checkpointing`), from which ``train
+--resume`` continues exactly.
+"""
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 from tqdm import tqdm
@@ -20,12 +33,16 @@ from ..config import TrainConfig, config_to_dict
 from ..errors import DataError
 from ..evaluation.perplexity import nll_of_streams
 from ..io.lm_text import read_lm_text
-from ..models import build_model, save_model
-from ..models.base import detach_state
+from ..models import build_model
+from ..models.base import default_adaptive_cutoffs, detach_state
 from ..vocab import Vocabulary
-from .streams import encode_document, make_streams, run_segment, segments
+from . import checkpointing
+from .schedule import LRSchedule
+from .streams import Streams, encode_document, make_streams, run_segment
 
 log = logging.getLogger(__name__)
+
+EVAL_BPTT = 64
 
 
 @dataclass
@@ -42,82 +59,138 @@ class TrainResult:
     history: list
 
 
+@dataclass(frozen=True)
+class StepOptions:
+    """Per-step settings: ``clip`` the gradient-norm bound, ``self_norm_weight`` alpha
+    of the self-normalisation regulariser, ``autocast_dtype`` None (float32) or
+    ``torch.bfloat16`` (CUDA autocast; weights and optimiser stay float32)."""
+
+    clip: float = 10.0
+    self_norm_weight: float = 0.0
+    autocast_dtype: Optional[torch.dtype] = None
+
+
+class EpochStats(NamedTuple):
+    """What :func:`train_segments` did: summed training NLL (nats), real target
+    tokens, optimiser steps, whether the deadline stopped it, and the summed |log Z|
+    of the real tokens (self-normalisation only, else None)."""
+
+    nll: float
+    tokens: int
+    steps: int
+    timed_out: bool
+    abs_log_z: Optional[float] = None
+
+
 def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
-    """Vocabulary from ``cfg.vocab`` and the training documents."""
-    if cfg.vocab.file:
-        return Vocabulary.from_file(cfg.vocab.file)
+    """Vocabulary from ``cfg.vocab`` and the training documents, ids in order of
+    decreasing training frequency (after ``</s>``, ``<unk>``)."""
     counts = Counter(w for d in train_docs for s in d for w in s)
+    if cfg.vocab.file:
+        return Vocabulary.from_file(cfg.vocab.file).by_frequency(counts)
     restrict = None
     if cfg.vocab.restrict_to:
         restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words
     return Vocabulary.from_counts(counts, cfg.vocab.max_size, cfg.vocab.min_count, restrict)
 
 
-class SegmentLoss(NamedTuple):
-    """The training loss of one BPTT segment.
+def id_counts(encoded, vocab_size: int) -> np.ndarray:
+    """int64 [V]: how often each id is a target in the encoded documents."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for d in encoded:
+        counts += np.bincount(d[1:], minlength=vocab_size)
+    return counts
 
-    loss: scalar to minimise: mean cross-entropy per token + the model's auxiliary
-        loss + ``self_norm_weight * mean_t (log Z_t)^2``.
-    nll: summed cross-entropy of the segment's tokens (nats, detached float).
-    abs_log_z: summed |log Z_t| over the tokens (detached float), Z_t the softmax
-        normaliser; near 0 for a self-normalised output layer.
-    num_tokens: number of real (unpadded) target tokens.
+
+class SegmentLoss(NamedTuple):
+    """The training loss of one BPTT segment (all device tensors, nothing read back).
+
+    loss: scalar to minimise: mean cross-entropy per real token + the model's
+        auxiliary loss + ``self_norm_weight * mean_t (log Z_t)^2``.
+    nll: summed cross-entropy of the segment's real tokens (nats, detached scalar).
+    abs_log_z: summed |log Z_t| over the real tokens (detached scalar), Z_t the
+        softmax normaliser; only computed with ``self_norm_weight > 0`` (else None).
+    num_tokens: number of real (unpadded) target tokens (float scalar tensor).
     """
 
     loss: Tensor
-    nll: float
-    abs_log_z: float
-    num_tokens: int
+    nll: Tensor
+    abs_log_z: Optional[Tensor]
+    num_tokens: Tensor
 
 
 def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Optional[Tensor] = None,
-                 self_norm_weight: float = 0.0) -> Optional[SegmentLoss]:
-    """Loss of a segment from the model's features; None if the segment has no token.
+                 self_norm_weight: float = 0.0) -> SegmentLoss:
+    """Loss of a segment from the model's features, without host synchronisation.
 
-    With ``self_norm_weight`` alpha > 0 the variance regulariser of Chen et al. 2016
-    (the thesis ``000`` section 3.5, reference [45]) is added: alpha * mean over the
-    tokens of (log Z_t)^2, log Z_t = logsumexp of the logits at position t, which
-    drives log Z_t towards 0 so that the target's logit alone can serve as its
-    log-probability at scoring time (:meth:`LanguageModel.self_normalized_log_probs`).
+    Every position goes through the output layer (padding is masked afterwards, so no
+    boolean indexing); the full softmax uses the fused ``cross_entropy`` and the
+    adaptive softmax computes only the clusters the targets need. With
+    ``self_norm_weight`` alpha > 0 the variance regulariser of Chen et al. 2016 (the
+    thesis ``000`` section 3.5, reference [45]) is added: alpha * mean over the real
+    tokens of (log Z_t)^2, log Z_t = logsumexp of the logits at t (full softmax only).
 
     Args:
         features: float [B, T, D] (from :func:`run_segment`); targets: int64 [B, T];
         mask: bool [B, T] (False = padding); aux: scalar auxiliary loss or None.
-        Only the N unpadded positions go through ``model.logits`` (as [N, D]).
+    Raises:
+        DataError: ``self_norm_weight > 0`` with the adaptive softmax (already
+            normalised).
     """
-    ntok = int(mask.sum())
-    if ntok == 0:
-        return None
-    logits = model.logits(features[mask]).float()  # [N, V]: no [B, T, V] tensor to mask
-    logp = torch.log_softmax(logits, -1)
-    tgt = targets[mask].unsqueeze(-1)
-    nll = torch.nn.functional.nll_loss(logp, tgt.squeeze(-1), reduction="sum")
-    # log Z = logit - log p for any word (here the target): no second pass over [N, V]
-    log_z = (logits.gather(-1, tgt) - logp.gather(-1, tgt)).squeeze(-1)  # [N]
-    loss = nll / ntok
+    maskf = mask.to(torch.float32)
+    ntok = maskf.sum()
+    denom = ntok.clamp(min=1.0)
+    abs_log_z = None
+    if self_norm_weight > 0:
+        if getattr(model, "adaptive", None) is not None:
+            raise DataError("optim.self_norm_weight > 0 needs model_config.output: softmax "
+                            "(the adaptive softmax is normalised already); set it to 0")
+        logits = model.logits(features).float()
+        log_z = torch.logsumexp(logits, -1)  # [B, T]
+        nll_tok = log_z - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        abs_log_z = (log_z.detach().abs() * maskf).sum()
+    else:
+        nll_tok = -model.target_log_probs(features, targets)
+    nll = (nll_tok * maskf).sum()
+    loss = nll / denom
     if aux is not None:
         loss = loss + aux
     if self_norm_weight > 0:
-        loss = loss + self_norm_weight * (log_z ** 2).mean()
-    return SegmentLoss(loss, float(nll.detach()), float(log_z.detach().abs().sum()), ntok)
+        loss = loss + self_norm_weight * (log_z ** 2 * maskf).sum() / denom
+    return SegmentLoss(loss, nll.detach(), abs_log_z, ntok)
+
+
+def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> Streams:
+    """The training streams of one epoch: documents (shuffled with ``seed``, in order
+    when None) dealt to ``batch_size`` streams, each starting on a multiple of
+    ``bptt``; documents longer than a stream's fair share (total / batch_size) are
+    cut at sentence ends so that no stream, and no padding, grows past it."""
+    n_tokens = sum(len(d) - 1 for d in encoded)
+    return make_streams(encoded, batch_size, align=bptt, max_piece=max(bptt, -(-n_tokens // batch_size)), seed=seed)
 
 
 def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
-               clip: float, self_norm_weight: float = 0.0):
+               clip: float, self_norm_weight: float = 0.0, aligned: bool = False,
+               autocast_dtype: Optional[torch.dtype] = None):
     """One BPTT update: run the segment from ``state`` (cut from the graph), compute
     :func:`segment_loss`, back-propagate, clip the gradient norm to ``clip``, step.
+    Nothing is read back to the host when ``aligned`` (see :func:`run_segment`).
 
     Args:
         inputs, targets: int64 [B, T]; mask, reset: bool [B, T] (see
-        :func:`~nbest_rescore.training.streams.segments`).
+            :class:`~nbest_rescore.training.streams.Streams`).
+        autocast_dtype: None, or ``torch.bfloat16`` for mixed precision under
+            ``torch.autocast`` on the inputs' device type.
     Returns:
-        (state after the segment, :class:`SegmentLoss` or None when the segment holds
-        no token: then no update is made).
+        (state after the segment, :class:`SegmentLoss`). A segment without real
+        tokens gives zero loss and gradients.
     """
-    feats, state, aux = run_segment(model, detach_state(state), inputs, reset)
-    step = segment_loss(model, feats, targets, mask, aux, self_norm_weight)
-    if step is None:
-        return state, None
+    # (no autocast weight cache: it must not outlive a captured CUDA graph's region)
+    ctx = (torch.autocast(inputs.device.type, dtype=autocast_dtype, cache_enabled=False) if autocast_dtype is not None
+           else contextlib.nullcontext())
+    with ctx:
+        feats, state, aux = run_segment(model, detach_state(state), inputs, reset, aligned)
+        step = segment_loss(model, feats, targets, mask, aux, self_norm_weight)
     opt.zero_grad(set_to_none=True)
     step.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -125,90 +198,289 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
     return state, step
 
 
-def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True) -> TrainResult:
-    """Train ``cfg.model`` on ``cfg.data`` and save the best checkpoint to ``out_path``.
+def make_optimizer(model, o, capturable: bool = False) -> torch.optim.Optimizer:
+    """The optimiser of ``o`` (:class:`~nbest_rescore.config.OptimConfig`) over the
+    model's parameters; Adam/AdamW use torch's fused kernels on CUDA. With
+    ``capturable`` (CUDA only) the learning rate is a device tensor and the update
+    can be recorded in a CUDA graph (:mod:`.cuda_graph`)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    cuda = bool(params) and params[0].is_cuda
+    if o.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    cls = torch.optim.AdamW if o.optimizer == "adamw" else torch.optim.Adam
+    if cuda and capturable:
+        lr = torch.tensor(float(o.lr), device=params[0].device)
+        return cls(params, lr=lr, weight_decay=o.weight_decay, fused=True, capturable=True)
+    return cls(params, lr=o.lr, weight_decay=o.weight_decay, **({"fused": True} if cuda else {}))
 
+
+def set_lr(opt, lr: float) -> None:
+    """Set every parameter group's learning rate (in place when it is a tensor, so a
+    captured CUDA graph sees it; no host synchronisation)."""
+    for g in opt.param_groups:
+        if isinstance(g["lr"], Tensor):
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
+
+
+def get_lr(opt) -> float:
+    """The first parameter group's learning rate as a float."""
+    lr = opt.param_groups[0]["lr"]
+    return float(lr)
+
+
+_GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _graphed_step(model, opt, b: int, bptt: int, options: StepOptions):
+    """The captured step of this optimiser and shape (made on first use), or None
+    when the step cannot be captured (logged once; training goes on eagerly)."""
+    cached = _GRAPHS.get(opt)
+    if cached is not None and (cached is False or cached.shape == (b, bptt)):
+        return cached or None
+    if not model.supports_cuda_graph():
+        log.info("%s: training step not captured as a CUDA graph (not supported by this model's "
+                 "settings); eager steps", model.name)
+        _GRAPHS[opt] = False
+        return None
+    from .cuda_graph import GraphedStep
+
+    def step_fn(state, inputs, targets, mask, reset):
+        return train_step(model, opt, state, inputs, targets, mask, reset, options.clip,
+                          options.self_norm_weight, True, options.autocast_dtype)
+
+    g = GraphedStep(model, opt, b, bptt, step_fn)
+    try:
+        g.capture()
+    except Exception as exc:  # capture is an optimisation: fall back to eager steps
+        log.warning("training step not captured as a CUDA graph (%s: %s); training without graphs",
+                    type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+        torch.cuda.synchronize()
+        _GRAPHS[opt] = False
+        return None
+    _GRAPHS[opt] = g
+    return g
+
+
+def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions, *,
+                   lr_at: Optional[Callable[[int], float]] = None, first_step: int = 0,
+                   max_steps: Optional[int] = None, deadline: Optional[float] = None,
+                   log_interval: int = 50, bar=None, cuda_graph: bool = False) -> EpochStats:
+    """One pass of BPTT updates over ``streams`` (an epoch), state carried between
+    segments and reset where documents start.
+
+    Args:
+        streams: from :func:`make_streams` (moved to the model's device here);
+            aligned to ``bptt`` for single-call segments.
+        lr_at: learning rate of global step n (None: leave the optimiser's).
+        first_step: global step number of the first update (for ``lr_at``).
+        max_steps: stop after this many updates; deadline: ``time.perf_counter()``
+            value after which no further update starts.
+        log_interval: the loss is read back every this many steps (for ``bar``).
+        bar: a tqdm bar updated with the real tokens and, every ``log_interval``
+            steps, the running perplexity and words/s.
+        cuda_graph: on CUDA with aligned streams and a capturable optimiser, replay
+            the step as one CUDA graph (:mod:`.cuda_graph`); falls back to eager
+            steps when the model's step cannot be captured.
+    Returns:
+        :class:`EpochStats` (the NLL is read back once, at the end).
+    """
+    device = next(model.parameters()).device
+    counts = streams.mask.sum(0).cpu()  # [L]: real tokens per column (host copy, once)
+    if streams.inputs.device != device:
+        streams = streams.to(device)
+    aligned = streams.align == bptt
+    b, length = streams.inputs.shape
+    graph = None
+    if cuda_graph and aligned and device.type == "cuda" and length % bptt == 0:
+        graph = _graphed_step(model, opt, b, bptt, options)
+    if graph is not None:
+        graph.clear()
+        nll, abs_log_z = graph.nll, (graph.abs_log_z if options.self_norm_weight > 0 else None)
+    else:
+        state = model.init_state(b, device)
+        nll = torch.zeros((), device=device, dtype=torch.float64)
+        abs_log_z = torch.zeros((), device=device, dtype=torch.float64) if options.self_norm_weight > 0 else None
+    tokens = steps = 0
+    timed_out = False
+    t0 = time.perf_counter()
+    for start in range(0, length, bptt):
+        if max_steps is not None and steps >= max_steps:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            timed_out = True
+            break
+        if lr_at is not None:
+            set_lr(opt, lr_at(first_step + steps))
+        sl = slice(start, start + bptt)
+        seg = (streams.inputs[:, sl], streams.targets[:, sl], streams.mask[:, sl], streams.reset[:, sl])
+        if graph is not None:
+            graph.replay(*seg)
+        else:
+            state, step = train_step(model, opt, state, *seg, options.clip, options.self_norm_weight, aligned,
+                                     options.autocast_dtype)
+            nll += step.nll
+            if abs_log_z is not None:
+                abs_log_z += step.abs_log_z
+        n = int(counts[sl].sum())
+        tokens += n
+        steps += 1
+        if bar is not None:
+            bar.update(n)
+            if steps % log_interval == 0:
+                el = time.perf_counter() - t0
+                bar.set_postfix(ppl=f"{math.exp(min(50.0, float(nll) / max(1, tokens))):.1f}",
+                                words_s=f"{tokens / max(el, 1e-9):.0f}")
+    return EpochStats(float(nll), tokens, steps, timed_out, None if abs_log_z is None else float(abs_log_z))
+
+
+@contextlib.contextmanager
+def _training_precision(device):
+    """TF32 matrix products and cuDNN on CUDA while training; restored afterwards
+    (scoring keeps exact float32, see :func:`~nbest_rescore.device.resolve_device`)."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resume: Optional[str] = None,
+          init_from: Optional[str] = None, stop_after_epochs: Optional[int] = None) -> TrainResult:
+    """Train ``cfg.model`` on ``cfg.data``; write the best weights to ``out_path``
+    and the resumable state to :func:`~.checkpointing.last_path` after every epoch.
+
+    Args:
+        cfg: the training config (``cfg.optim.seed`` seeds weights, dropout and the
+            per-epoch document order).
+        out_path: checkpoint to write (its folder is created; checked writable
+            before any data is read).
+        device: torch device.
+        resume: a ``.last.pt`` of an earlier run of the same config: continue after
+            its last epoch with its weights, optimiser state, learning-rate schedule,
+            random state and history (same result as an uninterrupted run).
+        init_from: a model checkpoint whose weights (and vocabulary) start training
+            (fine-tuning); the model name and shapes must match ``cfg``.
+        stop_after_epochs: end this run after this many epochs (the schedule still
+            plans for ``max_epochs``; ``--resume`` continues).
     Raises:
-        DataError: unreadable/empty training text or a bad model config.
+        DataError: unwritable output, unreadable/empty training text, a bad model
+            config, bfloat16 off CUDA, or a resume/init checkpoint that does not fit.
     """
     o = cfg.optim
+    device = torch.device(device)
+    checkpointing.check_writable(out_path)
+    if o.dtype == "bfloat16" and device.type != "cuda":
+        raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
+                        f"{device}: use --device cuda or --dtype float32")
+    if resume and init_from:
+        raise DataError("--resume and --init-from exclude each other: resume continues a run, "
+                        "init-from starts a new one from trained weights")
     torch.manual_seed(o.seed)
     if o.threads:
         torch.set_num_threads(o.threads)
+    loaded = checkpointing.load_start(resume or init_from, cfg, resume=bool(resume)) if (resume or init_from) else None
     train_docs = read_lm_text(cfg.data.train, cfg.data.max_words)
     valid_docs = read_lm_text(cfg.data.valid, cfg.data.max_valid_words) if cfg.data.valid else None
-    vocab = build_vocab(cfg, train_docs)
-    model = build_model(cfg.model, cfg.model_config, len(vocab)).to(device)
+    vocab = loaded.vocab if loaded else build_vocab(cfg, train_docs)
+    encoded = [encode_document(d, vocab) for d in train_docs]
+    if cfg.model_config.get("output") == "adaptive" and not cfg.model_config.get("adaptive_cutoffs"):
+        cfg = copy.deepcopy(cfg)
+        stored = loaded.payload["config"].get("adaptive_cutoffs") if loaded else None
+        cfg.model_config["adaptive_cutoffs"] = stored or default_adaptive_cutoffs(
+            id_counts(encoded, len(vocab)).tolist())
+        log.info("adaptive softmax cutoffs from word frequencies: %s", cfg.model_config["adaptive_cutoffs"])
+    model = build_model(cfg.model, cfg.model_config, len(vocab))
+    if loaded:
+        checkpointing.load_weights(model, loaded)
+    model.to(device)
     params = model.num_parameters()
     log.info("model %s: %d parameters (%d without embeddings), vocabulary %d",
              cfg.model, params["total"], params["without_embeddings"], len(vocab))
-    train_streams = make_streams([encode_document(d, vocab) for d in train_docs], o.batch_size)
-    valid_streams = (make_streams([encode_document(d, vocab) for d in valid_docs], o.batch_size)
+    valid_streams = (make_streams([encode_document(d, vocab) for d in valid_docs], 64, align=EVAL_BPTT)
                      if valid_docs else None)
-    opt = torch.optim.Adam(model.parameters(), lr=o.lr)
-    best_ppl, best_state, bad_epochs, history = math.inf, None, 0, []
-    start = time.perf_counter()
-    total_tokens = 0
-    timed_out = False
-    epoch = 0
-    train_ppl = math.nan
-    for epoch in range(1, o.max_epochs + 1):
-        model.train()
-        state = model.init_state(train_streams.inputs.shape[0], device)
-        n_seg = math.ceil(train_streams.inputs.shape[1] / o.bptt)
-        bar = tqdm(total=train_streams.num_tokens, desc=f"epoch {epoch}", unit="tok",
-                   disable=not progress, leave=False, mininterval=1.0)
-        ep_nll, ep_abs_log_z, ep_tok, t0 = 0.0, 0.0, 0, time.perf_counter()
-        for i, (inp, tgt, mask, reset) in enumerate(segments(train_streams, o.bptt)):
-            inp, tgt, mask, reset = (x.to(device) for x in (inp, tgt, mask, reset))
-            state, step = train_step(model, opt, state, inp, tgt, mask, reset, o.clip, o.self_norm_weight)
-            if step is None:
-                continue
-            ntok = step.num_tokens
-            ep_nll += step.nll
-            ep_abs_log_z += step.abs_log_z
-            ep_tok += ntok
-            total_tokens += ntok
-            bar.update(ntok)
-            if i % 20 == 0:
-                el = time.perf_counter() - t0
-                bar.set_postfix(ppl=f"{math.exp(min(50.0, ep_nll / ep_tok)):.1f}",
-                                words_s=f"{ep_tok / max(el, 1e-9):.0f}")
-            if o.max_seconds and time.perf_counter() - start > o.max_seconds:
-                timed_out = True
+    graphs = o.cuda_graph and device.type == "cuda"
+    opt = make_optimizer(model, o, capturable=graphs)
+    options = StepOptions(o.clip, o.self_norm_weight, torch.bfloat16 if o.dtype == "bfloat16" else None)
+    run = checkpointing.RunState()
+    if resume:
+        run = checkpointing.restore(loaded, model, opt, device)
+    schedule = None
+    start = time.perf_counter() - run.seconds
+    first_epoch = run.epoch + 1
+    if run.bad_epochs >= o.patience:  # a resumed run that had already stopped early
+        first_epoch = o.max_epochs + 1
+    with _training_precision(device):
+        for epoch in range(first_epoch, o.max_epochs + 1):
+            streams = epoch_streams(encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
+            if schedule is None:
+                if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
+                    run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
+                schedule = LRSchedule(o, run.planned_steps)
+            model.train()
+            bar = tqdm(total=streams.num_tokens, desc=f"epoch {epoch}", unit="tok",
+                       disable=not progress, leave=False, mininterval=1.0)
+            deadline = start + o.max_seconds if o.max_seconds else None
+
+            def lr_at(step, _s=schedule):
+                return o.lr * run.lr_scale * _s.factor(step, time.perf_counter() - start)
+
+            stats = train_segments(model, opt, streams, o.bptt, options, lr_at=lr_at, first_step=run.step,
+                                   deadline=deadline, log_interval=o.log_interval, bar=bar, cuda_graph=graphs)
+            bar.close()
+            if stats.steps == 0:  # the time budget was spent before this epoch began
                 break
-        bar.close()
-        train_ppl = math.exp(ep_nll / max(1, ep_tok))
-        entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
-                 "lr": opt.param_groups[0]["lr"], "mean_abs_log_z": ep_abs_log_z / max(1, ep_tok)}
-        if valid_streams is not None:
-            model.eval()
-            vppl = math.exp(nll_of_streams(model, valid_streams, 64, device) / valid_streams.num_tokens)
-            entry["valid_ppl"] = vppl
-            log.info("epoch %d: train ppl %.2f, valid ppl %.2f, %.0f s", epoch, train_ppl, vppl, entry["seconds"])
-            if vppl < best_ppl:
-                best_ppl, bad_epochs = vppl, 0
-                best_state = copy.deepcopy(model.state_dict())
+            run.step += stats.steps
+            run.tokens += stats.tokens
+            train_ppl = math.exp(min(50.0, stats.nll / max(1, stats.tokens)))
+            entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
+                     "lr": get_lr(opt), "steps": run.step, "tokens": run.tokens}
+            if stats.abs_log_z is not None:
+                entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
+            if valid_streams is not None:
+                model.eval()
+                vppl = math.exp(nll_of_streams(model, valid_streams, EVAL_BPTT, device) / valid_streams.num_tokens)
+                entry["valid_ppl"] = vppl
+                log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", epoch, train_ppl, vppl,
+                         entry["lr"], entry["seconds"])
+                if vppl < run.best_ppl:
+                    run.best_ppl, run.bad_epochs = vppl, 0
+                    run.best_state = copy.deepcopy(model.state_dict())
+                else:
+                    run.bad_epochs += 1
+                    if o.halve_lr_on_plateau:
+                        run.lr_scale *= 0.5
             else:
-                bad_epochs += 1
-                if o.halve_lr_on_plateau:
-                    for g in opt.param_groups:
-                        g["lr"] *= 0.5
-        else:
-            best_state = copy.deepcopy(model.state_dict())
-            log.info("epoch %d: train ppl %.2f, %.0f s", epoch, train_ppl, entry["seconds"])
-        history.append(entry)
-        # after validation, so that an epoch is validated with the settings it trained with
-        model.on_epoch_end(epoch)
-        if timed_out or bad_epochs >= o.patience:
-            break
-    if best_state is not None:
-        model.load_state_dict(best_state)
+                run.best_state = copy.deepcopy(model.state_dict())
+                log.info("epoch %d: train ppl %.2f, %.0f s", epoch, train_ppl, entry["seconds"])
+            run.history.append(entry)
+            # after validation, so that an epoch is validated with the settings it trained with
+            model.on_epoch_end(epoch)
+            run.epoch = epoch
+            run.seconds = time.perf_counter() - start
+            last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
+                    or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
+            if last or epoch % o.checkpoint_every == 0:
+                checkpointing.save_epoch(out_path, model, vocab, run, opt, _info(cfg, params, run))
+            if last:
+                break
+    if run.best_state is not None:
+        model.load_state_dict(run.best_state)
     seconds = time.perf_counter() - start
-    result = TrainResult(epoch, best_ppl if math.isfinite(best_ppl) else None, train_ppl, seconds,
-                         total_tokens / max(seconds, 1e-9), history)
-    info = {"train_config": config_to_dict(cfg), "parameters": params, "epochs": epoch,
-            "best_valid_ppl": result.best_valid_ppl, "seconds": seconds,
-            "words_per_s": result.words_per_s, "history": history}
-    save_model(out_path, model.cpu(), vocab, info)
-    return result
+    last = run.history[-1] if run.history else {}
+    best = run.best_ppl if math.isfinite(run.best_ppl) else None
+    return TrainResult(run.epoch, best, last.get("train_ppl", math.nan), seconds,
+                       run.tokens / max(seconds, 1e-9), run.history)
+
+
+def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState") -> dict:
+    """Training facts stored in the checkpoint (``nbest-rescore info`` reads them)."""
+    return {"train_config": config_to_dict(cfg), "parameters": params, "epochs": run.epoch,
+            "best_valid_ppl": run.best_ppl if math.isfinite(run.best_ppl) else None,
+            "seconds": run.seconds, "words_per_s": run.tokens / max(run.seconds, 1e-9),
+            "history": list(run.history)}

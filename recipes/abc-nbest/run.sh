@@ -5,7 +5,12 @@
 # the WER table. Kaldi-style stages; run from the repository root:
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
-#        [--conf DIR] [--models "gru amn ..."] [--device cpu|cuda] [--threads N]
+#        [--conf DIR | --conf-set gpu|cpu] [--models "gru amn ..."] [--device cpu|cuda]
+#        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."]
+#
+# Stages: 0 check the data, 1 train, 2 lm_valid perplexity, 3 rescore dev, 4 tune on
+# dev, 5 tables (wer_table.md, model_table.md, ppl_table.txt, summary.md), 6 score
+# the --eval-sets at the weights tuned on dev (eval_table.md).
 #
 # Each model m trains from $conf/$m.yaml into $exp/$m.pt. A model written "m+cache"
 # is the trained m wrapped at scoring time in the neural cache (--cache-size,
@@ -14,7 +19,23 @@
 #   bash recipes/abc-nbest/run.sh --conf examples --exp exp/abc-nbest-zoo [--device cuda --train-seconds 200] \
 #     --models "lstm gru gru+cache amn-vanilla amn attention key-value-predict ngram-rnn hornn dnc transformer"
 #
-# Every stage skips work whose output already exists (delete it to redo).
+# --conf-set gpu|cpu picks the full-corpus, full-vocabulary configs of
+# recipes/abc-nbest/conf/{gpu,cpu}/ and, unless given explicitly, --models ("lstm gru
+# amn" for gpu, "gru lstm" for cpu), --exp (exp/abc-nbest-gpu, exp/abc-nbest-cpu) and
+# --device (cuda for gpu, cpu for cpu):
+#
+#   bash recipes/abc-nbest/run.sh --conf-set gpu --eval-sets "/path/to/test"
+#
+# --eval-sets "DIR ..." names extra N-best directories in the layout of dev (a
+# ref.txt in the directory is used if present). Stage 6 scores each with every model
+# and history at the lambda, delta and word insertion penalty tuned on dev for that
+# model and history (from $exp/tune_<m>_<history>/tune.json; nothing is tuned on these
+# sets: this is how a test set is reported) into $exp/eval_<basename of DIR>/, and
+# writes the WER table $exp/eval_table.md (first pass at the decoder scale, the
+# 3-gram at its dev-tuned LM weight, each model at its dev-tuned weights, oracle).
+#
+# Every stage skips work whose output already exists (delete it to redo; stage 6
+# rescores when the dev-tuned weights changed).
 set -euo pipefail
 
 stage=0
@@ -23,6 +44,7 @@ data=../shared/data/abc-nbest
 exp=exp/abc-nbest
 models="gru amn"
 conf=recipes/abc-nbest/conf
+conf_set=
 cache_size=500
 cache_theta=0.1
 cache_lambda=0.1
@@ -30,72 +52,134 @@ histories="first-pass none"
 device=cpu
 train_seconds=        # per model (empty: the config's max_seconds)
 threads=             # torch threads for training (empty: all cores)
+eval_sets=           # extra N-best directories scored at the dev-tuned weights (stage 6)
+given=" "            # options given on the command line (--conf-set does not override them)
 
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || { echo "option $1 needs a value" >&2; exit 2; }
   case "$1" in
-    --stage) stage=$2; shift 2 ;;
-    --stop-stage) stop_stage=$2; shift 2 ;;
-    --data) data=$2; shift 2 ;;
-    --exp) exp=$2; shift 2 ;;
-    --models) models=$2; shift 2 ;;
-    --conf) conf=$2; shift 2 ;;
-    --cache-size) cache_size=$2; shift 2 ;;
-    --cache-theta) cache_theta=$2; shift 2 ;;
-    --cache-lambda) cache_lambda=$2; shift 2 ;;
-    --device) device=$2; shift 2 ;;
-    --train-seconds) train_seconds=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
+    --stage) stage=$2 ;;
+    --stop-stage) stop_stage=$2 ;;
+    --data) data=$2 ;;
+    --exp) exp=$2 ;;
+    --models) models=$2 ;;
+    --conf) conf=$2 ;;
+    --conf-set) conf_set=$2 ;;
+    --cache-size) cache_size=$2 ;;
+    --cache-theta) cache_theta=$2 ;;
+    --cache-lambda) cache_lambda=$2 ;;
+    --device) device=$2 ;;
+    --train-seconds) train_seconds=$2 ;;
+    --threads) threads=$2 ;;
+    --eval-sets) eval_sets=$2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
+  given+="$1 "
+  shift 2
 done
 
-# checkpoint of model spec $1 ("m" or "m+cache") and the extra scoring options
-ckpt() { echo "$exp/${1%+cache}.pt"; }
-lm_opts() { case "$1" in *+cache) echo "--cache-size $cache_size --cache-theta $cache_theta --cache-lambda $cache_lambda" ;; esac; }
+if [ -n "$conf_set" ]; then
+  case "$conf_set" in
+    gpu) set_models="lstm gru amn"; set_device=cuda ;;
+    cpu) set_models="gru lstm"; set_device=cpu ;;
+    *) echo "--conf-set: expected gpu or cpu, got '$conf_set'" >&2; exit 2 ;;
+  esac
+  [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
+  [[ $given == *" --models "* ]] || models=$set_models
+  [[ $given == *" --exp "* ]] || exp=exp/abc-nbest-$conf_set
+  [[ $given == *" --device "* ]] || device=$set_device
+fi
+
+read -ra model_list <<< "$models"
+read -ra history_list <<< "$histories"
+read -ra eval_list <<< "$eval_sets"
+first_model=${model_list[0]:-}
+
+# one output directory per eval set, named after its last path component
+eval_names=()
+for d in "${eval_list[@]}"; do
+  name=$(basename "$d")
+  for n in "${eval_names[@]}"; do
+    [ "$n" != "$name" ] || { echo "--eval-sets: two directories named '$name'" >&2; exit 2; }
+  done
+  eval_names+=("$name")
+done
+
+# lm=(--lm checkpoint [cache options]) for model spec $1 ("m" or "m+cache")
+lm_args() {
+  lm=(--lm "$exp/${1%+cache}.pt")
+  case "$1" in
+    *+cache) lm+=(--cache-size "$cache_size" --cache-theta "$cache_theta" --cache-lambda "$cache_lambda") ;;
+  esac
+}
+
+# "acoustic_scale interp lm_weight word_ins_penalty" of the best point of a tune.json
+tuned_weights() {
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); b = d["best"]
+print(d.get("acoustic_scale", 1.0), b["interp"], b["lm_weight"], b["word_ins_penalty"])' "$1"
+}
+
+# WER of N-best dir $1 with reference $2 at the single point acoustic scale $3,
+# lambda 1 (no NN), delta $4, word insertion penalty $5, into $6/tune.json (no LM is
+# run; skipped when $6/weights records the same point)
+ngram_point() {
+  local want="acoustic_scale=$3 interp=1 lm_weight=$4 word_ins_penalty=$5"
+  if [ -f "$6/tune.json" ] && [ "$(cat "$6/weights" 2>/dev/null)" = "$want" ]; then return 0; fi
+  nbest-rescore tune --nbest "$1" --ref "$2" --acoustic-scale "$3" --interps 1 --lm-weights "$4" \
+    --word-ins-penalties "$5" --out "$6" | tail -n 1
+  echo "$want" > "$6/weights"
+}
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') [run.sh stage $1] ${*:2}" >&2; }
 mkdir -p "$exp"
 
-if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
+if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   log 0 "check the data"
   for f in lm/lm_train.txt lm/lm_valid.txt dev/text dev/ac_cost dev/lm_cost dev/ref.txt dev/utt2doc; do
     [ -f "$data/$f" ] || { echo "missing $data/$f" >&2; exit 1; }
   done
+  for d in "${eval_list[@]}"; do
+    [ -d "$d" ] || { echo "missing eval set $d" >&2; exit 1; }
+    [ -f "$d/ref.txt" ] || log 0 "$d has no ref.txt: stage 6 writes its rescored 1-best but no WER"
+  done
 fi
 
-if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
-  for m in $models; do
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  for m in "${model_list[@]}"; do
     case "$m" in *+cache) continue ;; esac
     if [ -f "$exp/$m.pt" ]; then log 1 "$exp/$m.pt exists, skipping"; continue; fi
     log 1 "train $m ($conf/$m.yaml)"
-    nbest-rescore -v train --config $conf/$m.yaml --out "$exp/$m.pt" --device "$device" \
-      ${train_seconds:+--max-seconds $train_seconds} ${threads:+--threads $threads} --no-progress \
+    nbest-rescore -v train --config "$conf/$m.yaml" --out "$exp/$m.pt" --device "$device" \
+      ${train_seconds:+--max-seconds "$train_seconds"} ${threads:+--threads "$threads"} --no-progress \
       2> "$exp/train_$m.log" > "$exp/train_$m.json"
   done
 fi
 
-if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
-  for m in $models; do
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
+  for m in "${model_list[@]}"; do
     log 2 "perplexity of $m on lm_valid"
-    [ -f "$exp/ppl_$m.json" ] || { nbest-rescore ppl --lm "$(ckpt $m)" $(lm_opts $m) --text "$data/lm/lm_valid.txt" \
+    lm_args "$m"
+    [ -f "$exp/ppl_$m.json" ] || { nbest-rescore ppl "${lm[@]}" --text "$data/lm/lm_valid.txt" \
       --device "$device" > "$exp/ppl_$m.json.tmp" && mv "$exp/ppl_$m.json.tmp" "$exp/ppl_$m.json"; }
     cat "$exp/ppl_$m.json"
   done
 fi
 
-if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
-  for m in $models; do
-    for h in $histories; do
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  for m in "${model_list[@]}"; do
+    lm_args "$m"
+    for h in "${history_list[@]}"; do
       out=$exp/score_${m}_$h
       if [ -f "$out/wer.json" ]; then log 3 "$out exists, skipping"; continue; fi
       log 3 "rescore dev with $m, --history $h"
-      nbest-rescore score --lm "$(ckpt $m)" $(lm_opts $m) --nbest "$data/dev" --ref "$data/dev/ref.txt" --out "$out" \
+      nbest-rescore score "${lm[@]}" --nbest "$data/dev" --ref "$data/dev/ref.txt" --out "$out" \
         --history "$h" --interp 0.5 --device "$device" --no-progress
     done
   done
 fi
 
-if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   if [ -f "$exp/tune_first_pass/tune.json" ]; then
     log 4 "$exp/tune_first_pass exists, skipping"
   else
@@ -103,8 +187,8 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
     nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --lm-weights 0:20:0.5 \
       --out "$exp/tune_first_pass" | tail -n 1
   fi
-  for m in $models; do
-    for h in $histories; do
+  for m in "${model_list[@]}"; do
+    for h in "${history_list[@]}"; do
       log 4 "tune lambda and delta for $m, --history $h"
       nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --nn-cost "$exp/score_${m}_$h/nn_cost" \
         --interps 0:1:0.1 --lm-weights 5:15:0.5 --out "$exp/tune_${m}_$h" | tail -n 1
@@ -112,25 +196,92 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
   done
 fi
 
-if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   log 5 "WER table (dev; lambda and delta tuned on dev)"
-  rows=("first-pass (3-gram, lw 9.5)=$exp/score_${models%% *}_first-pass/wer.json:first_pass"
+  rows=("first-pass (3-gram, lw 9.5)=$exp/score_${first_model}_first-pass/wer.json:first_pass"
         "3-gram, tuned lw=$exp/tune_first_pass/tune.json")
-  for m in $models; do
-    for h in $histories; do
+  for m in "${model_list[@]}"; do
+    for h in "${history_list[@]}"; do
       rows+=("${m^^} + 3-gram, history $h=$exp/tune_${m}_$h/tune.json")
     done
   done
-  rows+=("oracle=$exp/score_${models%% *}_first-pass/wer.json:oracle")
+  rows+=("oracle=$exp/score_${first_model}_first-pass/wer.json:oracle")
   nbest-rescore table "${rows[@]}" | tee "$exp/wer_table.md"
   log 5 "model sizes and training (parameters with and without embeddings)"
   ckpts=()
-  for m in $models; do case "$m" in *+cache) ;; *) ckpts+=("$exp/$m.pt") ;; esac; done
+  for m in "${model_list[@]}"; do case "$m" in *+cache) ;; *) ckpts+=("$exp/$m.pt") ;; esac; done
   nbest-rescore info "${ckpts[@]}" | tee "$exp/model_table.md"
   log 5 "perplexity on lm_valid"
-  for m in $models; do
+  for m in "${model_list[@]}"; do
     python3 -c "import json,sys; d=json.load(open(sys.argv[2])); print(f'{sys.argv[1]}: perplexity {d[\"perplexity\"]:.1f}, OOV {d[\"oov_rate\"]:.1f}%')" "$m" "$exp/ppl_$m.json"
   done | tee "$exp/ppl_table.txt"
   log 5 "summary: size, training, perplexity, tuned WER"
-  python3 recipes/abc-nbest/local/summary.py "$exp" $models | tee "$exp/summary.md"
+  python3 recipes/abc-nbest/local/summary.py "$exp" "${model_list[@]}" | tee "$exp/summary.md"
+fi
+
+if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
+  if [ ${#eval_list[@]} -eq 0 ]; then
+    log 6 "no --eval-sets, nothing to do"
+  else
+    tables=()
+    for i in "${!eval_list[@]}"; do
+      d=${eval_list[$i]}
+      ev=$exp/eval_${eval_names[$i]}
+      ref=
+      [ -f "$d/ref.txt" ] && ref=$d/ref.txt
+      mkdir -p "$ev"
+      rows=()
+      if [ -n "$ref" ]; then
+        log 6 "$d: first pass at the decoder scale and the 3-gram at its dev-tuned LM weight"
+        ngram_point "$d" "$ref" 1 9.5 -0.629606 "$ev/first_pass"
+        rows+=("first pass (3-gram, lw 9.5)=$ev/first_pass/tune.json")
+        if [ -f "$exp/tune_first_pass/tune.json" ]; then
+          w=$(tuned_weights "$exp/tune_first_pass/tune.json")
+          read -r as _ lw wip <<< "$w"
+          ngram_point "$d" "$ref" "$as" "$lw" "$wip" "$ev/ngram_dev_tuned"
+          rows+=("3-gram, lw tuned on dev=$ev/ngram_dev_tuned/tune.json")
+        else
+          log 6 "no $exp/tune_first_pass/tune.json (stage 4): no dev-tuned 3-gram row"
+        fi
+      fi
+      for m in "${model_list[@]}"; do
+        lm_args "$m"
+        for h in "${history_list[@]}"; do
+          tj=$exp/tune_${m}_$h/tune.json
+          [ -f "$tj" ] || { echo "missing $tj: run stage 4 (tuning on dev) first" >&2; exit 1; }
+          w=$(tuned_weights "$tj")
+          read -r as lam lw wip <<< "$w"
+          want="acoustic_scale=$as interp=$lam lm_weight=$lw word_ins_penalty=$wip"
+          out=$ev/score_${m}_$h
+          rows+=("${m^^} + 3-gram, history $h=$out/wer.json:rescored")
+          if [ -f "$out/nn_cost" ] && [ "$(cat "$out/weights" 2>/dev/null)" = "$want" ] \
+               && { [ -z "$ref" ] || [ -f "$out/wer.json" ]; }; then
+            log 6 "$out exists (same dev-tuned weights), skipping"; continue
+          fi
+          log 6 "rescore $d with $m, --history $h at the dev-tuned $want"
+          rm -f "$out/weights"
+          nbest-rescore score "${lm[@]}" --nbest "$d" ${ref:+--ref "$ref"} --out "$out" --history "$h" \
+            --acoustic-scale "$as" --interp "$lam" --lm-weight "$lw" --word-ins-penalty "$wip" \
+            --device "$device" --no-progress
+          echo "$want" > "$out/weights"
+        done
+      done
+      if [ -z "$ref" ]; then
+        log 6 "$d has no ref.txt: rescored 1-best in $ev/score_*/text, no WER table"
+        continue
+      fi
+      [ -z "$first_model" ] || rows+=("oracle=$ev/score_${first_model}_${history_list[0]}/wer.json:oracle")
+      log 6 "WER table of $d (weights tuned on dev, none on this set)"
+      {
+        echo "### ${eval_names[$i]} ($d): WER at the weights tuned on dev"
+        echo
+        nbest-rescore table "${rows[@]}"
+      } > "$ev/eval_table.md"
+      tables+=("$ev/eval_table.md")
+    done
+    if [ ${#tables[@]} -gt 0 ]; then
+      for t in "${tables[@]}"; do cat "$t"; echo; done > "$exp/eval_table.md"
+      cat "$exp/eval_table.md"
+    fi
+  fi
 fi

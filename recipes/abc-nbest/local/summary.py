@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""One Markdown table per recipe run: model size, training, perplexity and tuned WER.
+"""Markdown tables per recipe run: model size, training, perplexity and tuned WER,
+then the training curve (validation perplexity per epoch) of every trained model.
 
 Usage: python recipes/abc-nbest/local/summary.py EXP_DIR MODEL [MODEL ...]
 
 Reads, for each model m (``m+cache`` = the trained m wrapped in the neural cache),
-``EXP_DIR/m.pt`` (parameters, epochs, training time, best validation perplexity),
+``EXP_DIR/m.pt`` (parameters, epochs, training time, best validation perplexity, and
+the per-epoch ``history`` the trainer stores in the checkpoint's info),
 ``EXP_DIR/ppl_m.json`` (lm_valid perplexity) and ``EXP_DIR/tune_m_H/tune.json`` for
-H in first-pass and none (best WER, lambda, delta). Missing files leave blank cells.
+H in first-pass and none (best WER, lambda, delta). Missing files leave blank cells;
+checkpoints without a history (older ones) get no rows in the second table.
 """
 import json
 import sys
 from pathlib import Path
 
 from nbest_rescore.evaluation.report import model_row
+from nbest_rescore.io.checkpoint import load_checkpoint
 
 
 def _json(path):
@@ -30,10 +34,49 @@ def _wer(exp, m, history):
     return f"{b['wer']:.2f} ({b['interp']:g}, {b['lm_weight']:g})"
 
 
+def _fmt(value, spec):
+    return "" if value is None else format(value, spec)
+
+
+def _history(ckpt):
+    """The per-epoch training history stored in a checkpoint's info: a list of dicts
+    with ``epoch``, ``train_ppl``, ``valid_ppl`` (absent without a validation set),
+    ``seconds`` (since the start of training) and ``lr``; [] if none is stored."""
+    info = load_checkpoint(str(ckpt)).get("info") or {}
+    return list(info.get("history") or [])
+
+
+def epoch_table(exp, models):
+    """Lines of a Markdown table with one row per epoch of every trained model (each
+    checkpoint once: ``m+cache`` shares m's); the best validation perplexity in bold."""
+    lines = ["| model | epoch | minutes | lr | train ppl | valid ppl (in training) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    seen = set()
+    for m in models:
+        base = m.split("+")[0]
+        ckpt = exp / f"{base}.pt"
+        if base in seen or not ckpt.exists():
+            continue
+        seen.add(base)
+        hist = _history(ckpt)
+        valid = [h["valid_ppl"] for h in hist if h.get("valid_ppl") is not None]
+        best = min(valid) if valid else None
+        for h in hist:
+            v = h.get("valid_ppl")
+            vs = _fmt(v, ".1f")
+            if v is not None and v == best:
+                vs = f"**{vs}**"
+            secs = h.get("seconds")
+            minutes = _fmt(None if secs is None else secs / 60.0, ".1f")
+            lines.append(f"| {base} | {h.get('epoch', '')} | {minutes} | {_fmt(h.get('lr'), '.3g')} | "
+                         f"{_fmt(h.get('train_ppl'), '.1f')} | {vs} |")
+    return lines
+
+
 def main(argv):
     exp, models = Path(argv[0]), argv[1:]
     print("| model | parameters (M) | without embeddings (M) | epochs | training (min) | "
-          "valid ppl (in-domain) | lm_valid ppl | WER first-pass history (lambda, delta) | WER no history (lambda, delta) |")
+          "best valid ppl (training's valid set) | lm_valid ppl | WER first-pass history (lambda, delta) | WER no history (lambda, delta) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for m in models:
         base = m.split("+")[0]
@@ -51,6 +94,10 @@ def main(argv):
         cells.append(f"{ppl['perplexity']:.1f}" if ppl else "")
         cells += [_wer(exp, m, "first-pass"), _wer(exp, m, "none")]
         print("| " + " | ".join(cells) + " |")
+    print()
+    print("Validation perplexity per epoch (best in bold; the checkpoint keeps the best epoch's weights):")
+    print()
+    print("\n".join(epoch_table(exp, models)))
 
 
 if __name__ == "__main__":

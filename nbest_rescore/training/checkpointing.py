@@ -1,0 +1,155 @@
+"""Epoch checkpoints of a training run and starting from them.
+
+After every epoch the trainer writes the best weights so far to ``--out`` (a plain
+model checkpoint that ``score`` reads) and the last weights plus everything needed to
+continue, to ``<out>.last.pt`` (:func:`last_path`): optimiser state, global step,
+epoch, plateau learning-rate scale, best weights, history, elapsed seconds and the
+random-number states. ``train --resume <out>.last.pt`` continues from there with the
+same result as an uninterrupted run; ``train --init-from M.pt`` starts a new run from
+trained weights (fine-tuning). Both files are model checkpoints
+(:mod:`nbest_rescore.io.checkpoint`), written atomically.
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import DataError
+from ..io.checkpoint import load_checkpoint, save_checkpoint
+from ..vocab import Vocabulary
+
+
+def last_path(out_path) -> str:
+    """``exp/gru.pt`` -> ``exp/gru.last.pt``: the resumable state of a run."""
+    p = Path(out_path)
+    return str(p.with_name(p.stem + ".last" + (p.suffix or ".pt")))
+
+
+def check_writable(out_path) -> None:
+    """Create the folder of ``out_path`` if needed and check a file can be written
+    there, before any training starts.
+
+    Raises:
+        DataError: naming the path, when it is a folder or cannot be created/written.
+    """
+    p = Path(out_path)
+    if p.is_dir():
+        raise DataError(f"--out {out_path}: is a folder; give a checkpoint file name such as {p / 'model.pt'}")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p.parent, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise DataError(f"--out {out_path}: cannot write there ({exc.strerror or exc}); "
+                        f"choose a writable folder") from None
+
+
+@dataclass
+class RunState:
+    """The progress of a run that a resume restores."""
+
+    epoch: int = 0
+    step: int = 0
+    planned_steps: int = 0  # optimiser steps the schedule plans for (0: not yet known)
+    tokens: int = 0
+    seconds: float = 0.0
+    lr_scale: float = 1.0
+    best_ppl: float = math.inf
+    bad_epochs: int = 0
+    best_state: Optional[dict] = None
+    history: list = field(default_factory=list)
+
+
+@dataclass
+class Loaded:
+    """A checkpoint to start from: its payload and vocabulary."""
+
+    path: str
+    payload: dict
+    vocab: Vocabulary
+
+
+def _cpu(state_dict: dict) -> dict:
+    return {k: v.detach().cpu().clone() for k, v in state_dict.items()}
+
+
+def _payload(model, vocab: Vocabulary, state_dict: dict, info: dict) -> dict:
+    return {"model": model.name, "config": model.config_dict(), "vocab": list(vocab.words),
+            "state_dict": _cpu(state_dict), "info": info}
+
+
+def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict) -> None:
+    """Write the best weights to ``out_path`` and the resumable state to
+    :func:`last_path` (each atomically)."""
+    best = run.best_state if run.best_state is not None else model.state_dict()
+    save_checkpoint(out_path, _payload(model, vocab, best, info))
+    resume = {"epoch": run.epoch, "step": run.step, "planned_steps": run.planned_steps, "tokens": run.tokens, "seconds": run.seconds,
+              "lr_scale": run.lr_scale, "best_ppl": run.best_ppl if math.isfinite(run.best_ppl) else None,
+              "bad_epochs": run.bad_epochs, "history": list(run.history),
+              "best_state": _cpu(best), "optimizer": opt.state_dict(),
+              "rng": torch.get_rng_state(),
+              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
+    save_checkpoint(last_path(out_path), {**_payload(model, vocab, model.state_dict(), info), "resume": resume})
+
+
+def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
+    """Read the checkpoint of ``--resume`` (must hold a resumable state) or
+    ``--init-from``, checking that it is a ``cfg.model`` model.
+
+    Raises:
+        DataError: unreadable checkpoint, no resume state, another model type, or
+            (resume) another model config than ``cfg``.
+    """
+    opt = "--resume" if resume else "--init-from"
+    payload = load_checkpoint(path)
+    if resume and "resume" not in payload:
+        raise DataError(f"{opt} {path}: holds no training state; resume from the <out>.last.pt file "
+                        f"written after every epoch (use --init-from to fine-tune from a model)")
+    if payload["model"] != cfg.model:
+        raise DataError(f"{opt} {path}: is a {payload['model']!r} model but the config trains {cfg.model!r}")
+    if resume:
+        stored = payload.get("info", {}).get("train_config", {}).get("model_config")
+        mine = {k: v for k, v in cfg.model_config.items() if k != "adaptive_cutoffs"}
+        theirs = {k: v for k, v in (stored or {}).items() if k != "adaptive_cutoffs"}
+        if stored is not None and mine != theirs:
+            raise DataError(f"--resume {path}: was trained with model_config {theirs}, the config gives {mine}; "
+                            f"resume with the run's own config")
+    return Loaded(str(path), payload, Vocabulary(payload["vocab"]))
+
+
+def load_weights(model, loaded: Loaded) -> None:
+    """Load the checkpoint's weights into ``model``.
+
+    Raises:
+        DataError: the shapes or names differ from the configured model.
+    """
+    try:
+        model.load_state_dict(loaded.payload["state_dict"])
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()
+        raise DataError(f"{loaded.path}: weights do not fit the configured {model.name} "
+                        f"({first[0] if first else exc}); use the config the checkpoint was trained with") from None
+
+
+def restore(loaded: Loaded, model, opt, device) -> RunState:
+    """The :class:`RunState` of a ``--resume`` checkpoint; loads the optimiser state
+    and the random-number states (weights: :func:`load_weights`)."""
+    r = loaded.payload["resume"]
+    opt.load_state_dict(r["optimizer"])
+    torch.set_rng_state(r["rng"])
+    if r.get("cuda_rng") and torch.device(device).type == "cuda":
+        torch.cuda.set_rng_state_all(r["cuda_rng"])
+    best = {k: v.to(device) for k, v in r["best_state"].items()} if r.get("best_state") else None
+    return RunState(epoch=int(r["epoch"]), step=int(r["step"]), planned_steps=int(r.get("planned_steps", 0)), tokens=int(r["tokens"]), seconds=float(r["seconds"]),
+                    lr_scale=float(r["lr_scale"]),
+                    best_ppl=math.inf if r.get("best_ppl") is None else float(r["best_ppl"]),
+                    bad_epochs=int(r["bad_epochs"]), best_state=best, history=list(r["history"]))
+
+
+__all__ = ["last_path", "check_writable", "RunState", "save_epoch", "load_start", "load_weights", "restore"]

@@ -1,0 +1,212 @@
+"""Epoch checkpoints: ``--resume`` continues exactly like an uninterrupted run,
+``--init-from`` starts from trained weights, an unwritable ``--out`` fails before any
+data is read, and the group's ``--seed`` seeds training."""
+import time
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from nbest_rescore.cli import main
+from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConfig
+from nbest_rescore.errors import DataError
+from nbest_rescore.io.checkpoint import load_checkpoint
+from nbest_rescore.training import trainer as trainer_mod
+from nbest_rescore.training.checkpointing import last_path
+from nbest_rescore.training.trainer import train
+
+
+@pytest.fixture(autouse=True)
+def clean_seed_env(monkeypatch):
+    """The CLI group stores its seed in the environment (os.environ.setdefault, so a
+    value left by an earlier invocation would stick): start without it, undo after."""
+    monkeypatch.setenv("NBEST_RESCORE_SEED", "0")
+    monkeypatch.delenv("NBEST_RESCORE_SEED")
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    """The configs below train on one torch thread (the machine is shared); the
+    process-wide thread count is restored afterwards."""
+    old = torch.get_num_threads()
+    yield
+    torch.set_num_threads(old)
+
+
+def tiny_cfg(DATA, **optim) -> TrainConfig:
+    """A tiny GRU with dropout (so the random state matters), cosine schedule with
+    warmup and per-epoch shuffling, on a prefix of lm_valid."""
+    text = str(DATA / "lm" / "lm_valid.txt")
+    o = dict(batch_size=8, bptt=10, lr=0.01, max_epochs=3, lr_schedule="cosine", warmup_steps=5,
+             min_lr_ratio=0.1, shuffle=True, seed=1, threads=1, patience=5)
+    o.update(optim)
+    return TrainConfig(model="gru",
+                       model_config={"embedding_dim": 16, "hidden_size": 16, "dropout_emb": 0.2, "dropout_out": 0.2},
+                       data=DataConfig(train=text, valid=text, max_words=3000, max_valid_words=1000),
+                       vocab=VocabConfig(max_size=2000), optim=OptimConfig(**o))
+
+
+def weights(path, key="state_dict"):
+    return load_checkpoint(path)[key]
+
+
+def assert_same_weights(a: dict, b: dict, atol=1e-6):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k].float(), b[k].float(), atol=atol, rtol=0), k
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(DATA, tmp_path_factory):
+    """The reference: three epochs in one run."""
+    old = torch.get_num_threads()
+    out = tmp_path_factory.mktemp("full") / "a.pt"
+    res = train(tiny_cfg(DATA), out, progress=False)
+    torch.set_num_threads(old)
+    return out, res
+
+
+def test_resume_equals_an_uninterrupted_run(DATA, tmp_path, uninterrupted):
+    a, res_a = uninterrupted
+    cfg = tiny_cfg(DATA)
+    b = tmp_path / "b.pt"
+    first = train(cfg, b, progress=False, stop_after_epochs=1)
+    assert first.epochs == 1 and len(first.history) == 1
+    after_one = weights(last_path(b))
+    assert load_checkpoint(last_path(b))["resume"]["epoch"] == 1
+    res_b = train(cfg, b, progress=False, resume=last_path(b))
+    assert res_b.epochs == res_a.epochs == 3
+    # the interrupted run really stopped after one epoch and then trained on
+    with pytest.raises(AssertionError):
+        assert_same_weights(after_one, weights(last_path(b)))
+    assert_same_weights(weights(last_path(a)), weights(last_path(b)))
+    assert_same_weights(weights(a), weights(b))  # best weights
+    assert [h["epoch"] for h in res_b.history] == [1, 2, 3]
+    for ha, hb in zip(res_a.history, res_b.history):
+        assert hb["valid_ppl"] == pytest.approx(ha["valid_ppl"], rel=1e-6)
+        assert hb["train_ppl"] == pytest.approx(ha["train_ppl"], rel=1e-6)
+        assert hb["lr"] == pytest.approx(ha["lr"], rel=1e-9)
+        assert hb["steps"] == ha["steps"] and hb["tokens"] == ha["tokens"]
+    assert res_b.best_valid_ppl == pytest.approx(res_a.best_valid_ppl, rel=1e-6)
+    # the cosine schedule decayed over the whole planned run, in both
+    assert res_a.history[-1]["lr"] < 0.5 * res_a.history[0]["lr"]
+
+
+def test_resume_needs_a_last_checkpoint_and_excludes_init_from(DATA, tmp_path, uninterrupted):
+    a, _ = uninterrupted
+    cfg = tiny_cfg(DATA)
+    with pytest.raises(DataError, match="training state"):
+        train(cfg, tmp_path / "c.pt", progress=False, resume=str(a))  # best weights only
+    with pytest.raises(DataError, match="--resume and --init-from"):
+        train(cfg, tmp_path / "c.pt", progress=False, resume=last_path(a), init_from=str(a))
+
+
+def test_init_from_starts_from_the_given_weights(DATA, tmp_path, uninterrupted):
+    a, res_a = uninterrupted
+    cfg = tiny_cfg(DATA, max_epochs=1)
+    cfg.data.max_words = 2000  # another prefix: the vocabulary must still be the checkpoint's
+    res = train(cfg, tmp_path / "ft.pt", progress=False, init_from=str(a))
+    scratch_first = res_a.history[0]["train_ppl"]
+    assert res.history[0]["train_ppl"] < 0.6 * scratch_first, (res.history[0], scratch_first)
+    assert load_checkpoint(tmp_path / "ft.pt")["vocab"] == load_checkpoint(a)["vocab"]
+    # another model type
+    other = tiny_cfg(DATA)
+    other.model = "lstm"
+    with pytest.raises(DataError, match="'gru' model"):
+        train(other, tmp_path / "x.pt", progress=False, init_from=str(a))
+    # the same type with other shapes
+    bigger = tiny_cfg(DATA)
+    bigger.model_config["hidden_size"] = 24
+    with pytest.raises(DataError, match="do not fit"):
+        train(bigger, tmp_path / "y.pt", progress=False, init_from=str(a))
+
+
+# -- an unwritable --out --------------------------------------------------------------
+
+
+@pytest.fixture
+def no_reading(monkeypatch):
+    """Fails the test if the trainer reads any training text."""
+    calls = []
+
+    def refuse(path, *a, **k):
+        calls.append(path)
+        raise RuntimeError(f"read {path} before checking --out")
+
+    monkeypatch.setattr(trainer_mod, "read_lm_text", refuse)
+    return calls
+
+
+def test_out_below_a_file_fails_before_reading_data(DATA, tmp_path, no_reading):
+    (tmp_path / "file.txt").write_text("not a folder\n")
+    out = tmp_path / "file.txt" / "m.pt"
+    cfg = tiny_cfg(DATA)
+    cfg.data.train = str(tmp_path / "no_such_train.txt")
+    t0 = time.perf_counter()
+    with pytest.raises(DataError) as err:
+        train(cfg, out, progress=False)
+    assert time.perf_counter() - t0 < 2.0
+    assert "--out" in str(err.value) and str(out) in str(err.value)
+    assert "no_such_train" not in str(err.value)
+    assert no_reading == []
+    assert (tmp_path / "file.txt").read_text() == "not a folder\n"
+    # a folder as --out
+    with pytest.raises(DataError, match="is a folder"):
+        train(cfg, tmp_path, progress=False)
+    assert no_reading == []
+
+
+def write_config(path, DATA, seed=None, max_words=800):
+    text = str(DATA / "lm" / "lm_valid.txt")
+    optim = {"batch_size": 4, "bptt": 8, "lr": 0.01, "max_epochs": 1, "threads": 1}
+    if seed is not None:
+        optim["seed"] = seed
+    path.write_text(yaml.safe_dump({
+        "model": "gru", "model_config": {"embedding_dim": 8, "hidden_size": 8, "dropout_out": 0.3},
+        "data": {"train": text, "valid": None, "max_words": max_words}, "vocab": {"max_size": 500},
+        "optim": optim}))
+    return path
+
+
+def test_cli_out_below_a_file_exits_1_before_reading_data(DATA, tmp_path, no_reading):
+    (tmp_path / "file.txt").write_text("x\n")
+    out = tmp_path / "file.txt" / "m.pt"
+    cfg = write_config(tmp_path / "c.yaml", DATA)
+    res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(out), "--no-progress"])
+    assert res.exit_code == 1, res.output
+    assert isinstance(res.exception, SystemExit)
+    assert str(out) in res.output and "--out" in res.output
+    assert "Traceback" not in res.output
+    assert no_reading == []
+
+
+# -- the group's --seed -----------------------------------------------------------------
+
+
+def cli_train(args, cfg, out):
+    res = CliRunner().invoke(main, [*args, "train", "--config", str(cfg), "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    return weights(out)
+
+
+def differ(a, b):
+    return any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_group_seed_seeds_training(DATA, tmp_path):
+    cfg = write_config(tmp_path / "c.yaml", DATA, seed=5)
+    s3 = cli_train(["--seed", "3"], cfg, tmp_path / "s3.pt")
+    s3b = cli_train(["--seed", "3"], cfg, tmp_path / "s3b.pt")
+    s4 = cli_train(["--seed", "4"], cfg, tmp_path / "s4.pt")
+    assert not differ(s3, s3b)
+    assert differ(s3, s4)
+    assert load_checkpoint(tmp_path / "s3.pt")["info"]["train_config"]["optim"]["seed"] == 3
+    # without --seed: the config's optim.seed (5), the same as an explicit --seed 5
+    c5 = cli_train([], cfg, tmp_path / "c5.pt")
+    c5b = cli_train([], cfg, tmp_path / "c5b.pt")
+    s5 = cli_train(["--seed", "5"], cfg, tmp_path / "s5.pt")
+    assert not differ(c5, c5b)
+    assert not differ(c5, s5)
+    assert differ(c5, s3)
+    assert load_checkpoint(tmp_path / "c5.pt")["info"]["train_config"]["optim"]["seed"] == 5
