@@ -1,8 +1,11 @@
 """Shared test fixtures."""
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/tiny_models.py
 
 _BESIDE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "abc-nbest"
 _DATA = Path(os.environ.get("ABC_NBEST_DATA", _BESIDE if _BESIDE.is_dir() else "/work/shared/data/abc-nbest"))
@@ -44,3 +47,14 @@ def ci_nbest(DATA):
     from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 
     return read_kaldi_nbest_dir(DATA / "ci")
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (the 2 cores are shared); restored afterwards."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

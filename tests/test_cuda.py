@@ -2,8 +2,6 @@
 registered model, and the GRU with the neural cache, scores the first ci utterances
 with first-pass history to the same NN costs on both devices, in every scoring mode."""
 import copy
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,15 +19,7 @@ from nbest_rescore.vocab import Vocabulary
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
-def _model_test_settings():
-    path = Path(__file__).resolve().parent / "models" / "test_models.py"
-    spec = importlib.util.spec_from_file_location("_model_test_settings_cuda", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.SMALL, mod.EXTRA
-
-
-SMALL, EXTRA = _model_test_settings()
+from tiny_models import EXTRA, SMALL  # noqa: E402  (tests/ is on sys.path, see conftest.py)
 
 
 def test_resolve_device_turns_tf32_off():

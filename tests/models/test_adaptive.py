@@ -19,19 +19,8 @@ from nbest_rescore.training.streams import encode_document
 from nbest_rescore.training.trainer import segment_loss, train
 from nbest_rescore.vocab import Vocabulary
 
-# the tiny per-family settings of tests/models/test_models.py
-SMALL = {"embedding_dim": 12, "hidden_size": 10}
-EXTRA = {
-    "amn": {"num_memcells": 3, "anneal_t0": 5.0},
-    "hornn": {"order": 3, "pooling": "gated"},
-    "transformer": {"num_layers": 2, "num_heads": 2, "ff_dim": 16, "window": 4, "dropout": 0.0},
-    "attention": {"window": 4},
-    "key-value": {"window": 3},
-    "key-value-predict": {"window": 3},
-    "ngram-rnn": {"order": 4},
-    "dnc": {"memory_slots": 5, "memory_width": 4, "read_heads": 2, "deallocation": "fmd"},
-    "lstm": {"num_layers": 2},
-}
+from tiny_models import EXTRA, SMALL  # noqa: E402
+
 # Every registered family's Config derives from OutputLayerConfig and none overrides
 # LanguageModel.logits, so all of them take output: adaptive; none is skipped.
 SKIP = {}
@@ -42,12 +31,7 @@ CUTOFFS = [10, 40]
 DIV = 2.0
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_adaptive(name, **kw):

@@ -9,19 +9,8 @@ from nbest_rescore.models import MODEL_REGISTRY, build_model, load_model, save_m
 from nbest_rescore.models.base import expand_state, reset_state, select_state
 from nbest_rescore.vocab import Vocabulary
 
-SMALL = {"embedding_dim": 12, "hidden_size": 10}
-# tiny per-model settings for the generic tests (one line per registered model)
-EXTRA = {
-    "amn": {"num_memcells": 3, "anneal_t0": 5.0},
-    "hornn": {"order": 3, "pooling": "gated"},
-    "transformer": {"num_layers": 2, "num_heads": 2, "ff_dim": 16, "window": 4, "dropout": 0.0},
-    "attention": {"window": 4},
-    "key-value": {"window": 3},
-    "key-value-predict": {"window": 3},
-    "ngram-rnn": {"order": 4},
-    "dnc": {"memory_slots": 5, "memory_width": 4, "read_heads": 2, "deallocation": "fmd"},
-    "lstm": {"num_layers": 2},
-}
+from tiny_models import EXTRA, SMALL  # noqa: E402  (tests/ is on sys.path, see conftest.py)
+
 V = 40
 
 

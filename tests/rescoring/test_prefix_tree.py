@@ -2,8 +2,6 @@
 same NN costs from ``tree``, ``padded`` and ``single`` scoring (and an independent
 one-pass reference) with the trained tiny GRU and with small random models of every
 registered name, from start states reached after reading a history."""
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,16 +16,7 @@ from nbest_rescore.vocab import Vocabulary
 TOL = 1e-4  # nats
 
 
-def _model_test_settings():
-    """SMALL and EXTRA (tiny per-model configs) of tests/models/test_models.py."""
-    path = Path(__file__).resolve().parents[1] / "models" / "test_models.py"
-    spec = importlib.util.spec_from_file_location("_model_test_settings", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.SMALL, mod.EXTRA
-
-
-SMALL, EXTRA = _model_test_settings()
+from tiny_models import EXTRA, SMALL  # noqa: E402  (tests/ is on sys.path, see conftest.py)
 
 
 def ci_hyps(ci_nbest, n_utts=None, per_utt=None):

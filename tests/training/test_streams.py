@@ -15,13 +15,7 @@ from nbest_rescore.vocab import Vocabulary
 BPTT = 7
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread (the machine is shared); restored afterwards."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
