@@ -100,6 +100,13 @@ class OptimConfig:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise DataError(f"optim.{key} must be a number > 0, got {v!r}")
+        for key in ("shuffle", "cuda_graph", "halve_lr_on_plateau"):
+            if not isinstance(getattr(self, key), bool):
+                raise DataError(f"optim.{key} must be true or false, got {getattr(self, key)!r}")
+        for key in ("weight_decay", "momentum"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise DataError(f"optim.{key} must be a number >= 0, got {v!r}")
         if not (isinstance(self.min_lr_ratio, (int, float)) and 0 <= self.min_lr_ratio <= 1):
             raise DataError(f"optim.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
 

@@ -147,6 +147,8 @@ def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> Li
     Returns:
         increasing cutoffs, each in [1, V - 1] (at least one); the head is kept at
         no fewer than min(V - 1, 128) words and each cluster non-empty.
+    Raises:
+        DataError: fewer than 3 words.
     """
     v = len(counts)
     if v < 3:

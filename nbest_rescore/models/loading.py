@@ -14,16 +14,22 @@ from .base import LanguageModel
 from .registry import build_model
 
 
-def save_model(path, model: LanguageModel, vocab: Vocabulary, info: Optional[dict] = None) -> None:
+def save_model(path, model: LanguageModel, vocab: Vocabulary, info: Optional[dict] = None,
+               state_dict: Optional[dict] = None, extra: Optional[dict] = None) -> None:
     """Write ``model`` (CPU copy of its weights), its config and ``vocab`` to ``path``
-    atomically. ``info`` holds training facts (epochs, perplexity, seconds)."""
+    atomically. ``info`` holds training facts (epochs, perplexity, seconds);
+    ``state_dict`` replaces the model's current weights (e.g. the best epoch's);
+    ``extra`` adds keys (e.g. the trainer's ``resume`` state), loadable with
+    ``weights_only``."""
+    weights = model.state_dict() if state_dict is None else state_dict
     payload = {
         "format": CHECKPOINT_FORMAT,
         "model": model.name,
         "config": model.config_dict(),
         "vocab": list(vocab.words),
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "state_dict": {k: v.detach().cpu() for k, v in weights.items()},
         "info": dict(info or {}),
+        **(extra or {}),
     }
     save_checkpoint(path, payload)
 

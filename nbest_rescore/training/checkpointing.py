@@ -21,7 +21,8 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import DataError
-from ..io.checkpoint import load_checkpoint, save_checkpoint
+from ..io.checkpoint import load_checkpoint
+from ..models import save_model
 from ..vocab import Vocabulary
 
 
@@ -79,23 +80,19 @@ def _cpu(state_dict: dict) -> dict:
     return {k: v.detach().cpu().clone() for k, v in state_dict.items()}
 
 
-def _payload(model, vocab: Vocabulary, state_dict: dict, info: dict) -> dict:
-    return {"model": model.name, "config": model.config_dict(), "vocab": list(vocab.words),
-            "state_dict": _cpu(state_dict), "info": info}
-
-
 def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict) -> None:
     """Write the best weights to ``out_path`` and the resumable state to
     :func:`last_path` (each atomically)."""
     best = run.best_state if run.best_state is not None else model.state_dict()
-    save_checkpoint(out_path, _payload(model, vocab, best, info))
-    resume = {"epoch": run.epoch, "step": run.step, "planned_steps": run.planned_steps, "tokens": run.tokens, "seconds": run.seconds,
-              "lr_scale": run.lr_scale, "best_ppl": run.best_ppl if math.isfinite(run.best_ppl) else None,
+    save_model(out_path, model, vocab, info, state_dict=best)
+    resume = {"epoch": run.epoch, "step": run.step, "planned_steps": run.planned_steps,
+              "tokens": run.tokens, "seconds": run.seconds, "lr_scale": run.lr_scale,
+              "best_ppl": run.best_ppl if math.isfinite(run.best_ppl) else None,
               "bad_epochs": run.bad_epochs, "history": list(run.history),
               "best_state": _cpu(best), "optimizer": opt.state_dict(),
               "rng": torch.get_rng_state(),
               "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
-    save_checkpoint(last_path(out_path), {**_payload(model, vocab, model.state_dict(), info), "resume": resume})
+    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume})
 
 
 def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:

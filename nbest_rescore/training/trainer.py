@@ -35,6 +35,7 @@ from ..evaluation.perplexity import nll_of_streams
 from ..io.lm_text import read_lm_text
 from ..models import build_model
 from ..models.base import default_adaptive_cutoffs, detach_state
+from ..models.registry import config_from_dict, get_model_class
 from ..vocab import Vocabulary
 from . import checkpointing
 from .schedule import LRSchedule
@@ -224,8 +225,8 @@ def make_optimizer(model, o, capturable: bool = False) -> torch.optim.Optimizer:
 
 
 def set_lr(opt, lr: float) -> None:
-    """Set every parameter group's learning rate (in place when it is a tensor, so a
-    captured CUDA graph sees it; no host synchronisation)."""
+    """Set every parameter group's learning rate ``lr`` (per update; in place when it
+    is a tensor, so a captured CUDA graph sees it; no host synchronisation)."""
     for g in opt.param_groups:
         if isinstance(g["lr"], Tensor):
             g["lr"].fill_(lr)
@@ -234,7 +235,8 @@ def set_lr(opt, lr: float) -> None:
 
 
 def get_lr(opt) -> float:
-    """The first parameter group's learning rate as a float."""
+    """The first parameter group's learning rate as a float (reads a tensor learning
+    rate back from the device: call it per epoch, not per step)."""
     lr = opt.param_groups[0]["lr"]
     return float(lr)
 
@@ -296,7 +298,9 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         :class:`EpochStats` (the NLL is read back once, at the end).
     """
     device = next(model.parameters()).device
-    counts = streams.mask.sum(0).cpu()  # [L]: real tokens per column (host copy, once)
+    # real tokens per segment, read to the host once (the progress bar's count)
+    counts = streams.mask.sum(0).cpu()
+    seg_tokens = [int(counts[i:i + bptt].sum()) for i in range(0, counts.shape[0], bptt)]
     if streams.inputs.device != device:
         streams = streams.to(device)
     aligned = streams.align == bptt
@@ -314,7 +318,7 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
     tokens = steps = 0
     timed_out = False
     t0 = time.perf_counter()
-    for start in range(0, length, bptt):
+    for k, start in enumerate(range(0, length, bptt)):
         if max_steps is not None and steps >= max_steps:
             break
         if deadline is not None and time.perf_counter() > deadline:
@@ -332,7 +336,7 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
             nll += step.nll
             if abs_log_z is not None:
                 abs_log_z += step.abs_log_z
-        n = int(counts[sl].sum())
+        n = seg_tokens[k]
         tokens += n
         steps += 1
         if bar is not None:
@@ -384,6 +388,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
     o = cfg.optim
     device = torch.device(device)
     checkpointing.check_writable(out_path)
+    config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)  # bad model_config: fail before reading data
     if o.dtype == "bfloat16" and device.type != "cuda":
         raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
                         f"{device}: use --device cuda or --dtype float32")

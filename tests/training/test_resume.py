@@ -210,3 +210,37 @@ def test_group_seed_seeds_training(DATA, tmp_path):
     assert not differ(c5, s5)
     assert differ(c5, s3)
     assert load_checkpoint(tmp_path / "c5.pt")["info"]["train_config"]["optim"]["seed"] == 5
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--dtype", "float16"], "--dtype"),
+    (["--stop-after-epochs", "0"], "--stop-after-epochs"),
+    (["--resume", "no/such/run.last.pt"], "--resume"),
+    (["--init-from", "no/such/model.pt"], "--init-from"),
+])
+def test_cli_train_rejects_bad_new_options(DATA, tmp_path, no_reading, args, expect):
+    """Each new train option with a wrong value: a usage error (exit 2) naming the
+    option, no traceback, nothing read or written."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model: gru\nmodel_config: {embedding_dim: 8, hidden_size: 8}\n")
+    out = tmp_path / "m.pt"
+    res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(out), *args])
+    assert res.exit_code == 2, res.output
+    assert expect in res.output and "Traceback" not in res.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("yaml_line,key", [
+    ("optim: {shuffle: maybe}", "optim.shuffle"),
+    ("optim: {lr_schedule: step}", "optim.lr_schedule"),
+    ("model_config: {output: hierarchical}", "model_config.output"),
+    ("model_config: {output: adaptive, adaptive_cutoffs: [50, 10]}", "adaptive_cutoffs"),
+])
+def test_cli_train_bad_config_values_exit_1_with_the_key(DATA, tmp_path, yaml_line, key):
+    """A config value of the wrong kind or range: exit 1, one message naming the key."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"model: gru\n{yaml_line}\ndata: {{train: {DATA / 'lm' / 'lm_valid.txt'}, valid: null, "
+                   f"max_words: 300}}\n")
+    res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(tmp_path / "m.pt"), "--no-progress"])
+    assert res.exit_code == 1, res.output
+    assert key in res.output and "Traceback" not in res.output

@@ -66,6 +66,8 @@ def test_time_budget_takes_over_when_further(kind):
     ("batch_size", 0), ("bptt", 0), ("lr", -1), ("lr", 0), ("lr_schedule", "exponential"),
     ("dtype", "float16"), ("warmup_steps", -1), ("max_epochs", 0), ("optimizer", "rmsprop"),
     ("min_lr_ratio", 1.5), ("clip", 0.0), ("batch_size", 2.5), ("bptt", True), ("checkpoint_every", 0),
+    ("shuffle", "no"), ("cuda_graph", 1), ("halve_lr_on_plateau", "false"), ("weight_decay", -0.1),
+    ("momentum", "0.9"), ("log_interval", 0),
 ])
 def test_optim_config_rejects_bad_values(key, value):
     with pytest.raises(DataError, match=rf"optim\.{key}\b") as err:
