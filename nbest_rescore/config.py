@@ -3,10 +3,23 @@
 Relative paths in a config are resolved against the current directory (run commands
 from the repository root); if not found there, against the config file's directory
 and its parent.
+
+Every value is checked when a config is built (:func:`check_fields`, run by each
+dataclass's ``__post_init__``) and :func:`load_train_config` also checks the model name
+and ``model_config`` (:func:`validate_train_config`), so a bad config fails with a
+DataError such as ``conf/x.yaml: optim.lr must be a finite number > 0, got -0.1; e.g.
+lr: 0.001`` before any data is read.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import math
+import numbers
+import os
+import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -14,6 +27,143 @@ from typing import Optional
 import yaml
 
 from .errors import DataError
+from .vocab import MIN_VOCAB_SIZE, SPECIALS
+
+
+# -- generic field validation ------------------------------------------------------------
+# Every config dataclass (these sections and each model family's ``Config``) calls
+# :func:`check_fields` in ``__post_init__``. The field annotations give the types; the
+# class attributes (merged along the MRO, subclasses win) give the rest:
+#   _SECTION  name used in messages ("optim" -> "optim.lr"; "" -> "model")
+#   _RANGES   {field: ">= 1" | "> 0" | ">= 0" | "[0, 1)" | "(0, 1]" | ... [+ " (note)"]}
+#   _CHOICES  {field: (allowed strings, ...)}
+#   _EXAMPLES {field: a valid value for the "e.g." hint} (default: the field's default)
+# Defaults: integers >= 1 (sizes, dims, counts), fields named dropout* in [0, 1), other
+# numbers any finite value, strings non-empty.
+
+_RANGE_RE = re.compile(r"\s*(?:(>=|>|<=|<)\s*(-?[\d.]+)|([\[(])\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*([\])]))\s*(.*)$")
+
+
+@functools.lru_cache(maxsize=None)
+def _parse_range(spec: str):
+    m = _RANGE_RE.match(spec)
+    if not m:
+        raise ValueError(f"bad range spec {spec!r}")
+    op, bound, lb, lo, hi, rb, note = m.groups()
+    if op:
+        b = float(bound)
+        test = {">=": lambda v: v >= b, ">": lambda v: v > b, "<=": lambda v: v <= b, "<": lambda v: v < b}[op]
+        text = f"{op} {bound}"
+    else:
+        lo_f, hi_f = float(lo), float(hi)
+
+        def test(v):
+            return ((v > lo_f) if lb == "(" else (v >= lo_f)) and ((v < hi_f) if rb == ")" else (v <= hi_f))
+        text = f"in {lb}{lo}, {hi}{rb}"
+    return test, text + (f" {note}" if note else "")
+
+
+def _merged(cls, attr: str) -> dict:
+    out: dict = {}
+    for k in reversed(cls.__mro__):
+        out.update(vars(k).get(attr, {}))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls) -> dict:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_TYPE_WORDS = {int: "an integer", float: "a finite number", bool: "true or false", str: "a non-empty string",
+               dict: "a mapping (key: value lines)"}
+_TYPE_TESTS = {int: _is_int, float: _is_number, bool: lambda v: isinstance(v, bool),
+               str: lambda v: isinstance(v, str) and v != "", dict: lambda v: isinstance(v, dict)}
+
+
+def _unpack(tp):
+    """(nullable, is_list, element type) of an annotation: ``Optional[List[int]]`` ->
+    (True, True, int); ``float`` -> (False, False, float)."""
+    nullable = False
+    if typing.get_origin(tp) is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        nullable, tp = len(args) < len(typing.get_args(tp)), args[0]
+    if typing.get_origin(tp) in (list, tuple):
+        return nullable, True, (typing.get_args(tp) or (typing.Any,))[0]
+    return nullable, False, tp
+
+
+def _found(v) -> str:
+    """``'512' (a string: remove the quotes)``-style description of a bad value."""
+    kind = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping", type(None): "null"}.get(type(v))
+    if v == "":
+        kind = "an empty string"
+    elif isinstance(v, str):
+        try:
+            float(v)
+            kind = "a string: remove the quotes"
+        except ValueError:
+            pass
+    return f"{v!r} ({kind})" if kind else repr(v)
+
+
+def yaml_value(v) -> str:
+    """``v`` as it would be written in a YAML config (for ``e.g.`` hints)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(yaml_value(x) for x in v) + "]"
+    return str(v)
+
+
+def check_fields(obj) -> None:
+    """Validate every field of the config dataclass ``obj`` against its annotation,
+    range and choices (see the comment above); DataError naming ``section.field``,
+    the value found, what was expected and a valid example."""
+    cls = type(obj)
+    section = getattr(cls, "_SECTION", cls.__name__)
+    prefix = f"{section}." if section else ""
+    ranges, choices, examples = _merged(cls, "_RANGES"), _merged(cls, "_CHOICES"), _merged(cls, "_EXAMPLES")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name, tp in _hints(cls).items():
+        v = getattr(obj, name)
+        nullable, is_list, elem = _unpack(tp)
+        spec = ranges.get(name)
+        if spec is None and elem is int:
+            spec = ">= 1"
+        elif spec is None and elem is float and name.startswith("dropout"):
+            spec = "[0, 1)"
+        range_test, range_text = _parse_range(spec) if spec else (None, "")
+        elem_test = _TYPE_TESTS.get(elem, lambda x: True)
+        items = v if is_list and isinstance(v, (list, tuple)) else [v]
+        if v is None:
+            type_ok = ok = nullable
+        else:
+            type_ok = (not is_list or isinstance(v, (list, tuple))) and all(elem_test(x) for x in items)
+            ok = type_ok and (range_test is None or all(range_test(x) for x in items))
+        word = _TYPE_WORDS.get(elem, getattr(elem, "__name__", str(elem)))
+        if is_list:
+            word = f"a list of {word.split(' ', 1)[-1]}s" + (" each" if range_text else "")
+        expected = word + (f" {range_text}" if range_text else "") + (" or null" if nullable else "")
+        if ok and name in choices and v is not None and v not in choices[name]:
+            ok, expected = False, f"one of {', '.join(map(str, choices[name]))}"
+        if not ok:
+            example = examples.get(name, defaults.get(name))
+            if example is None or example is dataclasses.MISSING:
+                example = choices.get(name, ("...",))[0]
+            raise DataError(f"{prefix}{name} must be {expected}, got {_found(v) if not type_ok else repr(v)}; "
+                            f"e.g. {name}: {yaml_value(example)}")
 
 
 @dataclass
@@ -24,6 +174,14 @@ class DataConfig:
     valid: Optional[str] = "../shared/data/abc-nbest/lm/lm_valid.txt"
     max_words: Optional[int] = None  # word budget: train on a prefix of the text
     max_valid_words: Optional[int] = None
+
+    _SECTION = "data"
+    _EXAMPLES = {"train": "data/lm_train.txt", "valid": "data/lm_valid.txt", "max_words": 1000000,
+                 "max_valid_words": 100000}
+
+    def __post_init__(self):
+        _paths_to_str(self, ("train", "valid"))
+        check_fields(self)
 
 
 @dataclass
@@ -36,6 +194,14 @@ class VocabConfig:
     min_count: int = 1
     restrict_to: Optional[str] = None
     file: Optional[str] = None
+
+    _SECTION = "vocab"
+    _RANGES = {"max_size": f">= {MIN_VOCAB_SIZE} ({', '.join(SPECIALS)} and at least one word)"}
+    _EXAMPLES = {"restrict_to": "data/lang/words.txt", "file": "data/lm_vocab.txt"}
+
+    def __post_init__(self):
+        _paths_to_str(self, ("restrict_to", "file"))
+        check_fields(self)
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -83,32 +249,15 @@ class OptimConfig:
     cuda_graph: bool = True  # on CUDA: replay the training step as one CUDA graph
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch is always saved)
 
+    _SECTION = "optim"
+    _RANGES = {"lr": "> 0", "clip": "> 0", "max_seconds": "> 0", "seed": ">= 0", "warmup_steps": ">= 0",
+               "self_norm_weight": ">= 0 (0 = off)", "weight_decay": ">= 0", "momentum": ">= 0",
+               "min_lr_ratio": "[0, 1]"}
+    _CHOICES = {"optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES, "dtype": TRAIN_DTYPES}
+    _EXAMPLES = {"max_seconds": 3600, "threads": 4, "self_norm_weight": 0.1}
+
     def __post_init__(self):
-        if not self.self_norm_weight >= 0:
-            raise DataError(f"optim.self_norm_weight must be >= 0 (0 = off, e.g. 0.1), "
-                            f"got {self.self_norm_weight!r}")
-        for key, choices in (("optimizer", OPTIMIZERS), ("lr_schedule", LR_SCHEDULES), ("dtype", TRAIN_DTYPES)):
-            if getattr(self, key) not in choices:
-                raise DataError(f"optim.{key} must be one of {', '.join(choices)}, got {getattr(self, key)!r}")
-        for key in ("batch_size", "bptt", "max_epochs", "log_interval", "checkpoint_every"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise DataError(f"optim.{key} must be an integer >= 1, got {v!r}")
-        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise DataError(f"optim.warmup_steps must be an integer >= 0, got {self.warmup_steps!r}")
-        for key in ("lr", "clip"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise DataError(f"optim.{key} must be a number > 0, got {v!r}")
-        for key in ("shuffle", "cuda_graph", "halve_lr_on_plateau"):
-            if not isinstance(getattr(self, key), bool):
-                raise DataError(f"optim.{key} must be true or false, got {getattr(self, key)!r}")
-        for key in ("weight_decay", "momentum"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise DataError(f"optim.{key} must be a number >= 0, got {v!r}")
-        if not (isinstance(self.min_lr_ratio, (int, float)) and 0 <= self.min_lr_ratio <= 1):
-            raise DataError(f"optim.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        check_fields(self)
 
 
 @dataclass
@@ -122,37 +271,107 @@ class TrainConfig:
     vocab: VocabConfig = field(default_factory=VocabConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
 
+    _SECTION = ""
+    _EXAMPLES = {"model_config": "{hidden_size: 512}"}
 
-def _build(cls, values, where):
+    def __post_init__(self):
+        check_fields(self)
+        for key, cls in _SECTIONS.items():
+            if not isinstance(getattr(self, key), cls):
+                raise DataError(f"{key} must be the {key} section ({cls.__name__}, a mapping in YAML), "
+                                f"got {getattr(self, key)!r}")
+
+
+_SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "optim": OptimConfig}
+
+
+def _paths_to_str(obj, names) -> None:
+    """Path objects given by Python callers become strings (as YAML gives them)."""
+    for name in names:
+        v = getattr(obj, name)
+        if isinstance(v, os.PathLike):
+            setattr(obj, name, os.fspath(v))
+
+
+def _unknown_keys(section: str, values: dict, valid) -> DataError:
+    """DataError for keys of ``values`` not in ``valid``, with close matches suggested."""
+    valid = sorted(valid)
+    unknown = sorted(str(k) for k in values if k not in valid)
+    hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown
+             for m in [difflib.get_close_matches(k, valid, n=1)] if m]
+    return DataError(f"{section}: unknown key(s) {unknown}" + (f" ({'; '.join(hints)})" if hints else "")
+                     + f"; valid: {valid}")
+
+
+def _build(cls, values, section: str = ""):
+    """``cls(**values)`` for a YAML mapping (sections built recursively); DataError
+    for a non-mapping, unknown keys or bad values (messages without the file name)."""
     if values is None:
         return cls()
+    where = section or "the config"
     if not isinstance(values, dict):
-        raise DataError(f"{where}: expected a mapping, found {type(values).__name__}")
-    names = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = set(values) - set(names)
-    if unknown:
-        raise DataError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(names)}")
+        raise DataError(f"{where} must be a mapping (key: value lines), got {_found(values)}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    if set(values) - names:
+        raise _unknown_keys(where, values, names)
     kwargs = {}
     for k, v in values.items():
-        sub = {"data": DataConfig, "vocab": VocabConfig, "optim": OptimConfig}.get(k) if cls is TrainConfig else None
-        kwargs[k] = _build(sub, v, f"{where}.{k}") if sub else v
+        sub = _SECTIONS.get(k) if cls is TrainConfig else None
+        if sub:
+            v = _build(sub, v, k)
+        elif cls is TrainConfig and k == "model_config" and v is None:
+            v = {}
+        kwargs[k] = v
     return cls(**kwargs)
 
 
+def validate_train_config(cfg: TrainConfig, source=None) -> None:
+    """Check a whole training config before any data is read or model built: every
+    section's fields (again, so that values set after loading, e.g. CLI overrides, are
+    checked too), the model name and ``model_config`` against the model's ``Config``.
+
+    Args:
+        cfg: the config; source: the config file, named at the start of messages.
+    Raises:
+        DataError: ``"<source>: optim.lr must be a finite number > 0, got -0.1; e.g. lr: 0.001"``.
+    """
+    from .models.registry import config_from_dict, get_model_class  # lazy: models import torch
+
+    try:
+        for key in ("data", "vocab", "optim"):
+            dataclasses.replace(getattr(cfg, key))  # re-runs __post_init__ on the current values
+        dataclasses.replace(cfg)
+        config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)
+    except DataError as exc:
+        if source is None:
+            raise
+        raise DataError(f"{source}: {exc}") from None
+
+
 def load_train_config(path) -> TrainConfig:
-    """Read a YAML training config. Raises DataError for unreadable YAML or unknown keys."""
+    """Read a YAML training config and check it (:func:`validate_train_config`);
+    relative paths are resolved (:func:`resolve_path`). Raises DataError, starting
+    with the file name, for unreadable YAML, unknown keys, bad values, an unknown
+    model or a missing data file."""
     try:
         with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f) or {}
+            raw = yaml.safe_load(f)
     except (OSError, yaml.YAMLError) as exc:
         raise DataError(f"cannot read config {path}: {exc}") from exc
-    cfg = _build(TrainConfig, raw, str(path))
-    base = Path(path).resolve().parent
-    for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file")):
-        obj = getattr(cfg, section)
-        val = getattr(obj, key)
-        if val:
-            setattr(obj, key, resolve_path(val, base))
+    try:
+        cfg = _build(TrainConfig, {} if raw is None else raw)
+        validate_train_config(cfg)
+        base = Path(path).resolve().parent
+        for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file")):
+            obj = getattr(cfg, section)
+            val = getattr(obj, key)
+            if val:
+                try:
+                    setattr(obj, key, resolve_path(val, base))
+                except DataError as exc:
+                    raise DataError(f"{section}.{key}: {exc}") from None
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
     return cfg
 
 

@@ -59,7 +59,8 @@ class NbestList:
 class NbestSet:
     """All N-best lists of a data set, in spoken order (documents, then utterances).
 
-    ``doc_source`` says where the grouping came from: ``utt2doc``, ``utt2spk`` or
+    ``doc_source`` says where the grouping came from: ``utt2doc``, ``utt2spk``,
+    ``file`` (a plain list without ``utt2doc``: the whole file is one document) or
     ``none`` (one document per utterance).
     """
 
@@ -85,3 +86,59 @@ class NbestSet:
     def num_hyps(self) -> int:
         """Total number of hypotheses over all utterances."""
         return sum(len(u) for u in self.utterances)
+
+    def flat(self, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
+        """The per-hypothesis arrays of the whole set (see :class:`FlatNbest`)."""
+        return FlatNbest.of(self, ngram_cost)
+
+
+@dataclass(frozen=True)
+class FlatNbest:
+    """Every hypothesis of an :class:`NbestSet` in set order (utterances, then rank).
+
+    Utterance ``u`` owns the flat rows ``offsets[u]:offsets[u + 1]``; H hypotheses and
+    U utterances in all. Costs are negated natural logs.
+
+    Attributes:
+        offsets: int64 [U + 1], ``offsets[-1] == H``.
+        ac_cost, lm_cost, graph_cost: float64 [H] (``lm_cost`` replaced by the
+            ``ngram_cost`` given to :meth:`of`, e.g. costs recomputed from an ARPA file).
+        num_words: int64 [H] words per hypothesis (``</s>`` not counted).
+        hyps: the H word tuples; keys: the H hypothesis keys.
+    """
+
+    offsets: np.ndarray
+    ac_cost: np.ndarray
+    lm_cost: np.ndarray
+    graph_cost: np.ndarray
+    num_words: np.ndarray
+    hyps: Tuple[Words, ...]
+    keys: Tuple[str, ...]
+
+    @classmethod
+    def of(cls, nbest: NbestSet, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
+        """Flatten ``nbest``. Raises ValueError when ``ngram_cost`` is not [H]."""
+        u = nbest.utterances
+        offsets = np.zeros(len(u) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(x) for x in u])
+
+        def cat(name):
+            return np.concatenate([np.asarray(getattr(x, name), dtype=np.float64) for x in u]) if u \
+                else np.zeros(0)
+
+        lm = cat("lm_cost")
+        if ngram_cost is not None:
+            ngram_cost = np.asarray(ngram_cost, dtype=np.float64)
+            if ngram_cost.shape != lm.shape:
+                raise ValueError(f"ngram_cost has shape {ngram_cost.shape}, the lists have {lm.shape[0]} hypotheses")
+            lm = ngram_cost
+        nwords = np.concatenate([x.num_words for x in u]) if u else np.zeros(0, dtype=np.int64)
+        return cls(offsets, cat("ac_cost"), lm, cat("graph_cost"), nwords,
+                   tuple(h for x in u for h in x.hyps), tuple(k for x in u for k in x.keys))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def utterance_of(self) -> np.ndarray:
+        """int64 [H]: the utterance index of every flat row."""
+        return np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))

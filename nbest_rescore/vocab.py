@@ -14,6 +14,8 @@ from .errors import DataError
 UNK = "<unk>"
 EOS = "</s>"
 SPECIALS = (EOS, UNK)
+#: the smallest useful vocabulary: the specials and at least one real word
+MIN_VOCAB_SIZE = len(SPECIALS) + 1
 
 
 class Vocabulary:
@@ -55,17 +57,30 @@ class Vocabulary:
 
         Args:
             counts: word counts of the training text.
-            max_size: total size including ``</s>`` and ``<unk>`` (None: no limit).
+            max_size: total size including ``</s>`` and ``<unk>`` (None: no limit);
+                at least ``MIN_VOCAB_SIZE`` (3).
             min_count: minimum count of a kept word.
             restrict_to: if given, only these words may enter (e.g. the first-pass
                 decoder's vocabulary, so every N-best word is known).
+        Raises:
+            DataError: ``max_size`` below ``MIN_VOCAB_SIZE``, or no word left besides
+                the specials (``min_count`` too high, ``restrict_to`` shares no word).
         """
+        if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int)
+                                     or max_size < MIN_VOCAB_SIZE):
+            raise DataError(f"vocabulary max_size must be an integer >= {MIN_VOCAB_SIZE} ({', '.join(SPECIALS)} "
+                            f"and at least one word) or None, got {max_size!r}")
         allowed = set(restrict_to) if restrict_to is not None else None
         items = [(w, c) for w, c in counts.items()
                  if c >= min_count and w not in SPECIALS and (allowed is None or w in allowed)]
         items.sort(key=lambda wc: (-wc[1], wc[0]))
         if max_size is not None:
-            items = items[: max(0, max_size - len(SPECIALS))]
+            items = items[: max_size - len(SPECIALS)]
+        if not items:
+            raise DataError(f"no word of the training text has count >= {min_count}"
+                            + (" and is in the restrict_to word list" if allowed is not None else "")
+                            + f" ({len(counts)} distinct words): the vocabulary would hold only "
+                              f"{', '.join(SPECIALS)}; lower vocab.min_count or check vocab.restrict_to")
         return cls(list(SPECIALS) + [w for w, _ in items])
 
     def by_frequency(self, counts: Counter) -> "Vocabulary":
@@ -89,4 +104,6 @@ class Vocabulary:
         if not words:
             raise DataError(f"vocabulary file {path} is empty")
         rest = [w for w in dict.fromkeys(words) if w not in SPECIALS and w not in ("<s>", "<eps>")]
+        if not rest:
+            raise DataError(f"vocabulary file {path} holds no word besides {', '.join(SPECIALS)}, <s>, <eps>")
         return cls(list(SPECIALS) + rest)

@@ -7,23 +7,71 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/tiny_models.py
 
-_BESIDE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "abc-nbest"
-_DATA = Path(os.environ.get("ABC_NBEST_DATA", _BESIDE if _BESIDE.is_dir() else "/work/shared/data/abc-nbest"))
+REPO = Path(__file__).resolve().parents[1]
+# The examples/ and recipes/ configs name the data as ../shared/data/abc-nbest relative to
+# the repository; ABC_NBEST_DATA points the tests elsewhere (no other fallback: a data
+# directory the configs cannot see would make the config-based tests error, not skip).
+_BESIDE = REPO.parent / "shared" / "data" / "abc-nbest"
+_CONFIG_DATA = "../shared/data/abc-nbest"
+_ENV = os.environ.get("ABC_NBEST_DATA") or None
+_DATA = Path(_ENV) if _ENV else _BESIDE
+_FOUND = (_DATA / "ci").is_dir() and (_DATA / "lm").is_dir()
+SKIP_NO_DATA = (f"benchmark data not found at {_DATA}: put {_CONFIG_DATA} beside the repo "
+                f"or set ABC_NBEST_DATA")
+
+
+def pytest_report_header(config):
+    how = "from ABC_NBEST_DATA" if _ENV else f"{_CONFIG_DATA} beside the repository; ABC_NBEST_DATA unset"
+    state = "found" if _FOUND else "NOT FOUND (needs ci/ and lm/): every data test is skipped"
+    return f"benchmark data: {_DATA} ({how}): {state}"
 
 
 @pytest.fixture(scope="session")
 def DATA() -> Path:
-    """Root of the abc-nbest benchmark data (``ci/``, ``dev/``, ``lm/``); skips if absent."""
-    if not _DATA.is_dir():
-        pytest.skip(f"benchmark data not found at {_DATA} (set ABC_NBEST_DATA)")
+    """Root of the abc-nbest benchmark data (``ci/``, ``dev/``, ``lm/``); skips if absent.
+    Every test that reads the data must depend on this fixture (directly or through
+    another fixture), never on a path of its own."""
+    if not _FOUND:
+        pytest.skip(SKIP_NO_DATA)
     return _DATA
 
 
-REPO = Path(__file__).resolve().parents[1]
+def _data_is_beside() -> bool:
+    try:
+        return _DATA.resolve() == _BESIDE.resolve()
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")
-def tiny_lm(DATA, tmp_path_factory) -> Path:
+def repo_data(DATA) -> Path:
+    """DATA, for tests that read a repository config as it is (its paths name
+    ../shared/data/abc-nbest): skips when the data is elsewhere (ABC_NBEST_DATA)."""
+    if not _data_is_beside():
+        pytest.skip(f"the repository configs name {_CONFIG_DATA} (= {_BESIDE}), but the data is at {DATA}")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def example_config(DATA, tmp_path_factory):
+    """``example_config(name)``: path of ``examples/<name>.yaml`` reading the data at DATA:
+    the file itself when the data is beside the repository, else a copy whose
+    ``../shared/data/abc-nbest`` paths point at DATA."""
+    out_dir = tmp_path_factory.mktemp("configs")
+
+    def get(name: str) -> str:
+        src = REPO / "examples" / f"{name}.yaml"
+        if _data_is_beside():
+            return str(src)
+        dst = out_dir / src.name
+        dst.write_text(src.read_text().replace(_CONFIG_DATA, str(DATA)))
+        return str(dst)
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(DATA, example_config, tmp_path_factory) -> Path:
     """A tiny GRU trained with ``nbest-rescore train --config examples/tiny.yaml`` on a
     prefix of the benchmark's LM text (shared by the whole session)."""
     from click.testing import CliRunner
@@ -34,7 +82,7 @@ def tiny_lm(DATA, tmp_path_factory) -> Path:
     cwd = os.getcwd()
     os.chdir(REPO)
     try:
-        res = CliRunner().invoke(main, ["train", "--config", "examples/tiny.yaml", "--out", str(out),
+        res = CliRunner().invoke(main, ["train", "--config", example_config("tiny"), "--out", str(out),
                                         "--max-words", "30000", "--max-epochs", "1", "--no-progress"])
     finally:
         os.chdir(cwd)

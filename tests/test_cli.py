@@ -93,7 +93,7 @@ def test_ppl_equals_one_pass_per_document(tiny_lm, DATA, tmp_path):
     docs = [refs[:5], refs[5:12], refs[12:20]]
     path = tmp_path / "t.txt"
     path.write_text("\n\n".join("\n".join(" ".join(s) for s in d) for d in docs) + "\n")
-    rep = json.loads(run(["ppl", "--lm", tiny_lm, "--text", path, "--batch-size", "2"]).output)
+    rep = json.loads(run(["ppl", "--lm", tiny_lm, "--text", path, "--batch-size", "2"]).stdout)
     m, vocab, _ = load_model(tiny_lm)
     nll, n, oov, words = 0.0, 0, 0, 0
     for d in docs:
@@ -243,7 +243,7 @@ def test_models_lists_every_registered_model_with_a_summary():
 def test_info_counts_parameters_with_and_without_embeddings(tiny_lm):
     from nbest_rescore.models import load_model
 
-    row = json.loads(run(["info", "--json", tiny_lm]).output)
+    row = json.loads(run(["info", "--json", tiny_lm]).stdout)
     m, vocab, info = load_model(tiny_lm)
     total = sum(p.numel() for p in m.parameters())
     emb = m.embedding.weight.numel() + m.decoder.weight.numel()

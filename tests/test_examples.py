@@ -25,12 +25,12 @@ def test_every_registered_model_has_an_example_config():
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_example_trains_on_20k_words_and_scores_ci(DATA, ci_nbest, tmp_path, config):
+def test_example_trains_on_20k_words_and_scores_ci(DATA, example_config, ci_nbest, tmp_path, config):
     ckpt = tmp_path / "m.pt"
     cwd = os.getcwd()
-    os.chdir(REPO)  # the configs name ../shared/... relative to the repository
+    os.chdir(REPO)  # the configs name ../shared/... relative to the repository (example_config: or DATA)
     try:
-        res = CliRunner().invoke(main, ["train", "--config", f"examples/{config}.yaml", "--max-words", "20000",
+        res = CliRunner().invoke(main, ["train", "--config", example_config(config), "--max-words", "20000",
                                         "--max-epochs", "1", "--out", str(ckpt), "--no-progress"])
     finally:
         os.chdir(cwd)

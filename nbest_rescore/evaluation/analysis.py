@@ -39,9 +39,8 @@ import torch
 
 from ..errors import DataError
 from ..models.base import LanguageModel, detach_state
-from ..training.streams import Streams, encode_document, make_streams, run_segment, segments
+from ..training.streams import Streams, encode_document, make_streams, nll_of_streams, run_segment, segments
 from ..vocab import Vocabulary
-from .perplexity import nll_of_streams
 
 __all__ = ["AMN_MODELS", "WINDOW_MODELS", "WordEntropy", "AMNAnalysis", "WindowAnalysis",
            "analyze_model", "write_analysis"]
@@ -331,7 +330,8 @@ def write_analysis(result: Analysis, out_dir, settings: Optional[Dict] = None) -
     ``out_dir`` (created if missing), every file atomically.
 
     AMN: attention_entropy.png, memcell_attention.png, memcell_cosine.png,
-    memcell_ppl.png; window models: window_attention.png.
+    memcell_ppl.png; window models: window_attention.png. Every plot is titled with
+    :func:`analysis_title` of ``settings`` (LM checkpoint and text) above what it shows.
 
     Returns:
         the written paths, ``analysis.json`` first.
@@ -339,21 +339,48 @@ def write_analysis(result: Analysis, out_dir, settings: Optional[Dict] = None) -
     from ..io.atomic import atomic_write
     from . import plots
 
+    figures = analysis_figures(result, settings)  # before any file is written
     os.makedirs(out_dir, exist_ok=True)
     path = lambda name: os.path.join(out_dir, name)
     with atomic_write(path("analysis.json")) as f:
         json.dump({**result.to_dict(), "settings": dict(settings or {})}, f, indent=2)
         f.write("\n")
     written = [path("analysis.json")]
-    if isinstance(result, AMNAnalysis):
-        written.append(plots.plot_attention_entropy(result.entropy_counts, result.entropy_edges,
-                                                    result.entropy_max, result.entropy_mean,
-                                                    path("attention_entropy.png")))
-        written.append(plots.plot_memcell_attention(result.mean_attention, path("memcell_attention.png")))
-        written.append(plots.plot_memcell_cosine(result.cosine, path("memcell_cosine.png")))
-        written.append(plots.plot_memcell_perplexity(result.memcell_perplexity, result.perplexity,
-                                                     path("memcell_ppl.png")))
-    else:
-        written.append(plots.plot_window_attention(result.mean_attention, result.model,
-                                                   path("window_attention.png")))
+    for name, fig in figures.items():
+        written.append(plots.save_figure(fig, path(name)))
     return written
+
+
+def analysis_title(settings: Optional[Dict] = None) -> Optional[str]:
+    """First title line of the analysis plots from ``write_analysis``'s settings
+    (``lm``, ``text``, ``max_words``): e.g. ``"amn.pt on ci.txt, first 600 words"``;
+    None when neither the LM nor the text is given."""
+    settings = settings or {}
+    base = lambda p: os.path.basename(os.path.normpath(os.fspath(p))) if p else None
+    lm, text = base(settings.get("lm")), base(settings.get("text"))
+    if not lm and not text:
+        return None
+    line = " on ".join(x for x in (lm, text) if x)
+    if settings.get("max_words"):
+        line += f", first {settings['max_words']} words"
+    return line
+
+
+def analysis_figures(result: Analysis, settings: Optional[Dict] = None) -> Dict[str, object]:
+    """The plots of :func:`write_analysis` as matplotlib Figures (not saved), keyed by
+    file name in writing order, each titled with :func:`analysis_title` of ``settings``."""
+    from . import plots
+
+    title = analysis_title(settings)
+    if isinstance(result, AMNAnalysis):
+        return {
+            "attention_entropy.png": plots.attention_entropy_figure(
+                result.entropy_counts, result.entropy_edges, result.entropy_max, result.entropy_mean,
+                title=title),
+            "memcell_attention.png": plots.memcell_attention_figure(result.mean_attention, title=title),
+            "memcell_cosine.png": plots.memcell_cosine_figure(result.cosine, title=title),
+            "memcell_ppl.png": plots.memcell_perplexity_figure(result.memcell_perplexity, result.perplexity,
+                                                               title=title),
+        }
+    return {"window_attention.png": plots.window_attention_figure(result.mean_attention, result.model,
+                                                                  title=title)}

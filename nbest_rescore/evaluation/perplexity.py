@@ -9,8 +9,8 @@ from typing import Sequence
 
 import torch
 
-from ..models.base import LanguageModel, detach_state
-from ..training.streams import encode_document, make_streams, run_segment, segments
+from ..models.base import LanguageModel
+from ..training.streams import encode_document, make_streams, nll_of_streams
 from ..vocab import Vocabulary
 
 
@@ -48,31 +48,13 @@ def count_oov(documents, vocab: Vocabulary):
     return words, oov
 
 
-@torch.inference_mode()
-def nll_of_streams(model: LanguageModel, streams, bptt: int, device) -> float:
-    """Total negative natural-log likelihood (nats) of the streams' masked targets.
-
-    The sum is kept on the device (float64) and read back once; streams aligned to
-    ``bptt`` run each segment as one model call."""
-    b = streams.inputs.shape[0]
-    streams = streams.to(device)
-    aligned = streams.align == bptt
-    state = model.init_state(b, device)
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    for inp, tgt, mask, reset in segments(streams, bptt):
-        feats, state, _ = run_segment(model, state, inp, reset, aligned)
-        logp = model.target_log_probs(feats, tgt)
-        total -= (logp.double() * mask).sum()
-        state = detach_state(state)
-    return float(total)
-
-
 def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequence,
-                      batch_size: int = 16, bptt: int = 64, device="cpu") -> PerplexityReport:
+                      batch_size: int = 16, bptt: int = 64, device="cpu", progress=None) -> PerplexityReport:
     """Perplexity of ``documents`` (lists of word-tuple sentences) under ``model``.
 
     Documents are scored as parallel streams (``batch_size`` of them), each from the
-    initial state. Raises ValueError if there is nothing to score.
+    initial state. ``progress(done, total)`` is called per segment of ``bptt``
+    positions. Raises ValueError if there is nothing to score.
     """
     was_training = model.training
     model.eval()
@@ -80,7 +62,7 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
     if not encoded:
         raise ValueError("no sentences to score")
     streams = make_streams(encoded, batch_size, align=bptt)
-    nll = nll_of_streams(model, streams, bptt, device)
+    nll = nll_of_streams(model, streams, bptt, device, progress)
     words, oov = count_oov(documents, vocab)
     model.train(was_training)
     tokens = streams.num_tokens

@@ -1,17 +1,29 @@
 """Plots of tuning results and of the attention analysis (matplotlib, Agg canvas; no
-pyplot global state). Every PNG is written atomically."""
+pyplot global state). Every PNG is written atomically.
+
+Every ``plot_*`` writer takes a keyword ``title``: a first title line naming what the
+figure was made from (e.g. ``"gru.pt on dev/, history first-pass"``), drawn above the
+line saying what the figure shows. Each writer is a thin wrapper around a ``*_figure``
+builder that returns the matplotlib :class:`~matplotlib.figure.Figure` (its axes title,
+``fig.axes[0].get_title()``, holds both lines)."""
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
 from .tuning import TuneResult
 
 
-def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike]) -> str:
+def _full_title(title: Optional[str], shows: str) -> str:
+    """``title`` (what the figure was made from) above ``shows`` (what it shows)."""
+    return f"{title}\n{shows}" if title else shows
+
+
+def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike], *,
+                     title: Optional[str] = None) -> str:
     """Heat map of WER (percent) over LM weight (columns) x interpolation weight (rows).
 
     Only the points at the best word insertion penalty are drawn; grid cells with no
@@ -22,12 +34,37 @@ def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike]) -> str:
     Args:
         result: a :class:`TuneResult` from :func:`tune_grid`.
         path: output PNG path (its directory must exist).
+        title: first title line: the model and data the WERs come from (e.g.
+            ``"gru.pt on dev/, history first-pass"``); None: no such line.
     Returns:
         ``path`` as a string.
     Raises:
         ValueError: ``result`` has no points.
         OSError: the file cannot be written.
     """
+    fig = wer_heatmap_figure(result, title=title)
+
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                               suffix=".png")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; give the usual file mode
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
+    """The Figure drawn by :func:`plot_wer_heatmap` (not saved). Raises ValueError if
+    ``result`` has no points."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
@@ -45,8 +82,8 @@ def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike]) -> str:
             grid[r, c] = p.wer
 
     ncol, nrow = len(lms), len(interps)
-    fig = Figure(figsize=(min(max(4.0, 0.55 * ncol + 2.5), 30.0),
-                          min(max(3.0, 0.45 * nrow + 2.0), 20.0)))
+    fig = Figure(figsize=(min(max(5.5, 0.55 * ncol + 2.5), 30.0),
+                          min(max(3.0, 0.45 * nrow + 2.0), 20.0) + (0.3 if title else 0.0)))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     masked = np.ma.masked_invalid(grid)
@@ -77,28 +114,12 @@ def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike]) -> str:
     ax.set_yticklabels([f"{v:g}" for v in interps], fontsize=fontsize + 1)
     ax.set_xlabel("LM weight (grammar scale) delta")
     ax.set_ylabel("interpolation weight lambda (n-gram)")
-    ax.set_title(f"WER (%) at word insertion penalty {best.word_ins_penalty:g}, "
-                 f"acoustic scale {result.acoustic_scale:g}\n"
-                 f"best (red): lambda {best.interp:g}, delta {best.lm_weight:g}, "
-                 f"WER {best.wer:.2f}%", fontsize=9)
+    ax.set_title(_full_title(title, f"WER (%) at word insertion penalty {best.word_ins_penalty:g}, "
+                                    f"acoustic scale {result.acoustic_scale:g}\n"
+                                    f"best (red): lambda {best.interp:g}, delta {best.lm_weight:g}, "
+                                    f"WER {best.wer:.2f}%"), fontsize=9)
     fig.tight_layout()
-
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".png")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=100)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    return fig
 
 
 # -- attention analysis (``000`` section 6.2, ``001`` Fig. 3) ---------------------------
@@ -124,6 +145,9 @@ def _save_png(fig, path: Union[str, os.PathLike]) -> str:
     return path
 
 
+save_figure = _save_png  # public name: write a Figure from a ``*_figure`` builder atomically
+
+
 def _bar_labels(ax, bars, values, fmt: str) -> None:
     for bar, v in zip(bars, values):
         ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -131,10 +155,18 @@ def _bar_labels(ax, bars, values, fmt: str) -> None:
 
 
 def plot_attention_entropy(counts: Sequence[int], edges: Sequence[float], max_entropy: float,
-                           mean_entropy: float, path: Union[str, os.PathLike]) -> str:
+                           mean_entropy: float, path: Union[str, os.PathLike], *,
+                           title: Optional[str] = None) -> str:
     """Histogram of the attention entropy in bits (``000`` Fig. 6.1): ``counts`` [bins]
-    over ``edges`` [bins + 1], the mean and the maximum log2 K marked. Written
-    atomically; returns ``path``. Raises ValueError if ``len(edges) != len(counts) + 1``."""
+    over ``edges`` [bins + 1], the mean and the maximum log2 K marked; ``title``: first
+    title line (model and data). Written atomically; returns ``path``. Raises
+    ValueError if ``len(edges) != len(counts) + 1``."""
+    return _save_png(attention_entropy_figure(counts, edges, max_entropy, mean_entropy, title=title), path)
+
+
+def attention_entropy_figure(counts: Sequence[int], edges: Sequence[float], max_entropy: float,
+                             mean_entropy: float, *, title: Optional[str] = None):
+    """The Figure of :func:`plot_attention_entropy` (not saved)."""
     if len(edges) != len(counts) + 1:
         raise ValueError(f"plot_attention_entropy: {len(counts)} counts need {len(counts) + 1} edges, "
                          f"got {len(edges)}")
@@ -148,15 +180,22 @@ def plot_attention_entropy(counts: Sequence[int], edges: Sequence[float], max_en
     ax.set_xlim(edges[0], edges[-1] * 1.02)
     ax.set_xlabel("attention entropy -sum alpha log2 alpha (bits)")
     ax.set_ylabel("fraction of tokens")
-    ax.set_title(f"Attention entropy over {total} tokens", fontsize=10)
+    ax.set_title(_full_title(title, f"attention entropy over {total} tokens"), fontsize=10)
     ax.legend(fontsize=8)
-    return _save_png(fig, path)
+    return fig
 
 
-def plot_memcell_attention(mean_attention: Sequence[float], path: Union[str, os.PathLike]) -> str:
-    """Bar chart of the mean attention weight alpha^(i) per memcell; returns ``path``."""
+def plot_memcell_attention(mean_attention: Sequence[float], path: Union[str, os.PathLike], *,
+                           title: Optional[str] = None) -> str:
+    """Bar chart of the mean attention weight alpha^(i) per memcell; ``title``: first
+    title line (model and data); returns ``path``."""
+    return _save_png(memcell_attention_figure(mean_attention, title=title), path)
+
+
+def memcell_attention_figure(mean_attention: Sequence[float], *, title: Optional[str] = None):
+    """The Figure of :func:`plot_memcell_attention` (not saved)."""
     k = len(mean_attention)
-    fig, ax = _new_figure(max(4.0, 0.6 * k + 2.0), 3.5)
+    fig, ax = _new_figure(max(5.0, 0.6 * k + 2.0), 3.5)
     bars = ax.bar(range(1, k + 1), mean_attention, color="tab:green")
     _bar_labels(ax, bars, mean_attention, "{:.3f}")
     ax.axhline(1.0 / max(k, 1), color="gray", linestyle=":", label="uniform 1/K")
@@ -164,16 +203,24 @@ def plot_memcell_attention(mean_attention: Sequence[float], path: Union[str, os.
     ax.set_xlabel("memcell i")
     ax.set_ylabel("mean attention alpha^(i)")
     ax.set_ylim(0, max(1.0 / max(k, 1), max(mean_attention, default=0.0)) * 1.2)
+    ax.set_title(_full_title(title, "mean attention per memcell"), fontsize=10)
     ax.legend(fontsize=8)
-    return _save_png(fig, path)
+    return fig
 
 
-def plot_memcell_cosine(cosine: Sequence[Sequence[float]], path: Union[str, os.PathLike]) -> str:
+def plot_memcell_cosine(cosine: Sequence[Sequence[float]], path: Union[str, os.PathLike], *,
+                        title: Optional[str] = None) -> str:
     """K x K heat map of the mean pairwise cosine similarity of memcell states
-    (``000`` Fig. 6.2), every cell annotated; returns ``path``."""
+    (``000`` Fig. 6.2), every cell annotated; ``title``: first title line (model and
+    data); returns ``path``."""
+    return _save_png(memcell_cosine_figure(cosine, title=title), path)
+
+
+def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[str] = None):
+    """The Figure of :func:`plot_memcell_cosine` (not saved)."""
     s = np.asarray(cosine, dtype=float)
     k = s.shape[0]
-    fig, ax = _new_figure(max(4.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
+    fig, ax = _new_figure(max(5.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
     im = ax.imshow(s, cmap="Blues", vmin=-1.0, vmax=1.0, interpolation="nearest")
     fig.colorbar(im, ax=ax, label="cosine similarity")
     for i in range(k):
@@ -187,18 +234,25 @@ def plot_memcell_cosine(cosine: Sequence[Sequence[float]], path: Union[str, os.P
     ax.set_yticklabels([str(i + 1) for i in ticks])
     ax.set_xlabel("memcell j")
     ax.set_ylabel("memcell i")
-    ax.set_title("Mean cosine similarity of memcell states", fontsize=10)
-    return _save_png(fig, path)
+    ax.set_title(_full_title(title, "mean cosine similarity of memcell states"), fontsize=10)
+    return fig
 
 
 def plot_memcell_perplexity(memcell_ppl: Sequence[float], perplexity: float,
-                            path: Union[str, os.PathLike]) -> str:
+                            path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
     """Perplexity of each memcell alone (alpha^(k) = 1, ``000`` Fig. 6.3) as bars, the
     model's perplexity as a line; the axis is logarithmic when the values span more
-    than a factor of 10 (dead memcells); returns ``path``."""
+    than a factor of 10 (dead memcells); ``title``: first title line (model and data);
+    returns ``path``."""
+    return _save_png(memcell_perplexity_figure(memcell_ppl, perplexity, title=title), path)
+
+
+def memcell_perplexity_figure(memcell_ppl: Sequence[float], perplexity: float, *,
+                              title: Optional[str] = None):
+    """The Figure of :func:`plot_memcell_perplexity` (not saved)."""
     k = len(memcell_ppl)
     values = [float(v) for v in memcell_ppl] + [float(perplexity)]
-    fig, ax = _new_figure(max(4.0, 0.6 * k + 2.0), 3.5)
+    fig, ax = _new_figure(max(5.0, 0.6 * k + 2.0), 3.5)
     bars = ax.bar(range(1, k + 1), memcell_ppl, color="tab:purple")
     _bar_labels(ax, bars, memcell_ppl, "{:.1f}")
     ax.axhline(perplexity, color="tab:red", linestyle="--", label=f"all memcells: {perplexity:.1f}")
@@ -210,20 +264,28 @@ def plot_memcell_perplexity(memcell_ppl: Sequence[float], perplexity: float,
     ax.set_xticks(range(1, k + 1))
     ax.set_xlabel("memcell k (alpha^(k) forced to 1)")
     ax.set_ylabel("perplexity")
+    ax.set_title(_full_title(title, "perplexity of each memcell alone"), fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
-    return _save_png(fig, path)
+    return fig
 
 
 def plot_window_attention(mean_attention: Sequence[float], model_name: str,
-                          path: Union[str, os.PathLike]) -> str:
+                          path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
     """Mean attention weight by window position (``001`` Fig. 3b): position L-1, the
-    most recent previous output, drawn rightmost and labelled t-1; returns ``path``."""
+    most recent previous output, drawn rightmost and labelled t-1; ``title``: first
+    title line (model and data); returns ``path``."""
+    return _save_png(window_attention_figure(mean_attention, model_name, title=title), path)
+
+
+def window_attention_figure(mean_attention: Sequence[float], model_name: str, *,
+                            title: Optional[str] = None):
+    """The Figure of :func:`plot_window_attention` (not saved)."""
     n = len(mean_attention)
-    fig, ax = _new_figure(max(4.0, 0.45 * n + 2.0), 3.5)
+    fig, ax = _new_figure(max(5.0, 0.45 * n + 2.0), 3.5)
     ax.bar(range(n), mean_attention, color="tab:blue")
     ax.set_xticks(range(n))
     ax.set_xticklabels([f"t-{n - i}" for i in range(n)], rotation=90 if n > 12 else 0, fontsize=8)
     ax.set_xlabel("window position (previous outputs)")
     ax.set_ylabel("mean attention weight")
-    ax.set_title(f"{model_name}: mean attention by position", fontsize=10)
-    return _save_png(fig, path)
+    ax.set_title(_full_title(title, f"{model_name}: mean attention by window position"), fontsize=10)
+    return fig

@@ -83,3 +83,14 @@ def model_table(paths: Iterable[str]) -> str:
                      f"{r['without_embeddings'] / 1e6:.2f} | {fmt(r['epochs'], 'd')} | "
                      f"{fmt(r['minutes'], '.1f')} | {fmt(r['best_valid_ppl'], '.1f')} |")
     return "\n".join(lines)
+
+
+def format_wer_table(wer) -> str:
+    """Plain-text table of WER reports (name -> :class:`~.wer.WerReport` or its
+    ``to_dict()``): WER in percent with substitution, deletion and insertion counts."""
+    lines = [f"{'system':<12} {'WER%':>7} {'sub':>6} {'del':>6} {'ins':>6} {'ref words':>9}"]
+    for name, r in wer.items():
+        r = r if isinstance(r, dict) else r.to_dict()
+        lines.append(f"{name:<12} {r['wer']:7.2f} {r['substitutions']:6d} {r['deletions']:6d} "
+                     f"{r['insertions']:6d} {r['ref_words']:9d}")
+    return "\n".join(lines)

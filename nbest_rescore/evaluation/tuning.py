@@ -14,7 +14,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import DataError, examples
-from ..rescoring.combine import Weights, combine, segment_argmax
+from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..types import NbestSet
 from .wer import nbest_errors
 
@@ -123,32 +123,23 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]],
     if len(nbest) == 0:
         raise DataError("tune_grid: the N-best set has no utterances")
 
-    # Flat per-hypothesis arrays, in set order (built once).
-    utts = nbest.utterances
-    ac = np.concatenate([np.asarray(u.ac_cost, dtype=np.float64) for u in utts])
-    lm = np.concatenate([np.asarray(u.lm_cost, dtype=np.float64) for u in utts])
-    graph = np.concatenate([np.asarray(u.graph_cost, dtype=np.float64) for u in utts])
-    nwords = np.concatenate([u.num_words for u in utts]).astype(np.float64)
+    flat = nbest.flat()  # per-hypothesis arrays in set order, built once
+    keys = flat.keys
     nn = None
     if nn_cost is not None:
-        keys = [k for u in utts for k in u.keys]
         missing = [k for k in keys if k not in nn_cost]
         if missing:
             raise DataError(
                 f"nn_cost lacks {len(missing)} of {len(keys)} hypothesis keys: "
                 f"{examples(missing)}; score every hypothesis of the lists with the neural LM")
         nn = np.array([nn_cost[k] for k in keys], dtype=np.float64)
-        if not np.all(np.isfinite(nn)):
-            bad_keys = [k for k, v in zip(keys, nn) if not np.isfinite(v)]
-            raise DataError(f"nn_cost has non-finite values for {examples(bad_keys)}")
-    for name, arr in (("ac_cost", ac), ("lm_cost", lm), ("graph_cost", graph)):
-        if not np.all(np.isfinite(arr)):
-            keys = [k for u in utts for k in u.keys]
+    for name, arr in (("nn_cost", nn), ("ac_cost", flat.ac_cost), ("lm_cost", flat.lm_cost),
+                      ("graph_cost", flat.graph_cost)):
+        if arr is not None and not np.all(np.isfinite(arr)):
             bad_keys = [k for k, v in zip(keys, arr) if not np.isfinite(v)]
             raise DataError(f"{name} has non-finite values for {examples(bad_keys)}")
-    use_graph = graph if np.any(graph != 0.0) else None
 
-    errors, offsets, ref_words = nbest_errors(nbest, refs)
+    errors, offsets, ref_words = nbest_errors(nbest, refs, flat)
 
     points = []
     for lam in interps_t:
@@ -156,7 +147,7 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]],
             for wip in wips_t:
                 w = Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta,
                             interp=lam, word_ins_penalty=wip)
-                scores = combine(ac, lm, nwords, w, nn_cost=nn, graph_cost=use_graph)
+                scores = flat_scores(flat, w, nn)
                 chosen = segment_argmax(scores, offsets)
                 wer = float(errors[chosen].sum()) / ref_words * 100.0
                 points.append(TunePoint(interp=lam, lm_weight=delta, word_ins_penalty=wip,

@@ -8,12 +8,12 @@ word is then a deletion) but an empty reference is rejected (WER is undefined fo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import DataError, examples
-from ..types import NbestSet, Words
+from ..types import FlatNbest, NbestSet, Words
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,24 @@ def _check_ref(utt_id: str, ref: Words) -> None:
         raise DataError(
             f"utterance {utt_id}: the reference is empty; WER is undefined for an empty "
             f"reference - remove the utterance or give it a reference transcript")
+
+
+def check_references(nbest: NbestSet, refs: Mapping[str, Sequence[str]], source="the references") -> None:
+    """Check, before any scoring, that every utterance of ``nbest`` has a non-empty
+    reference in ``refs`` (``source`` names the file in messages).
+
+    Raises:
+        DataError: utterances without a reference or with an empty one (a few listed).
+    """
+    missing = [u for u in nbest.utt_ids if u not in refs]
+    if missing:
+        raise DataError(f"{len(missing)} of {len(nbest)} utterances of the N-best lists have no reference in "
+                        f"{source}: {examples(missing)}; check that the reference file belongs to these lists "
+                        f"(plain lists are keyed by utterance index unless --plain-utt-ids maps them)")
+    empty = [u for u in nbest.utt_ids if len(_as_words(refs[u])) == 0]
+    if empty:
+        raise DataError(f"{source}: {len(empty)} reference(s) are empty: {examples(empty)}; WER is undefined "
+                        f"for an empty reference - remove those utterances or give them a transcript")
 
 
 def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]]) -> WerReport:
@@ -157,13 +175,14 @@ def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
     return out
 
 
-def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]]
+def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optional[FlatNbest] = None
                  ) -> Tuple[np.ndarray, np.ndarray, int]:
     """Word errors of every hypothesis of an N-best set.
 
     Args:
         nbest: the lists (U utterances, H hypotheses in all).
         refs: utterance id -> reference words.
+        flat: ``nbest.flat()`` when the caller has it already.
     Returns:
         ``(errors, offsets, ref_words)``: errors int64 [H], flat over all hypotheses in
         set order; offsets int64 [U + 1], utterance ``u`` owns ``errors[offsets[u]:
@@ -176,9 +195,7 @@ def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]]
         raise DataError(
             f"{len(missing)} of {len(nbest)} N-best utterances have no reference: "
             f"{examples(missing)}; check that the reference file belongs to this data set")
-    lengths = np.array([len(u) for u in nbest.utterances], dtype=np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = (flat or nbest.flat()).offsets
     errors = np.empty(int(offsets[-1]), dtype=np.int64)
     ref_words = 0
     for k, u in enumerate(nbest.utterances):

@@ -1,10 +1,32 @@
-"""Private helpers shared by the readers: line iteration and Kaldi-style field splitting."""
+"""Private helpers shared by the readers: line iteration, Kaldi-style field splitting,
+the one strict number parser (:func:`parse_cost`), key checks and the document-order
+check (:func:`check_documents_contiguous`)."""
 from __future__ import annotations
 
+import math
 import re
-from typing import Iterator, List, Tuple
+from typing import Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from ..errors import DataError, format_location
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+# A decimal number as Kaldi writes it: optional sign, digits with an optional fraction
+# (or a bare fraction), optional exponent. ASCII digits only: no '_', no 'nan'/'inf',
+# no hexadecimal, no surrounding white space (all of which Python's float() accepts).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+NUMBER_EXAMPLES = "-12.5, 3, 1e-3 or 1.5E+02"
+
+# Invisible characters that make two keys differ although they print the same.
+_INVISIBLE = {
+    "\ufeff": "U+FEFF byte-order mark",
+    "\u200b": "U+200B zero-width space",
+    "\u200c": "U+200C zero-width non-joiner",
+    "\u200d": "U+200D zero-width joiner",
+    "\u2060": "U+2060 word joiner",
+    "\u180e": "U+180E Mongolian vowel separator",
+}
+_INVISIBLE_RE = re.compile("[" + "".join(_INVISIBLE) + "]")
 
 # Kaldi splits fields on ASCII white space only (not on e.g. U+00A0).
 _ASCII_WS = re.compile(r"[ \t\r\f\v]+")
@@ -21,7 +43,10 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
     """Yield ``(line_no, line)`` for a UTF-8 text file, 1-based, line end removed.
 
     Only ``\\n`` ends a line (a trailing ``\\r`` is dropped). A final line without a
-    newline is yielded; the empty remainder after a final newline is not.
+    newline is yielded; the empty remainder after a final newline is not. A UTF-8
+    byte-order mark at the very start of the file (written by some Windows editors) is
+    dropped, as Python's ``utf-8-sig`` codec does; one anywhere else is kept (key
+    readers reject it with :func:`check_key`).
 
     Raises:
         DataError: the file does not exist or is not readable, or a line is not UTF-8.
@@ -34,6 +59,8 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
         raise DataError(f"{path}: cannot open: {e.strerror or e}") from None
     with fh:
         for line_no, raw in enumerate(fh, start=1):
+            if line_no == 1 and raw.startswith(UTF8_BOM):
+                raw = raw[len(UTF8_BOM):]
             if raw.endswith(b"\n"):
                 raw = raw[:-1]
             if raw.endswith(b"\r"):
@@ -45,3 +72,122 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
                     f"{format_location(path, line_no)}: not valid UTF-8 text "
                     f"(byte {e.start + 1} of the line)") from None
 
+
+
+def strip_bom(data: bytes) -> bytes:
+    """``data`` without a UTF-8 byte-order mark at its very start (see :func:`iter_lines`)."""
+    return data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
+
+
+def parse_cost(token: str, loc: str, what: str) -> float:
+    """Parse one cost or score strictly: the only number parser of the readers.
+
+    Accepts decimal numbers only (``-12.5``, ``3``, ``1e-3``, ``1.5E+02``, ``+.5``; ASCII
+    digits). Rejects what Python's ``float()`` would also accept: digit separators
+    (``1_000``), ``nan``/``inf``/``infinity``, surrounding white space, non-ASCII
+    digits; and hexadecimal, an empty token, or a value outside the float64 range.
+    The value is returned unchanged (the caller knows whether it is a cost, i.e. a
+    negated natural log, or a natural-log score).
+
+    Args:
+        token: the field as read from the file.
+        loc: ``format_location(path, line)`` of the field.
+        what: what the number is, e.g. ``"value of key 'utt-1'"`` or ``"acoustic score"``.
+
+    Raises:
+        DataError: ``"<loc>: <what>: <token> is not a decimal number (<why>); expected a
+            number such as -12.5, 3, 1e-3 or 1.5E+02"``, or the value overflows float64.
+    """
+    if _DECIMAL.fullmatch(token) is not None:
+        value = float(token)
+        if value != math.inf and value != -math.inf:
+            return value
+        raise DataError(f"{loc}: {what}: {token!r} is outside the float64 range (about "
+                        f"+-1.8e308); expected a finite number such as {NUMBER_EXAMPLES}")
+    else:
+        low = token.strip().lower().lstrip("+-")
+        if not token:
+            why = "the field is empty"
+        elif low in ("nan", "inf", "infinity") or low.startswith("nan"):
+            why = "NaN and infinity are not allowed: a cost must be finite"
+        elif "_" in token:
+            why = "'_' digit separators are not allowed"
+        elif low.startswith("0x"):
+            why = "hexadecimal is not allowed"
+        elif token != token.strip() or _INVISIBLE_RE.search(token):
+            why = "it contains white space or an invisible character"
+        elif not token.isascii():
+            why = "only ASCII digits are allowed"
+        else:
+            why = ""
+    why = f" ({why})" if why else ""
+    raise DataError(f"{loc}: {what}: {token!r} is not a decimal number{why}; "
+                    f"expected a number such as {NUMBER_EXAMPLES}")
+
+
+def check_key(key: str, loc: str, what: str = "key") -> str:
+    """Return ``key`` unless it holds a byte-order mark or a zero-width character.
+
+    Such characters are invisible when printed, so two keys that look the same would
+    silently not match (typically a BOM left by a Windows editor at the start of a
+    file that was later concatenated with others).
+
+    Raises:
+        DataError: naming ``loc`` (``file:line``), the key, the character and its
+            position, and how to remove it.
+    """
+    if key.isascii():
+        return key
+    m = _INVISIBLE_RE.search(key)
+    if m is None:
+        return key
+    raise DataError(f"{loc}: {what} {key!r} contains an invisible {_INVISIBLE[m.group()]} "
+                    f"at character {m.start() + 1}, so it would not match the same "
+                    f"{what} elsewhere; delete the character (e.g. "
+                    f"`sed -i 's/\\xef\\xbb\\xbf//g' FILE` for byte-order marks)")
+
+
+def check_documents_contiguous(utts: Iterable[str], doc_of: Mapping[str, str],
+                               doc_path, list_desc: str,
+                               doc_lines: Optional[Mapping[str, int]] = None,
+                               utt_locs: Optional[Mapping[str, str]] = None) -> None:
+    """Check that each document's utterances are consecutive in list order.
+
+    History is carried through a document's utterances in list order; a document that
+    reappears after another one (A, B, A) would make the history skip or interleave
+    utterances, so it is an error.
+
+    Args:
+        utts: utterance ids in list order.
+        doc_of: utterance id -> document id.
+        doc_path: the file the documents came from (``utt2doc``/``utt2spk``), or a
+            description when they came from a mapping.
+        list_desc: the N-best file that fixes the list order (for the message).
+        doc_lines: utterance id -> 1-based line in ``doc_path`` (optional).
+        utt_locs: utterance id -> ``file:line`` of its first hypothesis (optional).
+
+    Raises:
+        DataError: ``"<doc_path>:<line>: document 'A' reappears at utterance 'u3' after
+            document 'B' ..."`` with the fix.
+    """
+    closed = set()
+    current = None
+    last_utt = None
+    for utt in utts:
+        doc = doc_of[utt]
+        if doc != current:
+            if doc in closed:
+                line = doc_lines.get(utt) if doc_lines is not None else None
+                at = f" ({utt_locs[utt]})" if utt_locs is not None and utt in utt_locs else ""
+                raise DataError(
+                    f"{format_location(doc_path, line)}: document {doc!r} reappears at "
+                    f"utterance {utt!r}{at} after utterances of document {current!r} "
+                    f"(last one {last_utt!r}); the utterances of a document must be "
+                    f"consecutive in the order of {list_desc}, else the 1-best history "
+                    f"would skip the utterances in between; fix: reorder {list_desc} so "
+                    f"that each document's utterances are consecutive (in spoken order), "
+                    f"or correct the document id of {utt!r} if it is wrong")
+            if current is not None:
+                closed.add(current)
+            current = doc
+        last_utt = utt

@@ -1,21 +1,29 @@
-"""Atomic file output: write to a temporary file in the target directory, then rename.
+"""Atomic output: files and whole sets of files appear complete or not at all.
 
-A reader never sees a half-written output, and a failed write leaves an existing file
-untouched: on success the temporary file is moved into place with :func:`os.replace`
-(atomic on POSIX within one file system); on any exception it is removed and the
-exception re-raised.
+* :func:`atomic_write` / :func:`atomic_path`: write to a temporary file in the target
+  directory, then rename it over the target (:func:`os.replace`, atomic on POSIX within
+  one file system); on any exception the temporary file is removed.
+* :func:`atomic_dir`: a job's output folder (``text``, ``nn_cost``, ``wer.json`` ...) is
+  written as a fresh hidden folder beside it and swapped into place at the end, so the
+  files of one run are never mixed with those of another, even when the process is
+  killed between two files. On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``
+  call; elsewhere the old folder is renamed aside first (a window of two renames).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator, Optional
 
 from ..errors import DataError
 
-__all__ = ["atomic_write", "atomic_path"]
+__all__ = ["atomic_write", "atomic_path", "atomic_dir", "check_output_dir", "RUN_MARKER"]
 
 
 def _make_temp(path) -> str:
@@ -105,4 +113,144 @@ def atomic_write(path, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]
         os.replace(tmp, path)
     except BaseException:
         _remove_quietly(tmp)
+        raise
+
+
+#: Written into every output folder: marks it as replaceable by a later run.
+RUN_MARKER = ".nbest-rescore-run"
+_PARTIAL = ".partial-"
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _marked_files(folder: Path) -> set:
+    """The file names the run marker in ``folder`` lists (empty when there is none)."""
+    try:
+        with open(folder / RUN_MARKER, encoding="utf-8") as f:
+            return set(json.load(f).get("files", []))
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
+def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out") -> Path:
+    """Check, before any long work, that ``path`` can become a job's output folder.
+
+    ``path`` may be missing (it is created, with its parents), empty, or a folder a
+    previous run wrote (only names in ``replaceable`` or listed in its
+    :data:`RUN_MARKER`): such a folder is replaced as a whole at the end of the run.
+    Returns ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        DataError: ``path`` is a file, lies below a file, holds other files (which a
+            replacement would lose), or its nearest existing folder is not writable.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
+    base = _nearest_existing(target.absolute().parent if not target.exists() else target.absolute())
+    if not base.is_dir():
+        raise DataError(f"{option} {path}: {base} is a file, so no folder can be made below it; "
+                        f"choose another {option}")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise DataError(f"{option} {path}: {base} is not writable; choose another {option}")
+    if target.is_dir():
+        names = set(os.listdir(target))
+        foreign = sorted(names - set(replaceable) - {RUN_MARKER} - _marked_files(target))
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+            raise DataError(f"{option} {path}: the folder holds files this job did not write ({shown}); "
+                            f"it would be replaced as a whole - choose a new folder or empty it")
+        parent = target.absolute().parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise DataError(f"{option} {path}: its parent {parent} is not writable, so the folder cannot be "
+                            f"replaced atomically; choose another {option}")
+    return target
+
+
+def _libc_renameat2():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when the
+    call is unavailable or refused (then nothing happened)."""
+    fn = _libc_renameat2()
+    if fn is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _remove_stale_partials(parent: Path, name: str) -> None:
+    """Remove hidden partial folders left by killed runs into the same ``name``."""
+    prefix = f".{name}{_PARTIAL}"
+    for entry in parent.iterdir() if parent.is_dir() else ():
+        if entry.name.startswith(prefix) and entry.is_dir():
+            pid = entry.name[len(prefix):].split("-")[0]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] = None,
+               option: str = "--out") -> Iterator[Path]:
+    """Yield a fresh hidden folder beside ``path``; when the block succeeds it becomes
+    ``path`` (an older run's folder there is swapped out and deleted), when it raises
+    the folder is removed and ``path`` is left as it was.
+
+    :data:`RUN_MARKER` (JSON: ``settings`` and the files written) is added last. A
+    process killed at any point leaves ``path`` holding either the whole old set or the
+    whole new set; hidden ``.NAME.partial-PID-*`` folders of killed runs are removed by
+    the next run into the same ``path``.
+
+    Raises:
+        DataError: as :func:`check_output_dir`.
+        OSError: the folder cannot be created or renamed.
+    """
+    target = check_output_dir(path, replaceable, option).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_partials(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-"))
+    try:
+        yield tmp
+        files = sorted(p.name for p in tmp.iterdir())
+        with atomic_write(tmp / RUN_MARKER) as f:
+            json.dump({"files": files, "settings": settings or {}}, f, indent=2, default=str)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)
+        if target.exists():
+            if _exchange(str(tmp), str(target)):
+                shutil.rmtree(tmp, ignore_errors=True)  # now the old set
+            else:
+                old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-old-"))
+                os.rmdir(old)
+                os.rename(target, old)
+                os.rename(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -8,7 +8,10 @@ Files looked for in the directory, first match wins:
 * n-gram cost: ``lm_cost``; ``lmwt.lmonly``; ``lmwt.withlm`` minus ``lmwt.nolm``. With the
   Kaldi names the graph cost is ``lmwt.nolm`` (the non-LM part of Kaldi's graph cost),
   otherwise it is zero;
-* documents: ``utt2doc``; ``utt2spk``; none (one document per utterance).
+* documents: ``utt2doc``; ``utt2spk``; none (one document per utterance). The
+  utterances of a document must be consecutive in the order of the words file (1-best
+  history is carried through a document in that order); a document that reappears
+  after another one is an error.
 
 Hypothesis keys are ``<uttid>-<n>`` (n = 1, 2, ...: first-pass rank). All costs are
 negated natural-log values (larger = worse).
@@ -23,7 +26,7 @@ import numpy as np
 
 from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet
-from ._common import iter_lines, split_fields
+from ._common import check_documents_contiguous, check_key, iter_lines, split_fields
 from .kaldi_text import parse_kaldi_text
 from .score_ark import read_cost_ark
 
@@ -37,12 +40,19 @@ Words = Tuple[str, ...]
 def read_utt_map(path) -> Dict[str, str]:
     """Read a two-column Kaldi map (``utt2doc``, ``utt2spk``): ``{uttid: value}``.
 
-    Keeps file order.
+    Keeps file order. A UTF-8 byte-order mark at the start of the file is ignored.
 
     Raises:
-        DataError: the file is missing, a line does not have exactly 2 fields, or an
-            utterance id occurs twice (``path:line``).
+        DataError: the file is missing, a line does not have exactly 2 fields, an
+            utterance id occurs twice, or a field holds a byte-order mark or zero-width
+            character (``path:line``).
     """
+    return read_utt_map_lines(path)[0]
+
+
+def read_utt_map_lines(path, what: str = "utterance id"
+                       ) -> Tuple[Dict[str, str], Dict[str, int]]:
+    """:func:`read_utt_map`, also returning ``{uttid: 1-based line}`` (for messages)."""
     out: Dict[str, str] = {}
     first: Dict[str, int] = {}
     for line_no, line in iter_lines(path):
@@ -51,12 +61,15 @@ def read_utt_map(path) -> Dict[str, str]:
             raise DataError(f"{format_location(path, line_no)}: expected 2 fields "
                             f"'<uttid> <id>', found {len(fields)}")
         utt, value = fields
+        if not line.isascii():
+            check_key(utt, format_location(path, line_no), what)
+            check_key(value, format_location(path, line_no), "id")
         if utt in out:
-            raise DataError(f"{format_location(path, line_no)}: duplicate utterance id "
+            raise DataError(f"{format_location(path, line_no)}: duplicate {what} "
                             f"{utt!r} (first on line {first[utt]})")
         out[utt] = value
         first[utt] = line_no
-    return out
+    return out, first
 
 
 def split_hyp_key(key: str) -> Tuple[str, int]:
@@ -82,11 +95,10 @@ def _read_symbol_table(path) -> Dict[int, str]:
             raise DataError(f"{loc}: expected '<symbol> <integer id>', found "
                             f"{len(fields)} fields")
         sym, sid = fields
-        try:
-            i = int(sid)
-        except ValueError:
-            raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not an "
-                            f"integer") from None
+        if not (sid.isascii() and sid.isdigit()):
+            raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not a non-negative "
+                            f"integer (ASCII digits only, e.g. 42)")
+        i = int(sid)
         if i in table:
             raise DataError(f"{loc}: id {i} is used twice ({table[i]!r} and {sym!r})")
         table[i] = sym
@@ -105,16 +117,21 @@ def _read_int_words(words_path, table_path) -> Tuple[Dict[str, Words], List[int]
             raise DataError(f"{format_location(words_path, line_no)}: blank line; "
                             f"expected '<key> [id ...]'")
         key = fields[0]
+        if not key.isascii():
+            check_key(key, format_location(words_path, line_no))
         if key in entries:
             raise DataError(f"{format_location(words_path, line_no)}: duplicate key "
                             f"{key!r} (first on line {first[key]})")
         words = []
         for tok in fields[1:]:
             try:
+                if not (tok.isascii() and tok.isdigit()):
+                    raise ValueError
                 words.append(table[int(tok)])
             except ValueError:
                 raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
-                                f"word id {tok!r} is not an integer") from None
+                                f"word id {tok!r} is not a non-negative integer (ASCII "
+                                f"digits only, e.g. 42)") from None
             except KeyError:
                 raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
                                 f"word id {tok} is not in {table_path}") from None
@@ -168,7 +185,11 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None) -
             (``file:line``); a hypothesis key that is not ``<uttid>-<n>`` with n >= 1
             (``file:line``); an unknown word id; key sets that differ between the words
             file and a cost file (a few examples each way); a NaN/infinite cost (key);
-            an utterance missing from ``utt2doc``/``utt2spk`` (examples); no hypotheses.
+            an utterance missing from ``utt2doc``/``utt2spk`` (examples); a document
+            whose utterances are not consecutive in the words file (``utt2doc:line``
+            where it reappears, the document id, and the fix); a key or id holding a
+            byte-order mark or zero-width character (``file:line``); a cost that is not
+            a decimal number (``1_000``, ``nan``, ``inf``: ``file:line``); no hypotheses.
     """
     say = log if log is not None else logger.info
     directory = os.fspath(path)
@@ -228,21 +249,28 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None) -
 
     # --- group hypotheses by utterance
     groups: Dict[str, List[str]] = {}
+    utt_line: Dict[str, int] = {}
     for key, line_no in zip(hyps, lines):
         try:
             utt, _ = split_hyp_key(key)
         except ValueError as e:
             raise DataError(f"{format_location(p(words_name), line_no)}: {e}") from None
-        groups.setdefault(utt, []).append(key)
+        if utt not in groups:
+            groups[utt] = []
+            utt_line[utt] = line_no
+        groups[utt].append(key)
 
     # --- documents
     doc_name = _first_existing(directory, "utt2doc", "utt2spk")
     if doc_name is not None:
-        utt2doc = read_utt_map(p(doc_name))
+        utt2doc, doc_lines = read_utt_map_lines(p(doc_name))
         missing = [u for u in groups if u not in utt2doc]
         if missing:
             raise DataError(f"{p(doc_name)}: {len(missing)} utterances of "
                             f"{words_name} have no entry: {examples(missing)}")
+        check_documents_contiguous(
+            groups, utt2doc, p(doc_name), p(words_name), doc_lines,
+            {u: format_location(p(words_name), n) for u, n in utt_line.items()})
         doc_source = doc_name
         doc_desc = f"documents from {doc_name} ({len(set(utt2doc[u] for u in groups))})"
     else:

@@ -1,7 +1,9 @@
 """Kaldi ``text`` files: ``<key> w1 w2 ...``, one entry per line.
 
 A line holding only the key (with or without trailing spaces) is a valid *empty*
-word sequence. Fields are separated by ASCII white space, as in Kaldi.
+word sequence. Fields are separated by ASCII white space, as in Kaldi. A UTF-8
+byte-order mark at the start of the file is ignored; one (or a zero-width character)
+inside a key is an error, since the key would silently not match.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Mapping
 from typing import Dict, Iterable, List, Tuple
 
 from ..errors import DataError, format_location
-from ._common import iter_lines, split_fields
+from ._common import check_key, iter_lines, split_fields
 from .atomic import atomic_write
 
 __all__ = ["read_kaldi_text", "write_kaldi_text"]
@@ -37,6 +39,8 @@ def parse_kaldi_text(path) -> Tuple[Dict[str, Words], List[int]]:
                 f"expected '<key> [word ...]' "
                 f"(an empty hypothesis is written as the bare key)")
         key = fields[0]
+        if not key.isascii():
+            check_key(key, format_location(path, line_no))
         if key in entries:
             raise DataError(
                 f"{format_location(path, line_no)}: duplicate key {key!r} "
@@ -55,7 +59,8 @@ def read_kaldi_text(path) -> Dict[str, Words]:
 
     Raises:
         DataError: the file is missing or not UTF-8, a line is blank or white space
-            only, or a key occurs twice (message ``path:line``).
+            only, a key occurs twice, or a key holds a byte-order mark or zero-width
+            character (message ``path:line``).
     """
     return parse_kaldi_text(path)[0]
 

@@ -14,7 +14,8 @@ def read_lm_text(path, max_words: Optional[int] = None) -> List[List[Tuple[str, 
 
     One sentence per line, words split on ASCII white space; one or more blank (or
     white-space-only) lines end a document; leading/trailing blank lines are ignored.
-    No ``<s>``/``</s>`` is added.
+    No ``<s>``/``</s>`` is added. A UTF-8 byte-order mark at the start of the file is
+    ignored.
 
     Args:
         path: the text file (UTF-8).

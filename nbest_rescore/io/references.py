@@ -14,8 +14,14 @@ def read_references(path) -> Dict[str, Tuple[str, ...]]:
     A bare utterance id is an empty reference. Words are returned as written (the
     benchmark's references are already normalised: lower case, no punctuation).
 
+    A UTF-8 byte-order mark at the start of the file is ignored. For a plain N-best
+    list (:func:`~nbest_rescore.io.plain_nbest.read_plain_nbest`) read without
+    ``utt_ids`` the utterance ids are the utterance indices (``0``, ``1``, ...), so the
+    references must be keyed by those.
+
     Raises:
-        DataError: the file is missing or not UTF-8, a line is blank, or an utterance
-            id occurs twice (``path:line``).
+        DataError: the file is missing or not UTF-8, a line is blank, an utterance id
+            occurs twice, or an utterance id holds a byte-order mark or zero-width
+            character (``path:line``).
     """
     return read_kaldi_text(path)

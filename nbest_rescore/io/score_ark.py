@@ -18,7 +18,7 @@ from typing import Dict, Iterable, Tuple
 import numpy as np
 
 from ..errors import DataError, format_location
-from ._common import split_fields
+from ._common import check_key, parse_cost, split_fields, strip_bom
 from .atomic import atomic_write
 
 __all__ = ["read_cost_ark", "write_cost_ark"]
@@ -31,6 +31,7 @@ def _check_finite(value: float, key: str, where: str) -> float:
 
 
 def _read_text_ark(path, data: bytes) -> Dict[str, float]:
+    data = strip_bom(data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -41,7 +42,6 @@ def _read_text_ark(path, data: bytes) -> Dict[str, float]:
         lines.pop()
     out: Dict[str, float] = {}
     first: Dict[str, int] = {}
-    isfinite = math.isfinite
     i = 0
     n_lines = len(lines)
     while i < n_lines:
@@ -49,20 +49,21 @@ def _read_text_ark(path, data: bytes) -> Dict[str, float]:
         fields = split_fields(lines[i])
         i += 1
         if len(fields) == 2 and not fields[1].startswith("["):
-            # fast path: "key value"
+            # fast path: "key value" with an ASCII key (no invisible characters); a bad
+            # value falls through to the full path, which parses it again for the message
             key = fields[0]
-            try:
-                value = float(fields[1])
-            except ValueError:
-                value = None
-            if (value is not None and isfinite(value) and key not in out):
-                out[key] = value
-                first[key] = line_no
-                continue
+            if key.isascii() and key not in out:
+                try:
+                    out[key] = parse_cost(fields[1], "", "")
+                except DataError:
+                    pass
+                else:
+                    first[key] = line_no
+                    continue
         loc = format_location(path, line_no)
         if not fields:
             raise DataError(f"{loc}: blank line; expected '<key> <number>'")
-        key, values = fields[0], fields[1:]
+        key, values = check_key(fields[0], loc), fields[1:]
         if values and values[0].startswith("["):
             # Kaldi text vector/matrix: "key [ v ]", possibly spread over lines.
             values[0] = values[0][1:]
@@ -78,12 +79,7 @@ def _read_text_ark(path, data: bytes) -> Dict[str, float]:
             what = "no value" if not values else f"{len(values)} values"
             raise DataError(f"{loc}: key {key!r} has {what}; expected exactly one number "
                             f"('<key> <number>')")
-        try:
-            value = float(values[0])
-        except ValueError:
-            raise DataError(f"{loc}: key {key!r}: {values[0]!r} is not a number; "
-                            f"expected '<key> <number>'") from None
-        _check_finite(value, key, loc)
+        value = parse_cost(values[0], loc, f"key {key!r}")
         if key in out:
             raise DataError(f"{loc}: duplicate key {key!r} (first on line {first[key]})")
         out[key] = value
@@ -128,9 +124,16 @@ def read_cost_ark(path) -> Dict[str, float]:
     matrices). Values are returned as Python floats (float64) in file order; the unit is
     whatever the file holds (for N-best costs: negated natural log, larger = worse).
 
+    Text values are parsed strictly (:func:`~nbest_rescore.io._common.parse_cost`):
+    decimal numbers such as ``-12.5``, ``3``, ``1e-3``, ``1.5E+02`` only. A UTF-8
+    byte-order mark at the start of a text archive is ignored.
+
     Raises:
         DataError: the file is missing or unreadable; a text line is blank, has no value,
-            more than one value or a non-numeric value (``path:line`` and key); a binary
+            more than one value, or a value that is not a decimal number (``1_000``,
+            ``nan``, ``inf``, ``0x1p3``, ...: ``path:line``, key, token and an example of
+            a valid number); a key holding a byte-order mark or zero-width character
+            (``path:line``); a binary
             entry is not a single number (path, entry number, key); a value is NaN or
             infinite (path and key); a key occurs twice.
     """

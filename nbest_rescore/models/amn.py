@@ -37,8 +37,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
-from ..errors import DataError
-from .base import LanguageModel, Output, OutputLayerConfig, State
+from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 DROPOUT_MODES = ("none", "contr", "mem", "all")
@@ -58,10 +57,11 @@ def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Te
 
 
 @dataclass
-class AMNConfig(OutputLayerConfig):
-    """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15)."""
+class AMNConfig(ModelConfig):
+    """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15).
+    Sizes and ``num_memcells`` >= 1, ``anneal_t0`` >= 1, ``anneal_gamma`` in (0, 1],
+    ``itl_weight`` >= 0, ``dropout_mode`` in ``DROPOUT_MODES`` (DataError otherwise)."""
 
-    embedding_dim: int = 256
     hidden_size: int = 256
     num_memcells: int = 5
     dropout_mode: str = "none"
@@ -69,18 +69,10 @@ class AMNConfig(OutputLayerConfig):
     anneal_t0: float = 1.0
     anneal_gamma: float = 0.15
     itl_weight: float = 0.0
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.dropout_mode not in DROPOUT_MODES:
-            raise DataError(f"amn dropout_mode {self.dropout_mode!r}: expected one of {DROPOUT_MODES}")
-        if self.anneal_t0 < 1.0:
-            raise DataError(f"amn anneal_t0 must be >= 1 (T = 1 is the plain softmax), got {self.anneal_t0}")
-        if self.num_memcells < 1:
-            raise DataError(f"amn num_memcells must be >= 1, got {self.num_memcells}")
+    _RANGES = {"anneal_t0": ">= 1 (T = 1 is the plain softmax)",
+               "anneal_gamma": "(0, 1] (T is multiplied by it after every epoch)", "itl_weight": ">= 0"}
+    _CHOICES = {"dropout_mode": DROPOUT_MODES}
 
 
 @register("amn")

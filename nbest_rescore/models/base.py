@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from ..config import check_fields
 from ..errors import DataError
 
 State = Tuple[Tensor, ...]
@@ -100,10 +101,18 @@ OUTPUT_LAYERS = ("softmax", "adaptive")
 
 
 @dataclass
-class OutputLayerConfig:
-    """Output-layer options shared by every model family (each family's ``Config``
-    derives from this dataclass, so ``model_config: {output: adaptive}`` works for all).
+class ModelConfig:
+    """Options shared by every model family: each family's ``Config`` derives from this
+    dataclass and adds its own fields (so ``model_config: {output: adaptive}`` works
+    for all). Every field is checked against its annotation and range when the config
+    is built (:func:`~nbest_rescore.config.check_fields`; integers >= 1, dropouts in
+    [0, 1)); a family declares other ranges / choices in ``_RANGES`` / ``_CHOICES`` and
+    cross-field rules in its ``__post_init__`` (after ``super().__post_init__()``).
 
+    embedding_dim: size of the word embeddings.
+    dropout_emb, dropout_out: dropout on the embeddings / on the output layer's input.
+    tie_weights: share the embedding matrix with the output layer (a projection is
+        added when the features are not ``embedding_dim`` wide).
     output: ``"softmax"`` (a full linear layer + softmax over the vocabulary) or
         ``"adaptive"``: the adaptive softmax of Grave et al. 2017 (torch's
         ``nn.AdaptiveLogSoftmaxWithLoss``): a head over the most frequent words plus
@@ -118,21 +127,33 @@ class OutputLayerConfig:
     adaptive_div_value: each tail cluster i projects to D / div_value**(i+1) units.
     """
 
+    embedding_dim: int = 256
+    dropout_emb: float = 0.0
+    dropout_out: float = 0.0
+    tie_weights: bool = False
     output: str = "softmax"
     adaptive_cutoffs: Optional[List[int]] = None
     adaptive_div_value: float = 4.0
 
+    _SECTION = "model_config"
+    _RANGES = {"adaptive_div_value": ">= 1"}
+    _CHOICES = {"output": OUTPUT_LAYERS}
+    _EXAMPLES = {"adaptive_cutoffs": [2000, 10000]}
+
     def __post_init__(self):
-        if self.output not in OUTPUT_LAYERS:
-            raise DataError(f"model_config.output must be one of {', '.join(OUTPUT_LAYERS)}, "
-                            f"got {self.output!r}")
-        if self.output == "adaptive" and getattr(self, "tie_weights", False):
+        check_fields(self)
+        if self.output == "adaptive" and self.tie_weights:
             raise DataError("model_config: tie_weights cannot be combined with output: adaptive "
                             "(the adaptive softmax has no single output embedding matrix); "
                             "set tie_weights: false")
-        if not (isinstance(self.adaptive_div_value, (int, float)) and self.adaptive_div_value >= 1):
-            raise DataError(f"model_config.adaptive_div_value must be a number >= 1 (e.g. 4.0), "
-                            f"got {self.adaptive_div_value!r}")
+        cuts = self.adaptive_cutoffs
+        if cuts is not None and (not cuts or list(cuts) != sorted(set(cuts))):
+            raise DataError(f"model_config.adaptive_cutoffs must be a non-empty list of strictly increasing "
+                            f"integers, got {cuts!r}; e.g. adaptive_cutoffs: [2000, 10000]")
+
+
+#: former name of :class:`ModelConfig` (kept for imports elsewhere)
+OutputLayerConfig = ModelConfig
 
 
 def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> List[int]:
@@ -182,10 +203,9 @@ class LanguageModel(nn.Module):
     """Base class: word embedding -> :meth:`recur` -> (dropout) -> output layer.
 
     The output layer is a linear layer + softmax over the vocabulary, or the adaptive
-    softmax (``config.output == "adaptive"``, see :class:`OutputLayerConfig`).
-    Subclasses set ``Config`` (a dataclass deriving from :class:`OutputLayerConfig`
-    with at least ``embedding_dim``, ``dropout_emb``, ``dropout_out``,
-    ``tie_weights``) and ``feature_dim``.
+    softmax (``config.output == "adaptive"``, see :class:`ModelConfig`).
+    Subclasses set ``Config`` (a dataclass deriving from :class:`ModelConfig`) and
+    ``feature_dim``.
     """
 
     name: ClassVar[str] = "base"

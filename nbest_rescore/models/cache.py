@@ -34,13 +34,13 @@ model. It cannot be trained nor saved as a checkpoint (save the wrapped model).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
+from ..config import check_fields
 from ..errors import DataError
 from .base import LanguageModel, Output, State
 
@@ -58,15 +58,12 @@ class CacheConfig:
     theta: float = 0.3
     lam: float = 0.1
 
+    _SECTION = "cache"
+    _RANGES = {"size": ">= 1 (pairs kept; use no cache instead of size 0)",
+               "lam": "[0, 1) (the cache weight lambda; lambda = 1 gives probability 0 to words outside the cache)"}
+
     def __post_init__(self):
-        if isinstance(self.size, bool) or int(self.size) != self.size or self.size < 1:
-            raise DataError(f"cache size must be an integer >= 1 (pairs kept), got {self.size!r}; "
-                            f"use no cache instead of size 0")
-        if not math.isfinite(self.theta):
-            raise DataError(f"cache theta must be a finite number, got {self.theta!r}")
-        if not 0.0 <= self.lam < 1.0:
-            raise DataError(f"cache lambda must be in [0, 1), got {self.lam!r} "
-                            f"(lambda = 1 gives probability 0 to words outside the cache)")
+        check_fields(self)
 
 
 def _feature_dim(model: LanguageModel) -> int:

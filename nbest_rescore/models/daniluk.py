@@ -43,33 +43,24 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..errors import DataError
-from .base import LanguageModel, Output, OutputLayerConfig, State
+from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 INIT_RANGE = 0.1  # ``001`` section 4.1
 
 
 @dataclass
-class _ShortSpanConfig(OutputLayerConfig):
+class _ShortSpanConfig(ModelConfig):
     """Settings shared by the four models.
 
-    hidden_size: size k of EACH piece of the LSTM output (the LSTM has parts * k units,
-        parts = 1 / 2 / 3 / N - 1 for attention / key-value / key-value-predict /
+    hidden_size: size k (>= 1) of EACH piece of the LSTM output (the LSTM has parts * k
+        units, parts = 1 / 2 / 3 / N - 1 for attention / key-value / key-value-predict /
         ngram-rnn); also the size of h*_t fed to the softmax layer.
     """
 
-    embedding_dim: int = 256
     hidden_size: int = 100
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.hidden_size < 1:
-            raise DataError(f"hidden_size (units per piece of the LSTM output) must be >= 1, "
-                            f"got {self.hidden_size}")
+    _RANGES = {"hidden_size": ">= 1 (units per piece of the LSTM output)"}
 
 
 @dataclass
@@ -79,10 +70,7 @@ class AttentionConfig(_ShortSpanConfig):
 
     window: int = 10
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.window < 1:
-            raise DataError(f"window (previous outputs attended over) must be >= 1, got {self.window}")
+    _RANGES = {"window": ">= 1 (previous outputs attended over)"}
 
 
 @dataclass
@@ -100,11 +88,7 @@ class NgramRNNConfig(_ShortSpanConfig):
 
     order: int = 4
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.order < 2:
-            raise DataError(f"ngram-rnn order N must be >= 2 (N - 1 pieces of the LSTM output), "
-                            f"got {self.order}")
+    _RANGES = {"order": ">= 2 (N - 1 pieces of the LSTM output)"}
 
 
 class _ShortSpanLM(LanguageModel):

@@ -32,8 +32,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..errors import DataError
-from .base import LanguageModel, Output, OutputLayerConfig, State
+from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 DEALLOCATIONS = ("none", "md", "fmd")
@@ -46,29 +45,19 @@ _WORKING_COPIES = 4
 
 
 @dataclass
-class DNCConfig(OutputLayerConfig):
+class DNCConfig(ModelConfig):
     """DNC settings: controller ``hidden_size``, memory ``memory_slots`` (H) x
     ``memory_width`` (W), ``read_heads`` (R), ``deallocation`` none/md/fmd.
 
     Raises DataError for non-positive sizes or an unknown deallocation."""
 
-    embedding_dim: int = 256
     hidden_size: int = 256
     memory_slots: int = 16
     memory_width: int = 32
     read_heads: int = 1
     deallocation: str = "fmd"
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.deallocation not in DEALLOCATIONS:
-            raise DataError(f"dnc deallocation {self.deallocation!r}: expected one of {DEALLOCATIONS}")
-        for key in ("hidden_size", "memory_slots", "memory_width", "read_heads"):
-            if getattr(self, key) < 1:
-                raise DataError(f"dnc {key} must be >= 1, got {getattr(self, key)}")
+    _CHOICES = {"deallocation": DEALLOCATIONS}
 
 
 # -- addressing: pure functions ---------------------------------------------------------

@@ -31,41 +31,27 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..errors import DataError
-from .base import LanguageModel, Output, OutputLayerConfig, State
+from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 POOLINGS = ("none", "max", "fofe", "gated")
 
 
 @dataclass
-class HORNNConfig(OutputLayerConfig):
+class HORNNConfig(ModelConfig):
     """HORNN settings (``002`` section 6.2.1: order 3; 6.2.3: FOFE alpha 0.6).
 
     Raises DataError for a pooling not in ``POOLINGS``, ``order < 1``,
     ``hidden_size < 1`` or ``fofe_alpha`` outside (0, 1).
     """
 
-    embedding_dim: int = 256
     hidden_size: int = 256
     order: int = 3
     pooling: str = "none"
     fofe_alpha: float = 0.6
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.pooling not in POOLINGS:
-            raise DataError(f"hornn pooling {self.pooling!r}: expected one of {POOLINGS}")
-        if not isinstance(self.order, int) or self.order < 1:
-            raise DataError(f"hornn order must be an integer >= 1 (1 = Elman RNN), got {self.order!r}")
-        if self.hidden_size < 1:
-            raise DataError(f"hornn hidden_size must be >= 1, got {self.hidden_size}")
-        if not 0.0 < self.fofe_alpha < 1.0:
-            raise DataError(f"hornn fofe_alpha must lie in (0, 1) (002 eq. 5.5; 0.6 is the "
-                            f"thesis's value), got {self.fofe_alpha}")
+    _RANGES = {"order": ">= 1 (1 = Elman RNN)", "fofe_alpha": "(0, 1) (002 eq. 5.5; 0.6 is the thesis's value)"}
+    _CHOICES = {"pooling": POOLINGS}
 
 
 @register("hornn")

@@ -14,21 +14,17 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .base import LanguageModel, Output, OutputLayerConfig, State
+from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 
 @dataclass
-class RecurrentConfig(OutputLayerConfig):
+class RecurrentConfig(ModelConfig):
     """Settings of an RNN/GRU/LSTM LM (sizes in units)."""
 
-    embedding_dim: int = 256
     hidden_size: int = 256
     num_layers: int = 1
     dropout: float = 0.0  # between stacked layers
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
 
 
 class _RecurrentLM(LanguageModel):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Dict, Type
 
 from ..errors import DataError
@@ -26,23 +27,36 @@ def get_model_class(name: str):
     """The class registered as ``name``; DataError listing the choices otherwise."""
     from . import _load_all  # noqa: F401  (import side effect: registration)
 
-    try:
+    if isinstance(name, str) and name in MODEL_REGISTRY:
         return MODEL_REGISTRY[name]
-    except KeyError:
-        raise DataError(f"unknown model {name!r}; registered models: {', '.join(sorted(MODEL_REGISTRY))}") from None
+    close = difflib.get_close_matches(name, list(MODEL_REGISTRY), n=1) if isinstance(name, str) else []
+    raise DataError(f"model: unknown model {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f"; registered models: {', '.join(sorted(MODEL_REGISTRY))}; e.g. model: gru")
 
 
 def config_from_dict(config_cls, values: dict):
-    """Build a dataclass config, rejecting unknown keys with the valid ones listed."""
-    names = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = set(values) - names
+    """Build a dataclass config from a plain dict (``model_config`` of a YAML config or
+    a checkpoint). The config's ``__post_init__`` checks every value (types, ranges,
+    choices: :func:`~nbest_rescore.config.check_fields`).
+
+    Raises:
+        DataError: ``values`` is not a mapping, has unknown keys (the valid ones are
+            listed, with the closest match), or holds a bad value.
+    """
+    if not isinstance(values, dict):
+        raise DataError(f"model_config must be a mapping of option: value, got {values!r}; "
+                        f"e.g. model_config: {{hidden_size: 512}}")
+    names = sorted(f.name for f in dataclasses.fields(config_cls))
+    unknown = sorted(str(k) for k in values if k not in names)
     if unknown:
-        raise DataError(f"unknown option(s) {sorted(unknown)} for {config_cls.__name__}; "
-                        f"valid: {sorted(names)}")
+        hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown
+                 for m in [difflib.get_close_matches(k, names, n=1)] if m]
+        raise DataError(f"model_config: unknown option(s) {unknown} for {config_cls.__name__}"
+                        + (f" ({'; '.join(hints)})" if hints else "") + f"; valid: {names}")
     return config_cls(**values)
 
 
 def build_model(name: str, config: dict, vocab_size: int):
     """Instantiate model ``name`` from a plain-dict config for a vocabulary size."""
     cls = get_model_class(name)
-    return cls(config_from_dict(cls.Config, dict(config or {})), vocab_size)
+    return cls(config_from_dict(cls.Config, {} if config is None else config), vocab_size)

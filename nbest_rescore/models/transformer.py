@@ -34,14 +34,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, Output, OutputLayerConfig, State
+from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 POSITION_BIASES = ("alibi", "learned")
 
 
 @dataclass
-class TransformerConfig(OutputLayerConfig):
+class TransformerConfig(ModelConfig):
     """Transformer settings (sizes in units).
 
     hidden_size is the model dimension d_model (embeddings are projected to it when
@@ -51,7 +51,6 @@ class TransformerConfig(OutputLayerConfig):
     ``position_bias`` is not in ``POSITION_BIASES`` or dropout is outside [0, 1).
     """
 
-    embedding_dim: int = 256
     hidden_size: int = 256
     num_layers: int = 2
     num_heads: int = 4
@@ -59,24 +58,16 @@ class TransformerConfig(OutputLayerConfig):
     window: int = 64
     position_bias: str = "alibi"
     dropout: float = 0.1
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
+
+    _RANGES = {"ff_dim": ">= 0 (0 = 4 * hidden_size)"}
+    _CHOICES = {"position_bias": POSITION_BIASES}
+    _EXAMPLES = {"ff_dim": 1024}
 
     def __post_init__(self):
         super().__post_init__()
-        for key in ("hidden_size", "num_layers", "num_heads", "window"):
-            if getattr(self, key) < 1:
-                raise DataError(f"transformer {key} must be >= 1, got {getattr(self, key)}")
         if self.hidden_size % self.num_heads:
-            raise DataError(f"transformer hidden_size ({self.hidden_size}) must be a multiple of "
-                            f"num_heads ({self.num_heads})")
-        if self.ff_dim < 0:
-            raise DataError(f"transformer ff_dim must be >= 1, or 0 for 4 * hidden_size; got {self.ff_dim}")
-        if self.position_bias not in POSITION_BIASES:
-            raise DataError(f"transformer position_bias {self.position_bias!r}: expected one of {POSITION_BIASES}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise DataError(f"transformer dropout must lie in [0, 1), got {self.dropout}")
+            raise DataError(f"model_config.hidden_size ({self.hidden_size}) must be a multiple of "
+                            f"num_heads ({self.num_heads}), e.g. hidden_size: {self.num_heads * 64}")
 
 
 def alibi_bias(num_heads: int, window: int) -> Tensor:

@@ -70,6 +70,15 @@ def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, grap
             + weights.word_ins_penalty * np.asarray(num_words, dtype=np.float64))
 
 
+def flat_scores(flat, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndarray:
+    """:func:`combine` over the rows ``sl`` of a :class:`~nbest_rescore.types.FlatNbest`
+    (``nn_cost``: float64 [H] over all its rows, or None when ``interp == 1``).
+    Returns float64 scores (natural log, larger = better) of the selected rows."""
+    graph = flat.graph_cost[sl]
+    return combine(flat.ac_cost[sl], flat.lm_cost[sl], flat.num_words[sl], weights,
+                   None if nn_cost is None else np.asarray(nn_cost)[sl], graph if np.any(graph) else None)
+
+
 def best_index(scores) -> int:
     """Index of the highest score; ties keep the earliest (first-pass rank order)."""
     return int(np.argmax(np.asarray(scores)))

@@ -22,9 +22,10 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import torch
 
+from ..errors import DataError, examples
 from ..models.base import align_slots, cat_states, select_state
 from ..types import NbestSet
-from .combine import Weights, combine, segment_argmax
+from .combine import Weights, flat_scores, segment_argmax
 from .scorer import NnScorer
 
 HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
@@ -44,24 +45,12 @@ class RescoreResult:
     history: str
 
 
-class FlatLists:
-    """Flat per-hypothesis arrays of an :class:`NbestSet` (set order)."""
+class NonFiniteCostError(DataError):
+    """The NN LM gave NaN or infinite costs; ``keys`` are those hypotheses' keys."""
 
-    def __init__(self, nbest: NbestSet, ngram_cost: Optional[np.ndarray] = None):
-        u = nbest.utterances
-        self.offsets = np.zeros(len(u) + 1, dtype=np.int64)
-        self.offsets[1:] = np.cumsum([len(x) for x in u])
-        self.ac = np.concatenate([x.ac_cost for x in u])
-        self.lm = np.concatenate([x.lm_cost for x in u]) if ngram_cost is None else np.asarray(ngram_cost)
-        self.graph = np.concatenate([x.graph_cost for x in u])
-        self.nwords = np.concatenate([x.num_words for x in u])
-        self.hyps = [h for x in u for h in x.hyps]
-        self.keys = [k for x in u for k in x.keys]
-
-    def scores(self, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndarray:
-        """Combined scores (natural log, larger = better) of the hypotheses in ``sl``."""
-        return combine(self.ac[sl], self.lm[sl], self.nwords[sl], weights,
-                       None if nn_cost is None else nn_cost[sl], self.graph[sl])
+    def __init__(self, keys: List[str]):
+        self.keys = keys
+        super().__init__(f"the NN LM gave non-finite costs (NaN or inf) for {examples(keys)}")
 
 
 def _choice_weights(history: str, weights: Weights) -> Weights:
@@ -86,10 +75,12 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
         progress: called with the number of hypotheses scored so far, if given.
     Raises:
         ValueError: unknown history policy.
+        NonFiniteCostError: the model gave a NaN or infinite cost (checked per batch,
+            before any 1-best is picked from it).
     """
     if history not in HISTORY_MODES:
         raise ValueError(f"history {history!r}: expected one of {HISTORY_MODES}")
-    flat = FlatLists(nbest, ngram_cost)
+    flat = nbest.flat(ngram_cost)
     docs = nbest.documents()
     n_utts = len(nbest)
     nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
@@ -105,7 +96,10 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
             rows.extend([r] * (b - a))
             hyps.extend(flat.hyps[a:b])
             flat_pos.extend(range(a, b))
-        nn_cost[flat_pos] = scorer.costs(states, rows, hyps)
+        costs = scorer.costs(states, rows, hyps)
+        if not np.all(np.isfinite(costs)):
+            raise NonFiniteCostError([flat.keys[p] for p, c in zip(flat_pos, costs) if not np.isfinite(c)])
+        nn_cost[flat_pos] = costs
         done += len(hyps)
         if progress:
             progress(done)
@@ -114,7 +108,7 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
         out = []
         for u in utt_idx:
             sl = slice(flat.offsets[u], flat.offsets[u + 1])
-            out.append(int(flat.offsets[u] + np.argmax(flat.scores(w, nn_cost, sl))))
+            out.append(int(flat.offsets[u] + np.argmax(flat_scores(flat, w, nn_cost, sl))))
         return out
 
     if history == "none":
@@ -126,7 +120,7 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
             chunk = all_u[s:s + step]
             score_utts(chunk, init, [0] * len(chunk))
     elif history == "first-pass":
-        fp_best = segment_argmax(flat.scores(_choice_weights(history, weights)), flat.offsets)
+        fp_best = segment_argmax(flat_scores(flat, _choice_weights(history, weights)), flat.offsets)
         state = scorer.initial_state(len(docs))
         starts, start_utts = [], []
         for pos in range(max(len(d) for d in docs)):
@@ -157,7 +151,7 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
             chosen = pick(utts, choose)
             nxt = scorer.advance(cur, [flat.hyps[c] for c in chosen])
             state = _scatter(state, idx, nxt)
-    best = segment_argmax(flat.scores(weights, nn_cost), flat.offsets)
+    best = segment_argmax(flat_scores(flat, weights, nn_cost), flat.offsets)
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
     return RescoreResult(nn_cost, flat.offsets, best, one_best, history)
 

@@ -10,13 +10,13 @@ one BPTT segment to the next and reset exactly where a new document starts
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..models.base import LanguageModel, State, reset_state
+from ..models.base import LanguageModel, State, detach_state, reset_state
 from ..vocab import Vocabulary
 
 
@@ -189,3 +189,27 @@ def run_segment(model: LanguageModel, state: State, inputs: Tensor, reset: Tenso
             auxes.append(out.aux_loss * (c1 - c0) / t)
     aux = torch.stack(auxes).sum() if auxes else None
     return torch.cat(feats, 1), state, aux
+
+
+@torch.inference_mode()
+def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
+                   progress: Optional[Callable[[int, int], None]] = None) -> float:
+    """Total negative natural-log likelihood (nats) of the streams' masked targets.
+
+    The sum is kept on the device (float64) and read back once; streams aligned to
+    ``bptt`` run each segment as one model call. ``progress(done, total)`` is called
+    after each segment with counts of [B, bptt] segments (no host synchronisation)."""
+    b = streams.inputs.shape[0]
+    streams = streams.to(device)
+    aligned = streams.align == bptt
+    state = model.init_state(b, device)
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    n_segments = -(-streams.inputs.shape[1] // bptt)
+    for k, (inp, tgt, mask, reset) in enumerate(segments(streams, bptt), 1):
+        feats, state, _ = run_segment(model, state, inp, reset, aligned)
+        logp = model.target_log_probs(feats, tgt)
+        total -= (logp.double() * mask).sum()
+        state = detach_state(state)
+        if progress is not None:
+            progress(k, n_segments)
+    return float(total)

@@ -31,7 +31,6 @@ from tqdm import tqdm
 
 from ..config import TrainConfig, config_to_dict
 from ..errors import DataError
-from ..evaluation.perplexity import nll_of_streams
 from ..io.lm_text import read_lm_text
 from ..models import build_model
 from ..models.base import default_adaptive_cutoffs, detach_state
@@ -39,7 +38,7 @@ from ..models.registry import config_from_dict, get_model_class
 from ..vocab import Vocabulary
 from . import checkpointing
 from .schedule import LRSchedule
-from .streams import Streams, encode_document, make_streams, run_segment
+from .streams import Streams, encode_document, make_streams, nll_of_streams, run_segment
 
 log = logging.getLogger(__name__)
 

@@ -126,6 +126,7 @@ print(d.get("acoustic_scale", 1.0), b["interp"], b["lm_weight"], b["word_ins_pen
 ngram_point() {
   local want="acoustic_scale=$3 interp=1 lm_weight=$4 word_ins_penalty=$5"
   if [ -f "$6/tune.json" ] && [ "$(cat "$6/weights" 2>/dev/null)" = "$want" ]; then return 0; fi
+  rm -f "$6/weights"
   nbest-rescore tune --nbest "$1" --ref "$2" --acoustic-scale "$3" --interps 1 --lm-weights "$4" \
     --word-ins-penalties "$5" --out "$6" | tail -n 1
   echo "$want" > "$6/weights"

@@ -2,6 +2,7 @@
 checked against an independent float64 numpy AMN run over the same document streams."""
 import json
 import math
+import os
 from collections import Counter
 
 import numpy as np
@@ -11,7 +12,8 @@ from click.testing import CliRunner
 
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
-from nbest_rescore.evaluation.analysis import AMNAnalysis, WindowAnalysis, analyze_model, write_analysis
+from nbest_rescore.evaluation.analysis import (AMNAnalysis, WindowAnalysis, analysis_figures, analysis_title,
+                                                analyze_model, write_analysis)
 from nbest_rescore.evaluation.perplexity import corpus_perplexity
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import build_model, save_model
@@ -296,7 +298,8 @@ def test_cli_writes_plots_and_json(tiny_amn_checkpoint, ci_text, tmp_path):
     assert res.exit_code == 0, res.output + repr(res.exception)
     for name in ("attention_entropy.png", "memcell_attention.png", "memcell_cosine.png", "memcell_ppl.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-    assert sorted(p.name for p in out.iterdir()) == ["analysis.json", "attention_entropy.png", "memcell_attention.png",
+    run_marker = ".nbest-rescore-run"  # io.atomic.RUN_MARKER, where the CLI writes one
+    assert sorted(p.name for p in out.iterdir() if p.name != run_marker) == ["analysis.json", "attention_entropy.png", "memcell_attention.png",
                                                      "memcell_cosine.png", "memcell_ppl.png"]  # no temp files left
     data = json.loads((out / "analysis.json").read_text())
     assert data["word_ranking"]["step"] == "input" and "INPUT" in data["word_ranking"]["note"]
@@ -305,7 +308,7 @@ def test_cli_writes_plots_and_json(tiny_amn_checkpoint, ci_text, tmp_path):
     assert data["settings"]["max_words"] == 600
     ppl = CliRunner().invoke(main, ["ppl", "--lm", str(tiny_amn_checkpoint), "--text", str(ci_text),
                                     "--max-words", "600"])
-    assert data["perplexity"] == pytest.approx(json.loads(ppl.output)["perplexity"], rel=1e-9)
+    assert data["perplexity"] == pytest.approx(json.loads(ppl.stdout)["perplexity"], rel=1e-9)
 
 
 def test_cli_rejects_other_models(ci_text, tmp_path):
@@ -314,3 +317,61 @@ def test_cli_rejects_other_models(ci_text, tmp_path):
     save_model(path, build_model("gru", {"embedding_dim": 4, "hidden_size": 4}, len(vocab)), vocab)
     res = CliRunner().invoke(main, ["analyze", "--lm", str(path), "--text", str(ci_text), "--out", str(tmp_path / "o")])
     assert res.exit_code == 1 and "supports the models amn" in res.output and "Traceback" not in res.output
+
+
+def _hand_made_amn():
+    return AMNAnalysis(
+        model="amn", num_memcells=3, tokens=100, documents=2, perplexity=120.0,
+        memcell_perplexity=(150.0, 900.0, 130.0), mean_attention=(0.5, 0.1, 0.4),
+        cosine=((1.0, 0.2, 0.3), (0.2, 1.0, 0.1), (0.3, 0.1, 1.0)), entropy_mean=0.8, entropy_max=math.log2(3),
+        entropy_counts=(10, 50, 40), entropy_edges=(0.0, 0.5, 1.0, math.log2(3)), top_words=(), bottom_words=(),
+        min_count=5)
+
+
+SETTINGS = {"lm": "/some/dir/amn.pt", "text": "/other/ci.txt", "max_words": 600}
+SHOWS = {"attention_entropy.png": "attention entropy over 100 tokens",
+         "memcell_attention.png": "mean attention per memcell",
+         "memcell_cosine.png": "mean cosine similarity of memcell states",
+         "memcell_ppl.png": "perplexity of each memcell alone",
+         "window_attention.png": "key-value: mean attention by window position"}
+
+
+@pytest.mark.parametrize("kind", ["amn", "window"])
+def test_every_analysis_plot_is_titled_with_lm_and_text(kind, tmp_path, monkeypatch):
+    """No data needed: every figure write_analysis saves has the title line built from
+    the settings (basenames of the checkpoint and the text) above what it shows."""
+    from nbest_rescore.evaluation import plots
+
+    res = _hand_made_amn() if kind == "amn" else WindowAnalysis(
+        model="key-value", window=3, tokens=100, documents=2, perplexity=99.0, mean_attention=(0.2, 0.3, 0.48))
+    saved = {}
+    save = plots.save_figure
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: saved.setdefault(os.path.basename(path), fig) and save(fig, path))
+    paths = write_analysis(res, tmp_path / "out", SETTINGS)
+    names = [os.path.basename(p) for p in paths]
+    assert names[0] == "analysis.json" and names[1:] == list(saved) and sorted(os.listdir(tmp_path / "out")) == sorted(names)
+    assert set(saved) == ({"window_attention.png"} if kind == "window" else set(SHOWS) - {"window_attention.png"})
+    for name, fig in saved.items():
+        assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert fig.axes[0].get_title().splitlines() == ["amn.pt on ci.txt, first 600 words", SHOWS[name]], name
+    # without settings: only what the plot shows
+    assert [f.axes[0].get_title() for f in analysis_figures(res).values()] == [SHOWS[n] for n in saved]
+    assert analysis_title({"lm": "x/gru.pt", "text": "y/dev/"}) == "gru.pt on dev"
+
+
+def test_plot_functions_take_a_title(tmp_path, monkeypatch):
+    """The thin writers pass ``title`` through (callers elsewhere use them directly)."""
+    from nbest_rescore.evaluation import plots
+
+    saved = []
+    save = plots._save_png
+    monkeypatch.setattr(plots, "_save_png", lambda fig, path: saved.append(fig) or save(fig, path))
+    a = _hand_made_amn()
+    calls = [(plots.plot_attention_entropy, (a.entropy_counts, a.entropy_edges, a.entropy_max, a.entropy_mean)),
+             (plots.plot_memcell_attention, (a.mean_attention,)), (plots.plot_memcell_cosine, (a.cosine,)),
+             (plots.plot_memcell_perplexity, (a.memcell_perplexity, a.perplexity)),
+             (plots.plot_window_attention, ((0.5, 0.5), "attention"))]
+    for i, (fn, args) in enumerate(calls):
+        out = tmp_path / f"{i}.png"
+        assert fn(*args, out, title="T") == str(out) and out.read_bytes()[:4] == b"\x89PNG"
+        assert saved[-1].axes[0].get_title().splitlines()[0] == "T", fn.__name__

@@ -127,3 +127,29 @@ def test_heatmap_png(ci, nn_cost, tmp_path):
     pts = (TunePoint(1.0, 9.5, 0.0, 30.0), TunePoint(0.5, 11.0, 0.0, 29.0))
     plot_wer_heatmap(TuneResult(points=pts, best=pts[1], acoustic_scale=1.0), out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+HEAT_TITLE = "gru.pt on dev/, history first-pass"
+
+
+def _hand_made_result():
+    pts = (TunePoint(1.0, 9.5, 0.0, 30.0), TunePoint(0.5, 11.0, 0.0, 29.0), TunePoint(0.5, 9.5, 0.0, 29.5))
+    return TuneResult(points=pts, best=pts[1], acoustic_scale=1.0)
+
+
+def test_heatmap_title_names_model_and_data(tmp_path, monkeypatch):
+    """No data needed: the written figure's title starts with the caller's line (model
+    and data), then says what it shows; without ``title`` only the latter."""
+    from nbest_rescore.evaluation import plots
+
+    drawn = []
+    build = plots.wer_heatmap_figure
+    monkeypatch.setattr(plots, "wer_heatmap_figure", lambda *a, **k: drawn.append(build(*a, **k)) or drawn[-1])
+    out = tmp_path / "tune_wer.png"
+    assert plots.plot_wer_heatmap(_hand_made_result(), out, title=HEAT_TITLE) == str(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and os.listdir(tmp_path) == ["tune_wer.png"]
+    lines = drawn[-1].axes[0].get_title().splitlines()
+    assert lines[0] == HEAT_TITLE
+    assert lines[1].startswith("WER (%) at word insertion penalty 0") and "best (red): lambda 0.5" in lines[2]
+    untitled = plots.wer_heatmap_figure(_hand_made_result()).axes[0].get_title().splitlines()
+    assert untitled == lines[1:]

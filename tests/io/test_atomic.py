@@ -79,3 +79,97 @@ def test_atomic_path_exception_removes_temp(tmp_path):
             raise KeyError("x")
     assert out.read_bytes() == b"old"
     assert _leftovers(tmp_path, {"model.pt"}) == []
+
+
+# --- output sets (atomic_dir) --------------------------------------------------------------
+
+_WRITER = r'''
+import sys, time
+from nbest_rescore.io.atomic import atomic_dir
+out, tag, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+with atomic_dir(out, [f"f{i}" for i in range(20)]) as tmp:
+    for i in range(20):
+        (tmp / f"f{i}").write_text(tag)
+        if i == 0:
+            print("first", flush=True)
+            time.sleep(pause)
+'''
+
+
+def _write_set(out, tag, pause=0.0):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", _WRITER, str(out), tag, str(pause)], stdout=subprocess.PIPE,
+                            text=True)
+
+
+def _tags(out):
+    from nbest_rescore.io.atomic import RUN_MARKER
+
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted([f"f{i}" for i in range(20)] + [RUN_MARKER]), names
+    return {(out / f"f{i}").read_text() for i in range(20)}
+
+
+def test_kill_between_outputs_leaves_the_old_set(tmp_path):
+    import signal
+
+    out = tmp_path / "out"
+    assert _write_set(out, "old").wait() == 0
+    assert _tags(out) == {"old"}
+    p = _write_set(out, "new", pause=60)
+    assert p.stdout.readline().strip() == "first"  # one file of the new set is written
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert _tags(out) == {"old"}
+    assert any(".partial-" in q.name for q in tmp_path.iterdir())  # the killed run's folder
+    assert _write_set(out, "new").wait() == 0
+    assert _tags(out) == {"new"}
+    assert [q.name for q in tmp_path.iterdir()] == ["out"]  # stale partial folder removed
+
+
+def test_kill_at_random_times_never_mixes_sets(tmp_path):
+    import random
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    assert _write_set(out, "run0").wait() == 0
+    rng = random.Random(0)
+    seen = set()
+    for k in range(1, 9):
+        p = _write_set(out, f"run{k}")
+        time.sleep(rng.uniform(0.05, 0.6))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        tags = _tags(out)
+        assert len(tags) == 1, tags  # one whole set, never a mix
+        seen |= tags
+    assert len(seen) >= 2  # some kills landed after the swap, some before
+
+
+def test_output_dir_checks(tmp_path):
+    from nbest_rescore.errors import DataError
+    from nbest_rescore.io.atomic import atomic_dir, check_output_dir
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(DataError, match="is a file"):
+        check_output_dir(f)
+    with pytest.raises(DataError, match="is a file"):
+        check_output_dir(f / "below")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(DataError, match="notes.txt"):
+        check_output_dir(mine, ["text"])
+    out = tmp_path / "deep" / "er" / "out"
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out, ["text"]) as tmp:
+            (tmp / "text").write_text("half")
+            raise RuntimeError("failed mid-way")
+    assert not out.exists() and not [p for p in out.parent.iterdir()]
+    with atomic_dir(out, ["text"]) as tmp:
+        (tmp / "text").write_text("done")
+    assert (out / "text").read_text() == "done"

@@ -177,7 +177,8 @@ def test_malformed_and_nan_costs(tmp_path):
     with pytest.raises(DataError, match=rf"{d / 'ac_cost'}:2: key 'u1-2'"):
         read(d)
     d = make_dir(tmp_path, lm="u1-1 1\nu1-2 1\nu2-1 nan\n")
-    with pytest.raises(DataError, match=r"key 'u2-1' is nan"):
+    with pytest.raises(DataError, match=rf"{d / 'lm_cost'}:3: key 'u2-1': 'nan' is not a "
+                                        r"decimal number \(NaN and infinity"):
         read(d)
 
 

@@ -53,7 +53,7 @@ def test_scores_are_costs_and_utt2doc(tmp_path):
                          utt2doc={"0": "dA", "1": "dA", "2": "dB"}, log=lambda m: None)
     assert s.doc_source == "utt2doc" and s.documents() == [[0, 1], [2]]
     assert s.utterances[0].ac_cost.tolist() == [-100.5, -101.25, -99.0]
-    with pytest.raises(DataError, match=r"utt2doc has no entry for 1 utterances.*: 2 \(1 in all\)"):
+    with pytest.raises(DataError, match=r"utt2doc: no entry for 1 utterances.*: 2 \(1 in all\)"):
         read_plain_nbest(nb, ac, lm, utt2doc={"0": "d", "1": "d"}, log=lambda m: None)
 
 
@@ -79,8 +79,17 @@ def test_count_mismatch(tmp_path):
 
 def test_bad_score_values(tmp_path):
     nb, ac, lm = write(tmp_path, ac=AC.replace("-99", "oops"))
-    with pytest.raises(DataError, match=rf"{ac}:3: 'oops' is not a number"):
+    with pytest.raises(DataError, match=rf"{ac}:3: acoustic score: 'oops' is not a decimal "
+                                        r"number; expected a number such as -12.5"):
         read_plain_nbest(nb, ac, lm)
     nb, ac, lm = write(tmp_path, lm=LM.replace("-9", "inf"))
-    with pytest.raises(DataError, match=rf"{lm}:5: score of hypothesis '1-2' is inf"):
+    with pytest.raises(DataError, match=rf"{lm}:5: n-gram score: 'inf' is not a decimal "
+                                        r"number \(NaN and infinity are not allowed"):
         read_plain_nbest(nb, ac, lm)
+    nb, ac, lm = write(tmp_path, lm=LM.replace("-9", "-9_0"))
+    with pytest.raises(DataError, match=rf"{lm}:5: n-gram score: '-9_0' is not a decimal "
+                                        r"number \('_' digit separators"):
+        read_plain_nbest(nb, ac, lm)
+    nb, ac, lm = write(tmp_path, ac=AC.replace("-99", "-99 1"))
+    with pytest.raises(DataError, match=rf"{ac}:3: expected one number per line"):
+        read_plain_nbest(nb, ac, lm, scores_are_costs=True)

@@ -48,14 +48,23 @@ def test_text_variants(tmp_path):
 
 
 @pytest.mark.parametrize("content, line, pattern", [
-    ("k1 1.0\nk2 abc\n", 2, r"key 'k2': 'abc' is not a number"),
+    ("k1 1.0\nk2 abc\n", 2, r"key 'k2': 'abc' is not a decimal number; expected a number "
+                            r"such as -12.5"),
     ("k1 1.0\nk2\n", 2, r"key 'k2' has no value"),
     ("k1 1.0\nk2 1.0 2.0\n", 2, r"key 'k2' has 2 values"),
     ("k1 [ 1.0 2.0 ]\n", 1, r"key 'k1' has 2 values"),
     ("k1 1.0\n\nk2 1.0\n", 2, r"blank line"),
     ("k1 1.0\nk2 2.0\nk1 3.0\n", 3, r"duplicate key 'k1'"),
-    ("k1 1.0\nk2 nan\n", 2, r"key 'k2' is nan"),
-    ("k1 -inf\n", 1, r"key 'k1' is -inf"),
+    ("k1 1.0\nk2 nan\n", 2, r"key 'k2': 'nan' is not a decimal number \(NaN and infinity"),
+    ("k1 -inf\n", 1, r"key 'k1': '-inf' is not a decimal number \(NaN and infinity"),
+    ("k1 1_000\n", 1, r"key 'k1': '1_000' is not a decimal number \('_' digit separators"),
+    ("k1 [ 1_0 ]\n", 1, r"key 'k1': '1_0' is not a decimal number"),
+    ("k1 Infinity\n", 1, r"'Infinity' is not a decimal number \(NaN"),
+    ("k1 0x1A\n", 1, r"'0x1A' is not a decimal number \(hexadecimal"),
+    ("k1 \u0661\n", 1, r"only ASCII digits"),
+    ("k1 1e999\n", 1, r"'1e999' is outside the float64 range"),
+    ("k1 2\n\ufeffk2 3\n", 2, r"key '\\ufeffk2' contains an invisible U\+FEFF byte-order mark"),
+    ("k1 2\nk\u200b2 3\n", 2, r"zero-width space at character 2"),
 ])
 def test_text_errors_name_file_line_key(tmp_path, content, line, pattern):
     p = tmp_path / "cost"

@@ -269,7 +269,7 @@ def test_ppl_with_cache_equals_one_pass_per_document(tiny_lm, DATA):
 
     text = DATA / "lm" / "lm_valid.txt"
     rep = json.loads(run(["ppl", "--lm", tiny_lm, "--text", text, "--max-words", 1500, "--batch-size", 3,
-                          "--cache-size", 50, "--cache-theta", 0.5, "--cache-lambda", 0.2]))
+                          "--cache-size", 50, "--cache-theta", 0.5, "--cache-lambda", 0.2, "--no-progress"]))
     assert rep["cache"] == {"size": 50, "theta": 0.5, "lambda": 0.2}
     model, vocab, _ = load_model(tiny_lm)
     m = CachedLM(model, 50, 0.5, 0.2)
@@ -292,7 +292,7 @@ def test_ppl_with_cache_equals_one_pass_per_document(tiny_lm, DATA):
 def test_score_with_cache_uses_first_pass_history(tiny_lm, DATA, ci_nbest, tmp_path):
     from nbest_rescore.models import load_model
     from nbest_rescore.rescoring.combine import Weights
-    from nbest_rescore.rescoring.pipeline import first_pass_one_best
+    from nbest_rescore.api.score_job import first_pass_one_best
 
     out = run(["score", "--lm", tiny_lm, "--nbest", DATA / "ci", "--out", tmp_path, "--ref", DATA / "ci" / "ref.txt",
                "--cache-size", 100, "--cache-theta", 0.4, "--cache-lambda", 0.15, "--no-progress"])

@@ -251,6 +251,6 @@ def test_threads_option_of_ppl_and_bad_value(tiny_lm, DATA, threads_restored):
     res = run(["ppl", "--lm", tiny_lm, "--text", DATA / "lm" / "lm_valid.txt", "--max-words", "300",
                "--threads", "1"])
     assert res.exit_code == 0, res.output
-    assert torch.get_num_threads() == 1 and json.loads(res.output)["perplexity"] > 1
+    assert torch.get_num_threads() == 1 and json.loads(res.stdout)["perplexity"] > 1
     res = run(["ppl", "--lm", tiny_lm, "--text", DATA / "lm" / "lm_valid.txt", "--threads", "0"])
     assert res.exit_code == 2 and "--threads" in res.output

@@ -7,7 +7,7 @@ import torch
 
 from nbest_rescore.models import load_model
 from nbest_rescore.rescoring.combine import Weights, combine, segment_argmax
-from nbest_rescore.rescoring.history import FlatLists, rescore
+from nbest_rescore.rescoring.history import rescore
 from nbest_rescore.rescoring.scorer import NnScorer
 from nbest_rescore.types import NbestSet
 
@@ -52,7 +52,7 @@ def test_carried_state_equals_concatenation(ci_small, model):
     w = Weights(1.0, 9.5, 0.5, -0.629606)
     for history in ("first-pass", "interpolated", "rescored"):
         res = rescore(ci_small, NnScorer(m, vocab, batch_size=37), w, history)
-        flat = FlatLists(ci_small)
+        flat = ci_small.flat()
         doc = ci_small.documents()[0][:4]
         chosen_hist = []
         for u in doc:
@@ -63,14 +63,14 @@ def test_carried_state_equals_concatenation(ci_small, model):
             # the history the policy must have read
             choose = {"first-pass": Weights(1.0, 9.5, 1.0, -0.629606),
                       "rescored": Weights(1.0, 9.5, 0.0, -0.629606), "interpolated": w}[history]
-            s = combine(flat.ac[a:b], flat.lm[a:b], flat.nwords[a:b], choose, res.nn_cost[a:b])
+            s = combine(flat.ac_cost[a:b], flat.lm_cost[a:b], flat.num_words[a:b], choose, res.nn_cost[a:b])
             chosen_hist.append(flat.hyps[a + int(np.argmax(s))])
 
 
 def test_no_history_scores_each_hypothesis_alone(ci_nbest, model):
     m, vocab, _ = model
     res = rescore(ci_nbest, NnScorer(m, vocab), Weights(), "none")
-    flat = FlatLists(ci_nbest)
+    flat = ci_nbest.flat()
     for j in [0, 1, 99, 150, 2000, len(flat.hyps) - 1]:
         assert abs(res.nn_cost[j] - one_pass_cost(m, vocab, [], flat.hyps[j])) < 1e-4
 

@@ -51,7 +51,7 @@ def test_recorded_validation_perplexity_is_reproducible(tiny_lm, DATA):
     assert info["history"][0]["train_ppl"] > rep.perplexity / 10
 
 
-def test_config_paths_and_errors(tmp_path, monkeypatch):
+def test_config_paths_and_errors(repo_data, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     cfg = load_train_config("recipes/abc-nbest/conf/amn.yaml")
     assert cfg.model == "amn" and cfg.model_config["num_memcells"] == 5

@@ -1,0 +1,184 @@
+"""Jobs on a language model alone: ``train``, ``ppl`` (corpus perplexity) and
+``analyze`` (attention analysis)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+from ..config import TrainConfig, load_train_config, validate_train_config
+from ..errors import DataError
+from ..evaluation.analysis import Analysis, analyze_model, write_analysis
+from ..evaluation.perplexity import PerplexityReport, corpus_perplexity
+from ..io.atomic import atomic_dir, check_output_dir
+from ..io.lm_text import read_lm_text
+from ..models.cache import cache_settings
+from ..training.trainer import TrainResult
+from ..training.trainer import train as run_training
+from .checks import check_choice, check_float, check_int
+from .inputs import LoadedLM, load_lm, seed_everything, set_threads
+
+Progress = Callable[[int, int], None]
+Text = Union[str, os.PathLike, Sequence[Sequence[Sequence[str]]]]
+ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention.png", "memcell_cosine.png",
+                    "memcell_ppl.png", "window_attention.png")
+
+
+def _documents(text: Text, max_words: Optional[int]):
+    if isinstance(text, (str, os.PathLike)):
+        return read_lm_text(text, max_words)
+    return list(text)
+
+
+def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Optional[int] = None,
+               progress: Optional[Progress] = None) -> PerplexityReport:
+    """Corpus-level perplexity of ``text`` under ``lm`` (state carried within a
+    document, reset between documents; natural log inside).
+
+    Args:
+        text: a file (one sentence per line, blank lines between documents) or a list
+            of documents, each a list of word sequences.
+        batch_size: documents scored in parallel; max_words: only the first N words.
+        progress: called as ``progress(segments_done, segments_total)``.
+    Raises:
+        DataError: bad options, an unreadable text, or nothing to score.
+    """
+    check_int("batch_size", batch_size)
+    check_int("max_words", max_words, allow_none=True)
+    docs = _documents(text, max_words)
+    if not any(docs):
+        raise DataError(f"{text if isinstance(text, (str, os.PathLike)) else 'the text'}: no sentences to score")
+    return corpus_perplexity(lm.model, lm.vocab, docs, batch_size=batch_size, device=lm.device, progress=progress)
+
+
+@dataclass(frozen=True)
+class PerplexityJob:
+    """``nbest-rescore ppl`` as a value; options checked on construction."""
+
+    lm: str
+    text: str
+    device: str = "cpu"
+    batch_size: int = 16
+    max_words: Optional[int] = None
+    threads: Optional[int] = None
+    cache_size: int = 0
+    cache_theta: float = 0.3
+    cache_lambda: float = 0.1
+
+    def __post_init__(self):
+        check_int("batch_size", self.batch_size)
+        check_int("max_words", self.max_words, allow_none=True)
+        check_int("threads", self.threads, allow_none=True)
+        check_int("cache_size", self.cache_size, minimum=0)
+        check_float("cache_theta", self.cache_theta)
+        check_float("cache_lambda", self.cache_lambda, 0.0, 0.999999)
+        for name in ("lm", "text"):
+            if not os.path.isfile(getattr(self, name)):
+                raise DataError(f"--{name} {getattr(self, name)}: no such file")
+
+    def run(self, progress: Optional[Progress] = None) -> Tuple[PerplexityReport, Optional[dict]]:
+        """(the report, the cache settings or None)."""
+        set_threads(self.threads)
+        lm = load_lm(self.lm, self.device, cache_size=self.cache_size, cache_theta=self.cache_theta,
+                     cache_lambda=self.cache_lambda)
+        rep = perplexity(lm, self.text, batch_size=self.batch_size, max_words=self.max_words, progress=progress)
+        return rep, cache_settings(lm.model)
+
+
+def train(config: Union[str, TrainConfig], out, *, device="cpu", progress: bool = True, resume=None,
+          init_from=None, stop_after_epochs: Optional[int] = None) -> TrainResult:
+    """Train a language model (see :func:`nbest_rescore.training.trainer.train`).
+
+    Args:
+        config: a YAML file or a :class:`~nbest_rescore.config.TrainConfig`.
+        out: the checkpoint to write (best weights); ``<out>.last.pt`` holds the
+            resumable state.
+    Raises:
+        DataError: a bad config (file and key named), unwritable ``out``, bad data.
+    """
+    from ..device import resolve_device
+
+    cfg = load_train_config(config) if isinstance(config, (str, os.PathLike)) else config
+    return run_training(cfg, out, resolve_device(str(device)), progress=progress, resume=resume,
+                        init_from=init_from, stop_after_epochs=stop_after_epochs)
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """``nbest-rescore train`` as a value: the config is read and checked, and the
+    overrides applied, on construction (before any data is read). ``seed`` None keeps
+    the config's ``optim.seed``."""
+
+    config: str
+    out: str
+    device: str = "cpu"
+    max_words: Optional[int] = None
+    max_epochs: Optional[int] = None
+    max_seconds: Optional[float] = None
+    dtype: Optional[str] = None
+    threads: Optional[int] = None
+    resume: Optional[str] = None
+    init_from: Optional[str] = None
+    stop_after_epochs: Optional[int] = None
+    seed: Optional[int] = None
+
+    def __post_init__(self):
+        check_int("max_words", self.max_words, allow_none=True)
+        check_int("max_epochs", self.max_epochs, allow_none=True)
+        check_float("max_seconds", self.max_seconds, 1e-9, allow_none=True)
+        check_int("threads", self.threads, allow_none=True)
+        check_int("stop_after_epochs", self.stop_after_epochs, allow_none=True)
+        if self.dtype is not None:
+            check_choice("dtype", self.dtype, ("float32", "bfloat16"))
+        for name in ("config", "resume", "init_from"):
+            path = getattr(self, name)
+            if path is not None and not os.path.isfile(path):
+                raise DataError(f"--{name.replace('_', '-')} {path}: no such file")
+        self.train_config()
+
+    def train_config(self) -> TrainConfig:
+        """The config file with this job's overrides applied (raises DataError)."""
+        cfg = load_train_config(self.config)
+        for section, key in (("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"),
+                             ("optim", "threads"), ("optim", "dtype"), ("optim", "seed")):
+            value = getattr(self, key)
+            if value is not None:
+                setattr(getattr(cfg, section), key, value)
+        validate_train_config(cfg, self.config)
+        return cfg
+
+    def run(self, progress: bool = True) -> TrainResult:
+        """Train and write the checkpoint."""
+        cfg = self.train_config()
+        seed_everything(cfg.optim.seed)
+        return train(cfg, self.out, device=self.device, progress=progress, resume=self.resume,
+                     init_from=self.init_from, stop_after_epochs=self.stop_after_epochs)
+
+
+@dataclass(frozen=True)
+class AnalyzeJob:
+    """``nbest-rescore analyze`` as a value: attention analysis of an ``amn`` or window
+    model over a text, written as ``analysis.json`` and titled plots into ``out``."""
+
+    lm: str
+    text: str
+    out: str
+    max_words: Optional[int] = None
+    device: str = "cpu"
+
+    def __post_init__(self):
+        check_int("max_words", self.max_words, allow_none=True)
+        for name in ("lm", "text"):
+            if not os.path.isfile(getattr(self, name)):
+                raise DataError(f"--{name} {getattr(self, name)}: no such file")
+        check_output_dir(self.out, ANALYSIS_OUTPUTS)
+
+    def run(self) -> Tuple[Analysis, List[str]]:
+        """(the analysis, the files written)."""
+        lm = load_lm(self.lm, self.device)
+        docs = read_lm_text(self.text, self.max_words)
+        res = analyze_model(lm.model, lm.vocab, docs, device=lm.device)
+        settings = {"lm": self.lm, "text": self.text, "max_words": self.max_words}
+        with atomic_dir(self.out, ANALYSIS_OUTPUTS, settings=settings) as tmp:
+            names = [os.path.basename(p) for p in write_analysis(res, tmp, settings=settings)]
+        return res, [os.path.join(self.out, n) for n in names]
