@@ -14,12 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
-import math
-import numbers
 import os
-import re
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -30,140 +25,7 @@ from .errors import DataError
 from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
 
-# -- generic field validation ------------------------------------------------------------
-# Every config dataclass (these sections and each model family's ``Config``) calls
-# :func:`check_fields` in ``__post_init__``. The field annotations give the types; the
-# class attributes (merged along the MRO, subclasses win) give the rest:
-#   _SECTION  name used in messages ("optim" -> "optim.lr"; "" -> "model")
-#   _RANGES   {field: ">= 1" | "> 0" | ">= 0" | "[0, 1)" | "(0, 1]" | ... [+ " (note)"]}
-#   _CHOICES  {field: (allowed strings, ...)}
-#   _EXAMPLES {field: a valid value for the "e.g." hint} (default: the field's default)
-# Defaults: integers >= 1 (sizes, dims, counts), fields named dropout* in [0, 1), other
-# numbers any finite value, strings non-empty.
-
-_RANGE_RE = re.compile(r"\s*(?:(>=|>|<=|<)\s*(-?[\d.]+)|([\[(])\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*([\])]))\s*(.*)$")
-
-
-@functools.lru_cache(maxsize=None)
-def _parse_range(spec: str):
-    m = _RANGE_RE.match(spec)
-    if not m:
-        raise ValueError(f"bad range spec {spec!r}")
-    op, bound, lb, lo, hi, rb, note = m.groups()
-    if op:
-        b = float(bound)
-        test = {">=": lambda v: v >= b, ">": lambda v: v > b, "<=": lambda v: v <= b, "<": lambda v: v < b}[op]
-        text = f"{op} {bound}"
-    else:
-        lo_f, hi_f = float(lo), float(hi)
-
-        def test(v):
-            return ((v > lo_f) if lb == "(" else (v >= lo_f)) and ((v < hi_f) if rb == ")" else (v <= hi_f))
-        text = f"in {lb}{lo}, {hi}{rb}"
-    return test, text + (f" {note}" if note else "")
-
-
-def _merged(cls, attr: str) -> dict:
-    out: dict = {}
-    for k in reversed(cls.__mro__):
-        out.update(vars(k).get(attr, {}))
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _hints(cls) -> dict:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-_TYPE_WORDS = {int: "an integer", float: "a finite number", bool: "true or false", str: "a non-empty string",
-               dict: "a mapping (key: value lines)"}
-_TYPE_TESTS = {int: _is_int, float: _is_number, bool: lambda v: isinstance(v, bool),
-               str: lambda v: isinstance(v, str) and v != "", dict: lambda v: isinstance(v, dict)}
-
-
-def _unpack(tp):
-    """(nullable, is_list, element type) of an annotation: ``Optional[List[int]]`` ->
-    (True, True, int); ``float`` -> (False, False, float)."""
-    nullable = False
-    if typing.get_origin(tp) is typing.Union:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        nullable, tp = len(args) < len(typing.get_args(tp)), args[0]
-    if typing.get_origin(tp) in (list, tuple):
-        return nullable, True, (typing.get_args(tp) or (typing.Any,))[0]
-    return nullable, False, tp
-
-
-def _found(v) -> str:
-    """``'512' (a string: remove the quotes)``-style description of a bad value."""
-    kind = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping", type(None): "null"}.get(type(v))
-    if v == "":
-        kind = "an empty string"
-    elif isinstance(v, str):
-        try:
-            float(v)
-            kind = "a string: remove the quotes"
-        except ValueError:
-            pass
-    return f"{v!r} ({kind})" if kind else repr(v)
-
-
-def yaml_value(v) -> str:
-    """``v`` as it would be written in a YAML config (for ``e.g.`` hints)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(yaml_value(x) for x in v) + "]"
-    return str(v)
-
-
-def check_fields(obj) -> None:
-    """Validate every field of the config dataclass ``obj`` against its annotation,
-    range and choices (see the comment above); DataError naming ``section.field``,
-    the value found, what was expected and a valid example."""
-    cls = type(obj)
-    section = getattr(cls, "_SECTION", cls.__name__)
-    prefix = f"{section}." if section else ""
-    ranges, choices, examples = _merged(cls, "_RANGES"), _merged(cls, "_CHOICES"), _merged(cls, "_EXAMPLES")
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    for name, tp in _hints(cls).items():
-        v = getattr(obj, name)
-        nullable, is_list, elem = _unpack(tp)
-        spec = ranges.get(name)
-        if spec is None and elem is int:
-            spec = ">= 1"
-        elif spec is None and elem is float and name.startswith("dropout"):
-            spec = "[0, 1)"
-        range_test, range_text = _parse_range(spec) if spec else (None, "")
-        elem_test = _TYPE_TESTS.get(elem, lambda x: True)
-        items = v if is_list and isinstance(v, (list, tuple)) else [v]
-        if v is None:
-            type_ok = ok = nullable
-        else:
-            type_ok = (not is_list or isinstance(v, (list, tuple))) and all(elem_test(x) for x in items)
-            ok = type_ok and (range_test is None or all(range_test(x) for x in items))
-        word = _TYPE_WORDS.get(elem, getattr(elem, "__name__", str(elem)))
-        if is_list:
-            word = f"a list of {word.split(' ', 1)[-1]}s" + (" each" if range_text else "")
-        expected = word + (f" {range_text}" if range_text else "") + (" or null" if nullable else "")
-        if ok and name in choices and v is not None and v not in choices[name]:
-            ok, expected = False, f"one of {', '.join(map(str, choices[name]))}"
-        if not ok:
-            example = examples.get(name, defaults.get(name))
-            if example is None or example is dataclasses.MISSING:
-                example = choices.get(name, ("...",))[0]
-            raise DataError(f"{prefix}{name} must be {expected}, got {_found(v) if not type_ok else repr(v)}; "
-                            f"e.g. {name}: {yaml_value(example)}")
+from .validation import check_fields, describe_value
 
 
 @dataclass
@@ -310,7 +172,7 @@ def _build(cls, values, section: str = ""):
         return cls()
     where = section or "the config"
     if not isinstance(values, dict):
-        raise DataError(f"{where} must be a mapping (key: value lines), got {_found(values)}")
+        raise DataError(f"{where} must be a mapping (key: value lines), got {describe_value(values)}")
     names = {f.name for f in dataclasses.fields(cls)}
     if set(values) - names:
         raise _unknown_keys(where, values, names)

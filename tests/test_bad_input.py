@@ -272,3 +272,10 @@ def test_plain_list_without_score_files(tmp_path, ci_nbest, DATA):
     (tmp_path / "dev17a.ngram").unlink()
     res = invoke(["tune", "--nbest", lst, "--ref", DATA / "ci" / "ref.txt"])
     assert_clean_failure(res, 1, "dev17a.ngram", "--plain-ngram")
+
+
+def test_train_out_below_a_file(tmp_path, example_config):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    res = invoke(["train", "--config", example_config("tiny"), "--out", f / "m.pt", "--no-progress"])
+    assert_clean_failure(res, 1, "--out", "is a file")

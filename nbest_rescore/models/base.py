@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..config import check_fields
+from ..validation import check_fields
 from ..errors import DataError
 
 State = Tuple[Tensor, ...]

@@ -40,7 +40,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..config import check_fields
+from ..validation import check_fields
 from ..errors import DataError
 from .base import LanguageModel, Output, State
 

@@ -42,6 +42,10 @@ def check_writable(out_path) -> None:
     p = Path(out_path)
     if p.is_dir():
         raise DataError(f"--out {out_path}: is a folder; give a checkpoint file name such as {p / 'model.pt'}")
+    above = next((a for a in p.parents if a.exists()), None)
+    if above is not None and not above.is_dir():
+        raise DataError(f"--out {out_path}: {above} is a file, so no folder can be made below it; "
+                        f"choose another --out")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=p.parent, prefix=".write-test-"):
