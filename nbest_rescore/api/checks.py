@@ -32,6 +32,23 @@ def check_float(option: str, value, lo: float = -math.inf, hi: float = math.inf,
         raise DataError(f"{_name(option)} must be a finite number{rng}, got {value!r}")
 
 
+def check_paths(job, names: Sequence[str]) -> None:
+    """Every path attribute ``names`` of ``job`` that is set exists."""
+    import os
+
+    for name in names:
+        path = getattr(job, name)
+        if path is not None and not os.path.exists(path):
+            raise DataError(f"{_name(name)} {path}: no such file or folder")
+
+
+def check_cache(job) -> None:
+    """The neural cache options of ``job`` (``cache_size``, ``cache_theta``, ``cache_lambda``)."""
+    check_int("cache_size", job.cache_size, minimum=0)
+    check_float("cache_theta", job.cache_theta)
+    check_float("cache_lambda", job.cache_lambda, 0.0, 0.999999)
+
+
 def check_choice(option: str, value, choices: Sequence[str]) -> None:
     """``value`` is one of ``choices``."""
     if value not in choices:

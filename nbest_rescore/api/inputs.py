@@ -55,6 +55,16 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
                             utt_ids=utt_ids, log=log.info)
 
 
+#: The plain-format path options a job may carry (``plain_ac`` ...).
+PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids")
+
+
+def load_job_nbest(job) -> NbestSet:
+    """:func:`load_nbest` of a job's ``nbest`` and ``plain_*`` options."""
+    return load_nbest(job.nbest, ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs,
+                      utt2doc=job.plain_utt2doc, utt_ids=job.plain_utt_ids)
+
+
 def load_references(path) -> Dict[str, Words]:
     """Reference transcripts (Kaldi text ``<utt-id> w1 w2 ...``): utterance id -> words.
     Raises DataError for a malformed file (file and line named)."""

@@ -15,7 +15,7 @@ from ..io.lm_text import read_lm_text
 from ..models.cache import cache_settings
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
-from .checks import check_choice, check_float, check_int
+from .checks import check_cache, check_choice, check_float, check_int, check_paths
 from .inputs import LoadedLM, load_lm, seed_everything, set_threads
 
 Progress = Callable[[int, int], None]
@@ -69,12 +69,8 @@ class PerplexityJob:
         check_int("batch_size", self.batch_size)
         check_int("max_words", self.max_words, allow_none=True)
         check_int("threads", self.threads, allow_none=True)
-        check_int("cache_size", self.cache_size, minimum=0)
-        check_float("cache_theta", self.cache_theta)
-        check_float("cache_lambda", self.cache_lambda, 0.0, 0.999999)
-        for name in ("lm", "text"):
-            if not os.path.isfile(getattr(self, name)):
-                raise DataError(f"--{name} {getattr(self, name)}: no such file")
+        check_cache(self)
+        check_paths(self, ("lm", "text"))
 
     def run(self, progress: Optional[Progress] = None) -> Tuple[PerplexityReport, Optional[dict]]:
         """(the report, the cache settings or None)."""
@@ -130,10 +126,7 @@ class TrainJob:
         check_int("stop_after_epochs", self.stop_after_epochs, allow_none=True)
         if self.dtype is not None:
             check_choice("dtype", self.dtype, ("float32", "bfloat16"))
-        for name in ("config", "resume", "init_from"):
-            path = getattr(self, name)
-            if path is not None and not os.path.isfile(path):
-                raise DataError(f"--{name.replace('_', '-')} {path}: no such file")
+        check_paths(self, ("config", "resume", "init_from"))
         self.train_config()
 
     def train_config(self) -> TrainConfig:
@@ -168,9 +161,7 @@ class AnalyzeJob:
 
     def __post_init__(self):
         check_int("max_words", self.max_words, allow_none=True)
-        for name in ("lm", "text"):
-            if not os.path.isfile(getattr(self, name)):
-                raise DataError(f"--{name} {getattr(self, name)}: no such file")
+        check_paths(self, ("lm", "text"))
         check_output_dir(self.out, ANALYSIS_OUTPUTS)
 
     def run(self) -> Tuple[Analysis, List[str]]:

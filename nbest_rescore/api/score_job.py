@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -28,8 +27,8 @@ from ..rescoring.history import HISTORY_MODES, NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
 from ..rescoring.scorer import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, NnScorer, check_inference_options
 from ..types import NbestSet, Words
-from .checks import check_choice, check_float, check_int
-from .inputs import LoadedLM, load_lm, load_nbest, load_references, seed_everything, set_threads
+from .checks import check_cache, check_choice, check_float, check_int, check_paths
+from .inputs import PLAIN_PATHS, LoadedLM, load_job_nbest, load_lm, load_references, seed_everything, set_threads
 
 Progress = Callable[[int, int], None]
 
@@ -230,17 +229,12 @@ class ScoreJob:
         check_int("batch_size", self.batch_size)
         check_int("max_tokens", self.max_tokens)
         check_int("threads", self.threads, allow_none=True)
-        check_int("cache_size", self.cache_size, minimum=0)
-        check_float("cache_theta", self.cache_theta)
-        check_float("cache_lambda", self.cache_lambda, 0.0, 0.999999)
+        check_cache(self)
         check_choice("scoring", self.scoring, SCORING_MODES)
         for name, choices in (("output", OUTPUTS), ("quantize", QUANTIZE), ("dtype", DTYPES)):
             check_choice(name, getattr(self, name), choices)
         check_inference_options(self.device, self.output, self.quantize, self.dtype)
-        for name in ("lm", "nbest", "ref", "plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids", "ngram_arpa"):
-            path = getattr(self, name)
-            if path is not None and not os.path.exists(path):
-                raise DataError(f"--{name.replace('_', '-')} {path}: no such file or folder")
+        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
         if self.out is not None:
             check_output_dir(self.out, SCORE_OUTPUTS)
 
@@ -248,8 +242,7 @@ class ScoreJob:
         """Read, score and (with ``out``) write; returns the :class:`ScoreResult`."""
         seed_everything(self.seed)
         threads = set_threads(self.threads)
-        nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
-                           utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
+        nbest = load_job_nbest(self)
         refs = load_references(self.ref) if self.ref else None
         if refs is not None:
             check_references(nbest, refs, self.ref)

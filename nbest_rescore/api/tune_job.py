@@ -8,15 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
 from ..evaluation.tuning import TuneResult, tune_grid
 from ..evaluation.wer import check_references
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
 from ..io.score_ark import read_cost_ark
 from ..types import NbestSet
-from .checks import check_float, check_grid, parse_grid
-from .inputs import load_nbest, load_references
+from .checks import check_float, check_grid, check_paths, parse_grid
+from .inputs import PLAIN_PATHS, load_job_nbest, load_references
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
 Grid = Union[str, Sequence[float]]
@@ -110,17 +109,13 @@ class TuneJob:
             check_grid("word_ins_penalties", wips)
         check_float("word_ins_penalty", self.word_ins_penalty)
         check_float("acoustic_scale", self.acoustic_scale)
-        for name in ("nbest", "ref", "nn_cost", "plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids"):
-            path = getattr(self, name)
-            if path is not None and not os.path.exists(path):
-                raise DataError(f"--{name.replace('_', '-')} {path}: no such file or folder")
+        check_paths(self, ("nbest", "ref", "nn_cost", *PLAIN_PATHS))
         if self.out is not None:
             check_output_dir(self.out, TUNE_OUTPUTS)
 
     def run(self) -> TuneResult:
         """Read the lists, references and NN costs, search, and (with ``out``) write."""
-        nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
-                           utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
+        nbest = load_job_nbest(self)
         refs = load_references(self.ref)
         check_references(nbest, refs, self.ref)
         nn = read_cost_ark(self.nn_cost) if self.nn_cost else None

@@ -7,8 +7,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-import torch
-
 from ..models.base import LanguageModel
 from ..training.streams import encode_document, make_streams, nll_of_streams
 from ..vocab import Vocabulary

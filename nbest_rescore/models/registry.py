@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Dict, Type
+from typing import Dict
 
 from ..errors import DataError
 

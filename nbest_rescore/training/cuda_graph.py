@@ -22,8 +22,6 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..models.base import reset_state
-
 
 class GraphedStep:
     """One training step of fixed shape [B, T], replayable.
