@@ -291,28 +291,15 @@ def analyze(**kw):
 def score(obj, no_progress, **kw):
     """Rescore N-best lists with a neural LM conditioned on the 1-best history of the
     document; write (or print) the new 1-best and the NN costs, and report WER."""
-    from .api import ScoreJob, format_wer_table
+    from .api import ScoreJob
 
     job = ScoreJob(**_nbest_kwargs(kw), **kw, seed=obj["seed"])
     bar = _Bar("hyp", no_progress)
     res = job.run(progress=bar)
     bar.close()
-    report = click.echo if job.out else (lambda msg: click.echo(msg, err=True))
-    if job.out is None:
-        for utt, words in res.one_best.items():
-            click.echo(" ".join((utt, *words)))
-    s = res.stats
-    where = f"wrote {job.out}/text and {job.out}/nn_cost" if job.out else "scored"
-    report(f"{where} ({s['hypotheses']} hypotheses, {s['seconds']:.1f} s, {s['tokens_per_s']:.0f} tokens/s, "
-           f"history {res.history})")
-    if res.settings["cache"]:
-        report("neural cache: size {size}, theta {theta:g}, lambda {lambda:g}".format(**res.settings["cache"]))
-    if (job.output, job.quantize, job.dtype) != ("softmax", "none", "float32"):
-        report(f"approximate NN costs: output {job.output}, quantize {job.quantize}, dtype {job.dtype}")
-    report(f"N-best words outside the NN vocabulary (scored as <unk>): {s['nn_oov_rate']:.2f}% of tokens, "
-           f"{100 - s['nn_vocab_coverage_of_list_words']:.2f}% of distinct words")
-    if res.wer is not None:
-        report(format_wer_table(res.wer))
+    if job.out is None:  # the new 1-best is the output; the report goes to stderr
+        click.echo("".join(" ".join((utt, *words)) + "\n" for utt, words in res.one_best.items()), nl=False)
+    click.echo(res.report(job.out), err=job.out is None)
 
 
 @main.command(short_help="Grid-search lambda, LM weight and insertion penalty.")

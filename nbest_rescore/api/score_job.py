@@ -68,6 +68,25 @@ class ScoreResult:
         """Hypothesis key -> NN cost."""
         return dict(zip(self.keys, self.nn_cost.tolist()))
 
+    def report(self, out_dir=None) -> str:
+        """Printable report: counts and speed, cache and approximations in use, the NN
+        vocabulary's coverage of the lists and, with references, the WER table."""
+        from ..evaluation.report import format_wer_table
+
+        s, sc = self.stats, self.settings["scoring"]
+        where = f"wrote {out_dir}/text and {out_dir}/nn_cost" if out_dir else "scored"
+        lines = [f"{where} ({s['hypotheses']} hypotheses, {s['seconds']:.1f} s, {s['tokens_per_s']:.0f} tokens/s, "
+                 f"history {self.history})"]
+        if self.settings["cache"]:
+            lines.append("neural cache: size {size}, theta {theta:g}, lambda {lambda:g}".format(**self.settings["cache"]))
+        if (sc["output"], sc["quantize"], sc["dtype"]) != ("softmax", "none", "float32"):
+            lines.append(f"approximate NN costs: output {sc['output']}, quantize {sc['quantize']}, dtype {sc['dtype']}")
+        lines.append(f"N-best words outside the NN vocabulary (scored as <unk>): {s['nn_oov_rate']:.2f}% of tokens, "
+                     f"{100 - s['nn_vocab_coverage_of_list_words']:.2f}% of distinct words")
+        if self.wer is not None:
+            lines.append(format_wer_table(self.wer))
+        return "\n".join(lines)
+
     def summary(self) -> dict:
         """JSON-ready record (``wer.json``): stats, history, weights, settings and WER."""
         out = {**self.stats, "history": self.history, "weights": asdict(self.weights), **self.settings}
