@@ -6,13 +6,27 @@ output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
 
 * Attention annealing (4.3.2): T starts at ``anneal_t0`` and is multiplied by
   ``anneal_gamma`` after every epoch, floored at 1 (``anneal_t0 = 1``: no annealing).
-  The current T is a buffer, saved with the weights.
+  With ``anneal_fraction`` f the factor is instead chosen so that T reaches 1 after
+  f of the planned epochs (``round(f * max_epochs)``, at least 1): the thesis anneals
+  "with each epoch" and then trains on at T = 1. The current T is a buffer, saved
+  with the weights.
 * Dropout (4.3.3) on the input-to-hidden path only, a fresh mask per time step and
   per memcell: ``dropout_mode`` ``none``, ``contr`` (Drop-Contr), ``mem`` (Drop-Mem)
   or ``all`` (Drop-All), probability ``dropout``.
 * Implicit-target loss, ITL (4.4.2, eq. 4.32): ``itl_weight * sum_i alpha^(i)
-  ||o_t - m^(i)||^2``, averaged over time steps and streams, returned as the
-  auxiliary loss.
+  ||o_t - m^(i)||^2``, returned as the auxiliary loss. The thesis does not say how it
+  is normalised against the per-token cross-entropy; ``itl_reduction`` picks a
+  reading: ``sum``/``mean`` over the H hidden units of ``||.||^2``, then ``token``
+  (mean over time steps and streams, like the cross-entropy) or ``sequence`` (sum
+  over the segment's time steps, mean over streams): ``sum-token`` (the default),
+  ``mean-token``, ``sum-sequence``, ``mean-sequence``. With ``itl_ramp_epochs`` N >= 1
+  the ITL is off while T > 1 and its weight then rises linearly to ``itl_weight`` over
+  N epochs (a warm start, so that flat attention during annealing does not pull the
+  memcells together); 0 = full weight from the start.
+* Memcell health (:meth:`AMNLM.begin_diagnostics` / :meth:`AMNLM.end_diagnostics`,
+  reported by the trainer at every validation): mean attention per memcell,
+  attention entropy in bits, and mean pairwise cosine similarity of the memcell
+  states, over the positions read since ``begin_diagnostics`` (padding included).
 
 The K + 1 GRUs (index 0 = controller) share one implementation: their input
 projections for a whole segment are one matrix product, and the recurrences one
@@ -41,6 +55,7 @@ from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
 DROPOUT_MODES = ("none", "contr", "mem", "all")
+ITL_REDUCTIONS = ("sum-token", "mean-token", "sum-sequence", "mean-sequence")
 
 
 def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Tensor:
@@ -68,11 +83,16 @@ class AMNConfig(ModelConfig):
     dropout: float = 0.0
     anneal_t0: float = 1.0
     anneal_gamma: float = 0.15
+    anneal_fraction: Optional[float] = None
     itl_weight: float = 0.0
+    itl_reduction: str = "sum-token"
+    itl_ramp_epochs: int = 0
 
     _RANGES = {"anneal_t0": ">= 1 (T = 1 is the plain softmax)",
-               "anneal_gamma": "(0, 1] (T is multiplied by it after every epoch)", "itl_weight": ">= 0"}
-    _CHOICES = {"dropout_mode": DROPOUT_MODES}
+               "anneal_gamma": "(0, 1] (T is multiplied by it after every epoch)", "itl_weight": ">= 0",
+               "anneal_fraction": "(0, 1] (the share of the planned epochs after which T = 1)",
+               "itl_ramp_epochs": ">= 0 (0 = full ITL weight from the start)"}
+    _CHOICES = {"dropout_mode": DROPOUT_MODES, "itl_reduction": ITL_REDUCTIONS}
 
 
 @register("amn")
@@ -93,6 +113,12 @@ class AMNLM(LanguageModel):
         self.b_ih = nn.Parameter(torch.empty(k1, 3 * h).uniform_(-bound, bound))
         self.b_hh = nn.Parameter(torch.empty(k1, 3 * h).uniform_(-bound, bound))
         self.register_buffer("temperature", torch.tensor(float(config.anneal_t0)))
+        # ITL warm start: the weight's scale, saved with the weights only when it varies
+        ramp = config.itl_ramp_epochs > 0 and config.itl_weight > 0
+        self.register_buffer("itl_scale", torch.tensor(0.0 if ramp and config.anneal_t0 > 1 else 1.0),
+                             persistent=ramp)
+        self.anneal_gamma = config.anneal_gamma
+        self._health: Optional[List[Tensor]] = None
         # analysis hooks (see the module docstring); not saved with the weights
         self.record_attention = False
         self.recorded_attention: List[Tensor] = []
@@ -106,10 +132,53 @@ class AMNLM(LanguageModel):
         device = device or self.w_ih.device
         return (torch.zeros(batch_size, c.num_memcells + 1, c.hidden_size, device=device),)
 
+    def plan_training(self, max_epochs: int) -> None:
+        """With ``anneal_fraction`` f: gamma = T0^(-1/n), n = max(1, round(f * max_epochs)),
+        so that T reaches 1 after n epochs."""
+        c = self.config
+        if c.anneal_fraction is not None and c.anneal_t0 > 1:
+            n = max(1, round(c.anneal_fraction * max_epochs))
+            self.anneal_gamma = c.anneal_t0 ** (-1.0 / n) * (1 - 1e-9)  # reach 1 despite rounding
+
     def on_epoch_end(self, epoch: int) -> None:
-        """Attention annealing: T <- max(1, gamma * T) (``000`` eq. 4.20)."""
-        t = max(1.0, float(self.temperature) * self.config.anneal_gamma)
+        """Attention annealing: T <- max(1, gamma * T) (``000`` eq. 4.20); then, with
+        ``itl_ramp_epochs`` N, the ITL scale grows by 1/N per epoch spent at T = 1."""
+        t = max(1.0, float(self.temperature) * self.anneal_gamma)
         self.temperature.fill_(t)
+        n = self.config.itl_ramp_epochs
+        if n > 0 and self.config.itl_weight > 0 and t <= 1.0:
+            self.itl_scale.fill_(min(1.0, float(self.itl_scale) + 1.0 / n))
+
+    def begin_diagnostics(self) -> None:
+        """Start summing attention, its entropy and memcell cosines (see the module docstring)."""
+        k = self.config.num_memcells
+        self._health = [torch.zeros(k, dtype=torch.float64, device=self.w_ih.device)] + [
+            torch.zeros((), dtype=torch.float64, device=self.w_ih.device) for _ in range(3)]
+
+    def end_diagnostics(self) -> Optional[dict]:
+        """``{"mean_attention": [K], "attention_entropy_bits": x, "memcell_cosine": y}``
+        (cosine None for one memcell) over the positions since :meth:`begin_diagnostics`."""
+        if self._health is None:
+            return None
+        attn, ent, cos, n = (x.cpu() for x in self._health)
+        self._health = None
+        n = max(float(n), 1.0)
+        k = self.config.num_memcells
+        return {"mean_attention": [round(float(a) / n, 4) for a in attn],
+                "attention_entropy_bits": round(float(ent) / n, 4),
+                "memcell_cosine": round(float(cos) / n, 4) if k > 1 else None}
+
+    def _accumulate_health(self, alpha: Tensor, m: Tensor) -> None:
+        """alpha float [K, N], memcell states m float [K, N, H]: add to the sums."""
+        k = m.shape[0]
+        attn, ent, cos, n = self._health
+        a = alpha.detach().double()
+        attn += a.sum(1)
+        ent -= (a * torch.log2(a.clamp_min(1e-30))).sum()
+        if k > 1:
+            s = torch.nn.functional.normalize(m.detach().double(), dim=-1).sum(0)  # [N, H]
+            cos += ((s * s).sum(-1) - k).sum() / (k * (k - 1))  # mean over pairs i != j
+        n += a.shape[1]
 
     def _input_masks(self, x: Tensor) -> Tensor:
         """Dropout-masked inputs per GRU: float [B, T, K + 1, E]."""
@@ -181,9 +250,14 @@ class AMNLM(LanguageModel):
         alpha, o = self.attend(hs.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
         aux = None
         if self.training and self.config.itl_weight > 0:
-            dist = ((o.unsqueeze(0) - hs[1:].reshape(k1 - 1, b * t_len, hdim)) ** 2).sum(-1)  # [K, B*T]
-            # mean over streams, then over time steps
-            aux = self.config.itl_weight * (alpha * dist).sum(0).view(b, t_len).mean(0).mean()
+            hidden, per = self.config.itl_reduction.split("-")
+            sq = (o.unsqueeze(0) - hs[1:].reshape(k1 - 1, b * t_len, hdim)) ** 2
+            dist = sq.sum(-1) if hidden == "sum" else sq.mean(-1)  # [K, B*T]
+            itl = (alpha * dist).sum(0).view(b, t_len)
+            itl = itl.mean(0).mean() if per == "token" else itl.sum(1).mean()
+            aux = self.config.itl_weight * self.itl_scale * itl
+        if self._health is not None:
+            self._accumulate_health(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim))
         if self.record_attention:
             self.recorded_attention.append(alpha.detach().view(k1 - 1, b, t_len).permute(1, 2, 0))  # [B, T, K]
         if self.record_memcells:

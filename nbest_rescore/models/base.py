@@ -382,6 +382,19 @@ class LanguageModel(nn.Module):
     def on_epoch_end(self, epoch: int) -> None:
         """Hook called by the trainer after each epoch (e.g. attention annealing)."""
 
+    def plan_training(self, max_epochs: int) -> None:
+        """Hook called by the trainer before the first epoch with the planned number of
+        epochs (e.g. an annealing schedule tied to the training length)."""
+
+    def begin_diagnostics(self) -> None:
+        """Start accumulating model-specific health figures over the following
+        forward passes (the trainer calls it before each validation)."""
+
+    def end_diagnostics(self) -> Optional[dict]:
+        """The figures accumulated since :meth:`begin_diagnostics` (JSON-ready), or
+        None for models without any; stops accumulating."""
+        return None
+
     def config_dict(self) -> dict:
         """The model config as a plain dict (stored in checkpoints)."""
         return asdict(self.config)

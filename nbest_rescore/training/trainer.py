@@ -429,6 +429,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
     if run.bad_epochs >= o.patience:  # a resumed run that had already stopped early
         first_epoch = o.max_epochs + 1
     with _training_precision(device):
+        model.plan_training(o.max_epochs)
         for epoch in range(first_epoch, o.max_epochs + 1):
             streams = epoch_streams(encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
             if schedule is None:
@@ -457,10 +458,15 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
                 entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
             if valid_streams is not None:
                 model.eval()
+                model.begin_diagnostics()
                 vppl = math.exp(nll_of_streams(model, valid_streams, EVAL_BPTT, device) / valid_streams.num_tokens)
+                health = model.end_diagnostics()
                 entry["valid_ppl"] = vppl
                 log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", epoch, train_ppl, vppl,
                          entry["lr"], entry["seconds"])
+                if health:
+                    entry["memcells"] = health
+                    log.info("epoch %d memcells: %s", epoch, ", ".join(f"{k} {v}" for k, v in health.items()))
                 if vppl < run.best_ppl:
                     run.best_ppl, run.bad_epochs = vppl, 0
                     run.best_state = copy.deepcopy(model.state_dict())

@@ -5,7 +5,7 @@
 # the WER table. Kaldi-style stages; run from the repository root:
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
-#        [--conf DIR | --conf-set gpu|cpu] [--models "gru amn ..."] [--device cpu|cuda]
+#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal] [--models "gru amn ..."] [--device cpu|cuda]
 #        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."]
 #
 # Stages: 0 check the data, 1 train, 2 lm_valid perplexity, 3 rescore dev, 4 tune on
@@ -25,6 +25,9 @@
 # --device (cuda for gpu, cpu for cpu):
 #
 #   bash recipes/abc-nbest/run.sh --conf-set gpu --eval-sets "/path/to/test"
+#
+# --conf-set gpu-equal|cpu-equal: GRU, LSTM and AMN at equal parameter counts without
+# embeddings (conf/gpu-equal, conf/cpu-equal; the counts are in their headers).
 #
 # --eval-sets "DIR ..." names extra N-best directories in the layout of dev (a
 # ref.txt in the directory is used if present). Stage 6 scores each with every model
@@ -82,7 +85,9 @@ if [ -n "$conf_set" ]; then
   case "$conf_set" in
     gpu) set_models="lstm gru amn"; set_device=cuda ;;
     cpu) set_models="gru lstm"; set_device=cpu ;;
-    *) echo "--conf-set: expected gpu or cpu, got '$conf_set'" >&2; exit 2 ;;
+    gpu-equal) set_models="gru lstm amn"; set_device=cuda ;;
+    cpu-equal) set_models="gru lstm amn"; set_device=cpu ;;
+    *) echo "--conf-set: expected gpu, cpu, gpu-equal or cpu-equal, got '$conf_set'" >&2; exit 2 ;;
   esac
   [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
   [[ $given == *" --models "* ]] || models=$set_models

@@ -159,3 +159,139 @@ def test_training_loss_and_gradients_equal_straightforward_version(DATA):
     assert torch.allclose(torch.tensor(batched_losses), torch.tensor(losses), atol=1e-5)
     for n in grads[0]:
         assert torch.allclose(grads[0][n], grads[1][n], rtol=1e-4, atol=1e-6), n
+
+
+def _reference_itl_terms(m, x):
+    """[K, B, T] of alpha_i * (o - m_i)^2 summed (or not) later: the straightforward
+    memcell loop, returning alpha [B, T, K], o [B, T, H] and memcells [B, T, K, H]."""
+    h, k1 = m.config.hidden_size, m.config.num_memcells + 1
+    emb = m.embedding(x)
+    b, t = x.shape
+    st = torch.zeros(k1, b, h)
+    alphas, outs, cells = [], [], []
+    for step in range(t):
+        gi = torch.einsum("be,keg->kbg", emb[:, step], m.w_ih) + m.b_ih[:, None]
+        gh = torch.einsum("kbh,khg->kbg", st, m.w_hh) + m.b_hh[:, None]
+        r = torch.sigmoid(gi[..., :h] + gh[..., :h])
+        z = torch.sigmoid(gi[..., h:2 * h] + gh[..., h:2 * h])
+        n = torch.tanh(gi[..., 2 * h:] + r * gh[..., 2 * h:])
+        st = (1 - z) * n + z * st
+        alpha = torch.softmax((st[1:] * st[0]).sum(-1) / m.temperature, 0)  # [K, B]
+        alphas.append(alpha.T)
+        outs.append((alpha[..., None] * st[1:]).sum(0))
+        cells.append(st[1:].transpose(0, 1))
+    return torch.stack(alphas, 1), torch.stack(outs, 1), torch.stack(cells, 1)
+
+
+def test_itl_reductions_match_their_definitions():
+    import pytest
+
+    torch.manual_seed(3)
+    x = torch.randint(0, 30, (3, 5))
+    for reduction in ("sum-token", "mean-token", "sum-sequence", "mean-sequence"):
+        torch.manual_seed(0)
+        m = build_model("amn", {**CFG, "itl_weight": 0.5, "itl_reduction": reduction}, 30).train()
+        aux = m(x, m.init_state(3)).aux_loss
+        with torch.no_grad():
+            alpha, o, cells = _reference_itl_terms(m, x)
+            sq = (o.unsqueeze(2) - cells) ** 2  # [B, T, K, H]
+            dist = sq.sum(-1) if reduction.startswith("sum") else sq.mean(-1)
+            per_pos = (alpha * dist).sum(-1)  # [B, T]
+            want = per_pos.mean() if reduction.endswith("token") else per_pos.sum(1).mean()
+        assert float(aux.detach()) == pytest.approx(0.5 * float(want), rel=1e-4), reduction
+
+
+def test_anneal_fraction_reaches_one_at_that_share_of_the_planned_epochs():
+    m = build_model("amn", {**CFG, "anneal_t0": 250.0, "anneal_fraction": 0.3}, 30)
+    m.plan_training(20)  # T = 1 after round(0.3 * 20) = 6 epochs
+    temps = []
+    for epoch in range(1, 9):
+        m.on_epoch_end(epoch)
+        temps.append(float(m.temperature))
+    assert all(t > 1.0 for t in temps[:5]) and temps[5:] == [1.0, 1.0, 1.0]
+    assert abs(temps[0] - 250.0 ** (5 / 6)) < 1e-3  # T0 * T0^(-1/6)
+
+
+def test_itl_warm_start_ramps_after_annealing():
+    m = build_model("amn", {**CFG, "anneal_t0": 9.0, "anneal_gamma": 1 / 3, "itl_weight": 1.0,
+                            "itl_ramp_epochs": 2}, 30)
+    scales = [float(m.itl_scale)]
+    for epoch in range(1, 6):
+        m.on_epoch_end(epoch)
+        scales.append(float(m.itl_scale))
+    # T: 9 -> 3 -> 1 (after epoch 2): off for epochs 1-2, then 1/2, then full
+    assert scales == [0.0, 0.0, 0.5, 1.0, 1.0, 1.0]
+    assert "itl_scale" in m.state_dict()  # resumed with the run
+    plain = build_model("amn", {**CFG, "itl_weight": 1.0}, 30)
+    assert float(plain.itl_scale) == 1.0 and "itl_scale" not in plain.state_dict()  # old checkpoints load
+
+
+def test_memcell_health_equals_a_direct_computation():
+    import pytest
+
+    torch.manual_seed(2)
+    m = build_model("amn", {**CFG, "anneal_t0": 2.0}, 30).eval()
+    xs = [torch.randint(0, 30, (2, 6)), torch.randint(0, 30, (3, 4))]
+    m.begin_diagnostics()
+    with torch.inference_mode():
+        for x in xs:
+            m(x, m.init_state(x.shape[0]))
+    health = m.end_diagnostics()
+    assert m.end_diagnostics() is None  # accumulation stopped
+    alphas, cos, ent = [], [], []
+    with torch.no_grad():
+        for x in xs:
+            alpha, _, cells = _reference_itl_terms(m, x)
+            a = alpha.reshape(-1, 4)
+            alphas.append(a)
+            ent.append(-(a * torch.log2(a)).sum(-1))
+            c = torch.nn.functional.normalize(cells.reshape(-1, 4, 6), dim=-1)
+            gram = c @ c.transpose(1, 2)
+            cos.append((gram.sum((1, 2)) - 4) / 12)
+    a = torch.cat(alphas)
+    assert health["mean_attention"] == pytest.approx(a.mean(0).tolist(), abs=1e-4)
+    assert health["attention_entropy_bits"] == pytest.approx(float(torch.cat(ent).mean()), abs=1e-4)
+    assert health["memcell_cosine"] == pytest.approx(float(torch.cat(cos).mean()), abs=1e-4)
+
+
+def test_trainer_stores_memcell_health_per_validation(tmp_path, example_config):
+    import yaml
+
+    from nbest_rescore.api import TrainJob
+    from nbest_rescore.models import load_model
+
+    cfg = yaml.safe_load(open(example_config("tiny")))
+    cfg["model"], cfg["model_config"] = "amn", {"embedding_dim": 16, "hidden_size": 8, "num_memcells": 3,
+                                               "anneal_t0": 4.0, "anneal_fraction": 0.5}
+    cfg.setdefault("optim", {})["max_epochs"] = 2
+    conf = tmp_path / "amn.yaml"
+    conf.write_text(yaml.safe_dump(cfg))
+    TrainJob(config=str(conf), out=str(tmp_path / "amn.pt"), max_words=3000).run(progress=False)
+    _, _, info = load_model(tmp_path / "amn.pt")
+    hist = info["history"]
+    assert len(hist) == 2 and all(len(h["memcells"]["mean_attention"]) == 3 for h in hist)
+    assert all(abs(sum(h["memcells"]["mean_attention"]) - 1) < 1e-3 for h in hist)
+    assert all(0 <= h["memcells"]["attention_entropy_bits"] <= 1.585 + 1e-6 for h in hist)
+
+
+def test_equal_parameter_recipe_configs():
+    # conf/{gpu,cpu}-equal: GRU, LSTM and AMN within 1.5% of each other in parameters
+    # without embeddings, and the counts their headers state
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    conf = Path(__file__).resolve().parents[2] / "recipes" / "abc-nbest" / "conf"
+    for conf_set in ("gpu-equal", "cpu-equal"):
+        counts = {}
+        for name in ("gru", "lstm", "amn"):
+            path = conf / conf_set / f"{name}.yaml"
+            cfg = yaml.safe_load(path.read_text())
+            mc = dict(cfg["model_config"])
+            if mc.get("output") == "adaptive":
+                mc["adaptive_cutoffs"] = [2943, 14651]  # the defaults for the 43k vocabulary
+            counts[name] = build_model(cfg["model"], mc, 43050).num_parameters()["without_embeddings"]
+            stated = re.search(rf"(?:\| |#   ){name.upper()} [^|\n]*? (\d{{1,3}}(?:,\d{{3}})+)", path.read_text()).group(1)
+            assert int(stated.replace(",", "")) == counts[name], (conf_set, name)
+        assert max(counts.values()) / min(counts.values()) < 1.015, (conf_set, counts)
