@@ -73,32 +73,6 @@ def test_dropout_modes_touch_only_their_cells():
         assert torch.equal(m._input_masks(x)[:, :, 0], x)
 
 
-def test_itl_matches_definition():
-    torch.manual_seed(0)
-    m = build_model("amn", {**CFG, "itl_weight": 2.0}, 30).train()
-    x = torch.randint(0, 30, (3, 4))
-    out = m(x, m.init_state(3))
-    m.eval()
-    feats, _ = reference_amn_step_by_step(m, x)
-    # recompute the ITL from the straightforward version's memcells
-    h = m.config.hidden_size
-    emb = m.embedding(x)
-    cells_out = []
-    st = torch.zeros(5, 3, h)
-    terms = []
-    for t in range(4):
-        gi = torch.einsum("be,keg->kbg", emb[:, t], m.w_ih) + m.b_ih[:, None]
-        gh = torch.einsum("kbh,khg->kbg", st, m.w_hh) + m.b_hh[:, None]
-        r = torch.sigmoid(gi[..., :h] + gh[..., :h])
-        z = torch.sigmoid(gi[..., h:2 * h] + gh[..., h:2 * h])
-        n = torch.tanh(gi[..., 2 * h:] + r * gh[..., 2 * h:])
-        st = (1 - z) * n + z * st
-        alpha = torch.softmax((st[1:] * st[0]).sum(-1), 0)
-        o = (alpha[..., None] * st[1:]).sum(0)
-        terms.append((alpha * ((o - st[1:]) ** 2).sum(-1)).sum(0).mean())
-    assert torch.allclose(out.aux_loss, 2.0 * torch.stack(terms).mean(), atol=1e-5)
-
-
 def reference_segment_loss(m, inp, tgt, mask, reset, h0):
     """Training loss of one segment by a straightforward AMN: per step, rows starting a
     document are reset, then one ``GRUCell`` call per controller/memcell (run by
