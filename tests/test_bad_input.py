@@ -279,3 +279,33 @@ def test_train_out_below_a_file(tmp_path, example_config):
     f.write_text("x")
     res = invoke(["train", "--config", example_config("tiny"), "--out", f / "m.pt", "--no-progress"])
     assert_clean_failure(res, 1, "--out", "is a file")
+
+
+# --- the options this change added: one wrong value each ---------------------------------
+
+def test_log_file_in_a_missing_folder(tmp_path):
+    res = invoke(["--log-file", tmp_path / "no" / "such" / "run.log", "models"])
+    assert_clean_failure(res, 2, "--log-file", "cannot open")
+
+
+@pytest.mark.parametrize("opt", ["--plain-utt2doc", "--plain-utt-ids", "--plain-ac", "--plain-ngram"])
+def test_plain_map_file_missing(opt, tmp_path, DATA):
+    res = invoke(["tune", "--nbest", DATA / "ci", "--ref", DATA / "ci" / "ref.txt", opt, tmp_path / "missing"])
+    assert_clean_failure(res, 2, opt, "does not exist")
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"anneal_fraction": 1.5}, ["model_config.anneal_fraction", "1.5"]),
+    ({"itl_reduction": "median-token"}, ["model_config.itl_reduction", "sum-token"]),
+    ({"itl_ramp_epochs": -1}, ["model_config.itl_ramp_epochs", "-1"]),
+    ({"itl_ramp_epochs": "2"}, ["model_config.itl_ramp_epochs", "'2'"]),
+])
+def test_train_bad_amn_options(change, words, tmp_path, DATA):
+    cfg = yaml.safe_load((REPO / "examples" / "amn.yaml").read_text())
+    cfg["model_config"].update(change)
+    cfg["data"] = {"train": str(DATA / "lm" / "lm_train.txt"), "valid": None}
+    cfg["vocab"] = {"max_size": 1000}
+    conf = tmp_path / "amn_bad.yaml"
+    conf.write_text(yaml.safe_dump(cfg))
+    res = invoke(["train", "--config", conf, "--out", tmp_path / "m.pt", "--no-progress"])
+    assert_clean_failure(res, 1, "amn_bad.yaml", *words)

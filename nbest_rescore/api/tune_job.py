@@ -42,7 +42,6 @@ def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: Optional[M
     if word_ins_penalties is not None:
         check_grid("word_ins_penalties", word_ins_penalties)
     check_float("acoustic_scale", acoustic_scale)
-    check_references(nbest, refs)
     return tune_grid(nbest, refs, nn_cost, interps, lm_weights, word_ins_penalties, acoustic_scale)
 
 

@@ -190,17 +190,12 @@ def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optio
     Raises:
         DataError: an utterance has no reference (a few ids listed) or an empty one.
     """
-    missing = [u.utt_id for u in nbest.utterances if u.utt_id not in refs]
-    if missing:
-        raise DataError(
-            f"{len(missing)} of {len(nbest)} N-best utterances have no reference: "
-            f"{examples(missing)}; check that the reference file belongs to this data set")
+    check_references(nbest, refs)
     offsets = (flat or nbest.flat()).offsets
     errors = np.empty(int(offsets[-1]), dtype=np.int64)
     ref_words = 0
     for k, u in enumerate(nbest.utterances):
         ref = _as_words(refs[u.utt_id])
-        _check_ref(u.utt_id, ref)
         ref_words += len(ref)
         errors[offsets[k]:offsets[k + 1]] = hyp_errors(ref, u.hyps)
     return errors, offsets, ref_words
