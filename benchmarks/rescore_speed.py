@@ -18,6 +18,21 @@ the same NN costs, each utterance scored from the initial state (history ``none`
   not trained with ``optim.self_norm_weight > 0``, and by much more for an untrained
   one); ``mean_abs_diff_per_word_vs_default`` gives the error per scored word.
 
+* ``default_full_distribution`` (adaptive-softmax models only): ``default`` with the
+  tree scoring each node through the full [nodes, V] distribution
+  (``AdaptiveLogSoftmaxWithLoss.log_prob``, every tail cluster at every node), as before
+  issue 13, instead of the head once per node and each tail cluster only for the nodes
+  with a child word in it; the same costs, to time that change.
+
+``--output adaptive`` measures the adaptive softmax with any checkpoint: the parent
+process writes a copy whose output layer is ``output: adaptive`` (random weights,
+``--adaptive-cutoffs``; the recurrent weights are kept), its word ids re-ordered by
+decreasing frequency in ``--order-by-text`` (as the trainer orders them, so that the
+frequent words fall in the head; the embedding rows follow their words), and every path
+scores that copy. An adaptive checkpoint is used as it is unless ``--adaptive-cutoffs``
+or ``--order-by-text`` is given. ``default_full_distribution``
+then joins the default paths.
+
 Speed does not depend on the weights: an untrained checkpoint of the target size
 (``benchmarks/make_random_checkpoint.py``, e.g. a 1-layer 512-unit LSTM over the full
 43k-word vocabulary) measures it without training.
@@ -33,6 +48,11 @@ Example::
         --max-utts 40 --repeat 3 --threads 1 --json /tmp/speed.json
     python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
         --model lstm --hidden 512 --out /tmp/lstm512.pt
+    python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
+        --model gru --hidden 256 --out /tmp/gru256.pt
+    python benchmarks/rescore_speed.py --lm /tmp/gru256.pt --output adaptive \
+        --order-by-text ../shared/data/abc-nbest/lm/lm_train.txt --adaptive-cutoffs 2943,14651 \
+        --nbest ../shared/data/abc-nbest/dev --max-utts 100 --paths default,default_full_distribution
 """
 from __future__ import annotations
 
@@ -52,7 +72,9 @@ FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
               "default_int8": {"quantize": "int8"},
               "default_bfloat16": {"dtype": "bfloat16"},
               "default_float16": {"dtype": "float16"}}
-PATHS = ("one_at_a_time", "padded_batch", "default", *FAST_PATHS)
+#: the tree as before issue 13 for an adaptive softmax (see the module docstring)
+FULL_DISTRIBUTION = "default_full_distribution"
+PATHS = ("one_at_a_time", "padded_batch", "default", *FAST_PATHS, FULL_DISTRIBUTION)
 CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
 
 
@@ -71,13 +93,31 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--output", choices=("checkpoint", "adaptive"), default="checkpoint",
+                   help="checkpoint: the model as saved; adaptive: its copy with the adaptive softmax "
+                        "(see the module docstring)")
+    p.add_argument("--adaptive-cutoffs", default=None,
+                   help="--output adaptive: comma-separated cluster boundaries (default: the 85%%/97%% "
+                        "frequency defaults of --order-by-text)")
+    p.add_argument("--order-by-text", default=None,
+                   help="--output adaptive: LM text whose word counts order the word ids (and give the "
+                        "default cutoffs)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--costs-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     on_cuda = args.device.startswith("cuda")
     if args.paths is None:
-        skip = "default_int8" if on_cuda else "default_float16"  # int8: CPU only; float16: CUDA only
-        args.paths = ",".join(x for x in PATHS if x != skip)
+        skip = {"default_int8" if on_cuda else "default_float16"}  # int8: CPU only; float16: CUDA only
+        if args.output != "adaptive":
+            skip.add(FULL_DISTRIBUTION)
+        args.paths = ",".join(x for x in PATHS if x not in skip)
+    if args.adaptive_cutoffs is not None:
+        try:
+            args.adaptive_cutoffs = [int(x) for x in args.adaptive_cutoffs.split(",")]
+        except ValueError:
+            p.error(f"--adaptive-cutoffs: expected comma-separated integers, got {args.adaptive_cutoffs!r}")
+    if args.output != "adaptive" and (args.adaptive_cutoffs is not None or args.order_by_text):
+        p.error("--adaptive-cutoffs and --order-by-text go with --output adaptive")
     bad = [x for x in args.paths.split(",") if x not in PATHS]
     if bad:
         p.error(f"--paths: unknown {bad}; choose from {', '.join(PATHS)}")
@@ -115,7 +155,13 @@ def make_runner(path, model, vocab, device):
     from nbest_rescore.rescoring.history import rescore
     from nbest_rescore.rescoring.scorer import NnScorer
 
-    if path == "default" or path in FAST_PATHS:
+    if path == FULL_DISTRIBUTION:
+        from nbest_rescore.rescoring import prefix_tree
+
+        if getattr(model, "adaptive", None) is None:
+            sys.exit(f"--paths {FULL_DISTRIBUTION}: the model has no adaptive softmax (use --output adaptive)")
+        prefix_tree._adaptive_pairs = lambda m: False  # this worker process only: the full log_prob per node
+    if path in ("default", FULL_DISTRIBUTION) or path in FAST_PATHS:
         scorer = NnScorer(model, vocab, device, **FAST_PATHS.get(path, {}))
         return lambda lists: rescore(lists, scorer, Weights(), "none").nn_cost
     if path == "padded_batch":
@@ -146,6 +192,49 @@ def lm_positions(path, lists, vocab):
         hyps = [vocab.encode(h) for u in utts[a:a + CHUNK_UTTS] for h in u.hyps]
         nodes += build_forest(hyps, [0] * len(hyps), vocab.eos).num_nodes
     return nodes
+
+
+def adaptive_copy(args, out_path) -> dict:
+    """Write ``--lm`` with the adaptive softmax to ``out_path`` (see the module
+    docstring); returns what was done (for the JSON)."""
+    from collections import Counter
+
+    import numpy as np
+    import torch
+
+    from nbest_rescore.errors import DataError
+    from nbest_rescore.io.lm_text import read_lm_text
+    from nbest_rescore.models import build_model, load_model, save_model
+    from nbest_rescore.models.base import default_adaptive_cutoffs
+
+    model, vocab, info = load_model(args.lm)
+    if model.adaptive is not None and args.adaptive_cutoffs is None and not args.order_by_text:
+        return {"converted": False, "cutoffs": list(model.adaptive.cutoffs[:-1])}
+    old_ids = np.arange(len(vocab))
+    if args.order_by_text:
+        docs = read_lm_text(args.order_by_text)
+        counts = Counter(w for doc in docs for sent in doc for w in sent)
+        old, vocab = vocab, vocab.by_frequency(counts)
+        old_ids = np.array([old.index[w] for w in vocab.words])  # old id of each new id
+        freq = [counts.get(w, 0) for w in vocab.words]
+        freq[0] = sum(len(doc) for doc in docs)  # </s> ends every sentence
+    cuts = args.adaptive_cutoffs
+    if cuts is None:
+        if not args.order_by_text:
+            sys.exit("--output adaptive: give --adaptive-cutoffs or --order-by-text (for the default cutoffs)")
+        cuts = default_adaptive_cutoffs(freq)
+    torch.manual_seed(0)
+    cfg = {**model.config_dict(), "output": "adaptive", "adaptive_cutoffs": list(cuts), "tie_weights": False}
+    try:
+        new = build_model(model.name, cfg, len(vocab))
+    except DataError as exc:
+        sys.exit(f"--output adaptive: {exc}")
+    keep = {k: v for k, v in model.state_dict().items() if not k.startswith(("decoder.", "project.", "adaptive."))}
+    keep["embedding.weight"] = keep["embedding.weight"][torch.from_numpy(old_ids)]
+    missing, unexpected = new.load_state_dict(keep, strict=False)
+    assert not unexpected and all(k.startswith("adaptive.") for k in missing), (missing, unexpected)
+    save_model(out_path, new, vocab, {**info, "note": "rescore_speed --output adaptive: random output layer"})
+    return {"converted": True, "cutoffs": list(cuts), "order_by_text": args.order_by_text}
 
 
 def rss_mb() -> float:
@@ -233,6 +322,11 @@ def run_paths(args, argv) -> dict:
            "single_max_utts": args.single_max_utts, "repeat": args.repeat, "machine": machine(args), "paths": {}}
     costs = {}
     with tempfile.TemporaryDirectory() as tmp:
+        if args.output == "adaptive":
+            copy = os.path.join(tmp, "adaptive.pt")
+            out["output"] = {"adaptive": adaptive_copy(args, copy)}
+            if out["output"]["adaptive"]["converted"]:
+                argv = [*argv, "--lm", copy]  # the workers score the copy (the last --lm wins)
         for path in paths:
             cost_file = os.path.join(tmp, f"{path}.npy")
             cmd = [sys.executable, os.path.abspath(__file__), *argv, "--worker", path, "--costs-out", cost_file]
@@ -255,6 +349,9 @@ def run_paths(args, argv) -> dict:
         if path in costs and "default" in costs:
             res[path]["mean_abs_diff_per_word_vs_default"] = float(
                 np.abs(costs[path] - costs["default"]).sum() / res[path]["words"])
+    if FULL_DISTRIBUTION in costs and "default" in costs:  # the same exact costs, computed two ways
+        res[FULL_DISTRIBUTION]["max_abs_diff_vs_default"] = float(
+            np.abs(costs[FULL_DISTRIBUTION] - costs["default"]).max())
     ratios = {}
     for other in ("one_at_a_time", "padded_batch"):
         if "default" in res and other in res:
@@ -262,6 +359,10 @@ def run_paths(args, argv) -> dict:
     for path in FAST_PATHS:
         if path in res and "default" in res:
             ratios[f"{path}/default"] = res[path]["words_per_s"] / res["default"]["words_per_s"]
+    if FULL_DISTRIBUTION in res and "default" in res:
+        ratios[f"default/{FULL_DISTRIBUTION}"] = res["default"]["words_per_s"] / res[FULL_DISTRIBUTION]["words_per_s"]
+        out["speedup_cpu_seconds"] = {f"default/{FULL_DISTRIBUTION}": (
+            float(np.median(res[FULL_DISTRIBUTION]["cpu_seconds"])) / float(np.median(res["default"]["cpu_seconds"])))}
     out["speedup_words_per_s"] = ratios
     return out
 
@@ -283,11 +384,18 @@ def format_table(out: dict) -> str:
                      + (f" {r['peak_cuda_mb']:>12.0f}" if r.get("peak_cuda_mb") is not None else ""))
     for k, v in out["speedup_words_per_s"].items():
         lines.append(f"speed-up {k} (words/s): {v:.2f}x")
+    for k, v in out.get("speedup_cpu_seconds", {}).items():
+        lines.append(f"speed-up {k} (median CPU seconds): {v:.2f}x")
     for name, r in out["paths"].items():
         if "mean_abs_diff_per_word_vs_default" in r:
             lines.append(f"{name}: approximate by design, mean |cost - default cost| "
                          f"{r['mean_abs_diff_per_word_vs_default']:.3g} nats per scored word")
     res = out["paths"]
+    if "max_abs_diff_vs_default" in res.get(FULL_DISTRIBUTION, {}):
+        lines.append(f"{FULL_DISTRIBUTION}: max |cost - default cost| "
+                     f"{res[FULL_DISTRIBUTION]['max_abs_diff_vs_default']:.2e} nats (the same exact costs)")
+    if "output" in out:
+        lines.append(f"output layer: {out['output']}")
     if "one_at_a_time" in res and any(r["utterances"] != res["one_at_a_time"]["utterances"] for r in res.values()):
         lines.append(f"note: one_at_a_time scored only the first {res['one_at_a_time']['utterances']} utterances "
                      f"(--single-max-utts); its cost check covers those hypotheses")

@@ -16,6 +16,9 @@ import sys
 import click
 
 from .errors import DataError
+from .threads import prefer_passive_wait
+
+prefer_passive_wait()  # before torch is imported: idle OpenMP threads sleep (nbest_rescore.threads)
 
 HISTORY_CHOICES = ["first-pass", "rescored", "interpolated", "none"]
 log = logging.getLogger("nbest_rescore")
@@ -115,7 +118,8 @@ def _apply(options):
 
 _device_option = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 _threads_option = click.option("--threads", type=click.IntRange(min=1), default=None,
-                               help="CPU threads for torch (default: torch's default, all cores).")
+                               help="CPU threads for torch (default: OMP_NUM_THREADS or MKL_NUM_THREADS when set, "
+                                    "else the cores this process may use; one per job when jobs share a machine).")
 _no_progress = click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 _cache_options = [
     click.option("--cache-size", type=click.IntRange(min=0), default=0, show_default=True,
@@ -205,6 +209,8 @@ def train(obj, no_progress, **kw):
 
     job = TrainJob(**kw, seed=obj["seed"] if obj["explicit_seed"] else None)
     res = job.run(progress=not no_progress)
+    if res.rank != 0:  # torchrun: every rank trains, rank 0 reports
+        return
     click.echo(json.dumps({"checkpoint": job.out, "epochs": res.epochs, "best_valid_ppl": res.best_valid_ppl,
                            "train_ppl": res.train_ppl, "seconds": round(res.seconds, 1),
                            "words_per_s": round(res.words_per_s, 1)}, indent=2))
@@ -328,6 +334,37 @@ def tune(**kw):
                f"word-ins-penalty {b.word_ins_penalty:g}")
     if kw["out"]:
         click.echo(f"wrote {kw['out']}/tune.json and {kw['out']}/tune_wer.png")
+
+
+@main.command("split", short_help="Split N-best lists into shards of whole documents.")
+@click.option("--nj", required=True, type=int,
+              help="Number of shards (1 .. the number of documents); a document is never split.")
+@click.argument("nbest_dir", type=click.Path(exists=True))
+@click.argument("out_dir", type=click.Path(file_okay=False))
+def split(nj, nbest_dir, out_dir):
+    """Split the N-best lists NBEST_DIR (any layout score reads) into OUT_DIR/1 .. OUT_DIR/NJ:
+    contiguous runs of whole documents (utt2doc, else utt2spk, else one per utterance),
+    balanced by hypotheses, each in the benchmark layout (text, ac_cost, lm_cost,
+    utt2doc, ref.txt). Score each shard, then 'merge' the outputs."""
+    from .api.shards import SplitJob
+
+    click.echo(SplitJob(nbest=nbest_dir, out=out_dir, nj=nj).run().report())
+
+
+@main.command("merge", short_help="Merge the outputs of score jobs run on shards.")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Output folder for the merged text, nn_cost and (with --ref) wer.json; replaced as a whole.")
+@click.option("--ref", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="References (Kaldi text) to compute the WER of the merged 1-best.")
+@click.argument("job_dirs", nargs=-1, required=True, type=click.Path())
+def merge(out, ref, job_dirs):
+    """Concatenate the --out folders JOB_DIRS of score jobs (in this order) into one:
+    every utterance and hypothesis key at most once; a missing job or file is an
+    error and nothing is written. Prints the WER in Kaldi's %WER format with --ref."""
+    from .api.shards import MergeJob
+
+    job = MergeJob(jobs=tuple(job_dirs), out=out, ref=ref)
+    click.echo(job.run().report(job.out))
 
 
 @main.command("table", short_help="Markdown WER table from result files.")

@@ -297,8 +297,9 @@ def test_plain_map_file_missing(opt, tmp_path, DATA):
 @pytest.mark.parametrize("change,words", [
     ({"anneal_fraction": 1.5}, ["model_config.anneal_fraction", "1.5"]),
     ({"itl_reduction": "median-token"}, ["model_config.itl_reduction", "sum-token"]),
-    ({"itl_ramp_epochs": -1}, ["model_config.itl_ramp_epochs", "-1"]),
-    ({"itl_ramp_epochs": "2"}, ["model_config.itl_ramp_epochs", "'2'"]),
+    ({"itl_ramp_fraction": -0.1}, ["model_config.itl_ramp_fraction", "-0.1"]),
+    ({"itl_ramp_fraction": "0.2"}, ["model_config.itl_ramp_fraction", "'0.2'"]),
+    ({"itl_ramp_fraction": 0.2, "anneal_fraction": None}, ["itl_ramp_fraction needs", "anneal_fraction: 0.5"]),
 ])
 def test_train_bad_amn_options(change, words, tmp_path, DATA):
     cfg = yaml.safe_load((REPO / "examples" / "amn.yaml").read_text())

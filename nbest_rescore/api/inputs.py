@@ -13,6 +13,7 @@ from ..io.references import read_references
 from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
+from ..threads import thread_policy
 from ..types import NbestSet, Words
 from ..vocab import Vocabulary
 
@@ -110,11 +111,14 @@ def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3
 
 
 def set_threads(threads: Optional[int]) -> int:
-    """``torch.set_num_threads(threads)`` when given; returns the number in use."""
+    """Apply the thread policy of :mod:`nbest_rescore.threads` (``threads`` = the
+    ``--threads`` option or None) with ``torch.set_num_threads``, log it, and return the
+    number in use. Raises DataError for a malformed ``OMP_NUM_THREADS``/``MKL_NUM_THREADS``."""
     import torch
 
-    if threads is not None:
-        torch.set_num_threads(threads)
+    policy = thread_policy(threads)
+    torch.set_num_threads(policy.threads)
+    log.info("%s", policy.describe())
     return torch.get_num_threads()
 
 

@@ -141,8 +141,11 @@ class TrainJob:
         return cfg
 
     def run(self, progress: bool = True) -> TrainResult:
-        """Train and write the checkpoint."""
+        """Train and write the checkpoint. Under ``torchrun`` (K > 1 processes) this
+        is one rank of a data-parallel run (:mod:`nbest_rescore.training.distributed`):
+        only rank 0 writes; ``TrainResult.rank`` tells which rank this is."""
         cfg = self.train_config()
+        set_threads(cfg.optim.threads)
         seed_everything(cfg.optim.seed)
         return train(cfg, self.out, device=self.device, progress=progress, resume=self.resume,
                      init_from=self.init_from, stop_after_epochs=self.stop_after_epochs)

@@ -6,10 +6,13 @@ output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
 
 * Attention annealing (4.3.2): T starts at ``anneal_t0`` and is multiplied by
   ``anneal_gamma`` after every epoch, floored at 1 (``anneal_t0 = 1``: no annealing).
-  With ``anneal_fraction`` f the factor is instead chosen so that T reaches 1 after
-  f of the planned epochs (``round(f * max_epochs)``, at least 1): the thesis anneals
-  "with each epoch" and then trains on at T = 1. The current T is a buffer, saved
-  with the weights.
+  With ``anneal_fraction`` f the schedule follows the training's progress p (the
+  share of the planned steps or of the time budget done, whichever is larger; the
+  trainer reports it before every step): T = T0^(1 - p / f) while p < f, then 1. The
+  thesis anneals "with each epoch" and then trains on at T = 1; tying T to the plan
+  keeps that shape for any training length, including time budgets shorter than an
+  epoch. At epoch boundaries of an E-epoch plan it equals the per-epoch factor
+  gamma = T0^(-1 / (f E)). The current T is a buffer, saved with the weights.
 * Dropout (4.3.3) on the input-to-hidden path only, a fresh mask per time step and
   per memcell: ``dropout_mode`` ``none``, ``contr`` (Drop-Contr), ``mem`` (Drop-Mem)
   or ``all`` (Drop-All), probability ``dropout``.
@@ -18,11 +21,14 @@ output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
   is normalised against the per-token cross-entropy; ``itl_reduction`` picks a
   reading: ``sum``/``mean`` over the H hidden units of ``||.||^2``, then ``token``
   (mean over time steps and streams, like the cross-entropy) or ``sequence`` (sum
-  over the segment's time steps, mean over streams): ``sum-token`` (the default),
-  ``mean-token``, ``sum-sequence``, ``mean-sequence``. With ``itl_ramp_epochs`` N >= 1
-  the ITL is off while T > 1 and its weight then rises linearly to ``itl_weight`` over
-  N epochs (a warm start, so that flat attention during annealing does not pull the
-  memcells together); 0 = full weight from the start.
+  over the segment's time steps, mean over streams): ``mean-token`` (the default; chosen on
+  the benchmark, README "Keeping memcells distinct"), ``sum-token``, ``sum-sequence``,
+  ``mean-sequence``. With ``itl_ramp_fraction`` r > 0
+  the ITL is off while T > 1 (p < f) and its weight then rises linearly to
+  ``itl_weight`` over the next r of the planned training (a warm start, so that flat
+  attention during annealing does not pull the memcells together); it needs
+  ``anneal_fraction`` when ``anneal_t0`` > 1, and without annealing the ramp starts
+  at p = 0. 0 = full weight from the start.
 * Memcell health (:meth:`AMNLM.begin_diagnostics` / :meth:`AMNLM.end_diagnostics`,
   reported by the trainer at every validation): mean attention per memcell,
   attention entropy in bits, and mean pairwise cosine similarity of the memcell
@@ -46,11 +52,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
+from ..errors import DataError
 from .base import LanguageModel, ModelConfig, Output, State
 from .registry import register
 
@@ -71,6 +78,47 @@ def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Te
     return (1.0 - z) * n + z * h
 
 
+def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str = "mean-token") -> Tensor:
+    """The implicit-target loss of ``000`` eq. 4.32, sum_i alpha^(i) ||o - m^(i)||^2, reduced.
+
+    Args:
+        alpha: attention float [K, B, T]; o: output float [B, T, H]; cells: memcell
+            states m^(i) float [K, B, T, H].
+        reduction: one of ``ITL_REDUCTIONS``: ``sum``/``mean`` of the squared distance
+            over the H hidden units, then ``token`` (mean over B and T, like the
+            per-token cross-entropy) or ``sequence`` (sum over T, mean over B).
+    Returns:
+        a scalar tensor (nats-comparable only under the chosen reduction), unweighted.
+    Raises:
+        ValueError: unknown ``reduction``.
+    """
+    if reduction not in ITL_REDUCTIONS:
+        raise ValueError(f"itl reduction must be one of {ITL_REDUCTIONS}, got {reduction!r}")
+    hidden, per = reduction.split("-")
+    sq = (o.unsqueeze(0) - cells) ** 2
+    dist = sq.sum(-1) if hidden == "sum" else sq.mean(-1)  # [K, B, T]
+    itl = (alpha * dist).sum(0)  # [B, T]
+    return itl.mean() if per == "token" else itl.sum(1).mean()
+
+
+def memcell_health_sums(alpha: Tensor, cells: Tensor, weight: Optional[Tensor] = None
+                        ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Sums behind the memcell-health report over N positions: attention per memcell
+    float64 [K], attention entropy in bits (sum over positions), mean pairwise cosine
+    of the memcell states (sum over positions of the mean over pairs i != j; 0 for
+    K = 1), and the number of positions counted. ``alpha`` float [K, N], ``cells``
+    float [K, N, H], ``weight`` [N] (1 = a real token, 0 = padding; None: all count)."""
+    k = cells.shape[0]
+    a = alpha.detach().double()
+    w = torch.ones(a.shape[1], dtype=torch.float64, device=a.device) if weight is None else weight.double()
+    ent = -((a * torch.log2(a.clamp_min(1e-30))).sum(0) * w).sum()
+    cos = torch.zeros((), dtype=torch.float64, device=a.device)
+    if k > 1:
+        s = torch.nn.functional.normalize(cells.detach().double(), dim=-1).sum(0)  # [N, H]
+        cos = (((s * s).sum(-1) - k) * w).sum() / (k * (k - 1))
+    return (a * w).sum(1), ent, cos, w.sum()
+
+
 @dataclass
 class AMNConfig(ModelConfig):
     """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15).
@@ -85,14 +133,28 @@ class AMNConfig(ModelConfig):
     anneal_gamma: float = 0.15
     anneal_fraction: Optional[float] = None
     itl_weight: float = 0.0
-    itl_reduction: str = "sum-token"
-    itl_ramp_epochs: int = 0
+    itl_reduction: str = "mean-token"
+    itl_ramp_fraction: float = 0.0
 
     _RANGES = {"anneal_t0": ">= 1 (T = 1 is the plain softmax)",
                "anneal_gamma": "(0, 1] (T is multiplied by it after every epoch)", "itl_weight": ">= 0",
-               "anneal_fraction": "(0, 1] (the share of the planned epochs after which T = 1)",
-               "itl_ramp_epochs": ">= 0 (0 = full ITL weight from the start)"}
+               "anneal_fraction": "(0, 1] (the share of the planned training after which T = 1)",
+               "itl_ramp_fraction": "[0, 1] (the share of the planned training over which the ITL weight "
+                                    "rises once T = 1; 0 = full weight from the start)"}
     _CHOICES = {"dropout_mode": DROPOUT_MODES, "itl_reduction": ITL_REDUCTIONS}
+    _RETIRED = {"itl_ramp_epochs": 0}  # replaced by itl_ramp_fraction; 0 (no ramp) loads
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.itl_ramp_fraction > 0 and self.anneal_t0 > 1 and self.anneal_fraction is None:
+            raise DataError("model_config.itl_ramp_fraction needs model_config.anneal_fraction when "
+                            f"anneal_t0 > 1 (the ramp starts where T reaches 1), got anneal_t0 {self.anneal_t0} "
+                            "and no anneal_fraction; e.g. anneal_fraction: 0.5")
+
+    @property
+    def itl_ramp_start(self) -> float:
+        """Progress p at which the ITL ramp starts (where T reaches 1)."""
+        return self.anneal_fraction if self.anneal_t0 > 1 and self.anneal_fraction is not None else 0.0
 
 
 @register("amn")
@@ -114,11 +176,13 @@ class AMNLM(LanguageModel):
         self.b_hh = nn.Parameter(torch.empty(k1, 3 * h).uniform_(-bound, bound))
         self.register_buffer("temperature", torch.tensor(float(config.anneal_t0)))
         # ITL warm start: the weight's scale, saved with the weights only when it varies
-        ramp = config.itl_ramp_epochs > 0 and config.itl_weight > 0
-        self.register_buffer("itl_scale", torch.tensor(0.0 if ramp and config.anneal_t0 > 1 else 1.0),
-                             persistent=ramp)
+        ramp = config.itl_ramp_fraction > 0 and config.itl_weight > 0
+        self.register_buffer("itl_scale", torch.tensor(0.0 if ramp else 1.0), persistent=ramp)
+        self._scheduled = (float(self.temperature), float(self.itl_scale))  # host copies: no read-back
         self.anneal_gamma = config.anneal_gamma
         self._health: Optional[List[Tensor]] = None
+        self._health_mask: Optional[Tensor] = None  # real tokens of the positions being read
+        self._health_col = 0
         # analysis hooks (see the module docstring); not saved with the weights
         self.record_attention = False
         self.recorded_attention: List[Tensor] = []
@@ -132,22 +196,34 @@ class AMNLM(LanguageModel):
         device = device or self.w_ih.device
         return (torch.zeros(batch_size, c.num_memcells + 1, c.hidden_size, device=device),)
 
-    def plan_training(self, max_epochs: int) -> None:
-        """With ``anneal_fraction`` f: gamma = T0^(-1/n), n = max(1, round(f * max_epochs)),
-        so that T reaches 1 after n epochs."""
+    def on_progress(self, fraction: float) -> None:
+        """Annealing and ITL warm start tied to the planned training (see the module
+        docstring): with ``anneal_fraction`` f, T = T0^(1 - p / f) while p < f, then 1; with
+        ``itl_ramp_fraction`` r, the ITL scale is clip((p - f) / r, 0, 1). ``fraction`` is p
+        in [0, 1]. Buffers are written in place only when a value changes (CUDA-graph safe,
+        no host synchronisation)."""
         c = self.config
+        t, scale = self._scheduled
         if c.anneal_fraction is not None and c.anneal_t0 > 1:
-            n = max(1, round(c.anneal_fraction * max_epochs))
-            self.anneal_gamma = c.anneal_t0 ** (-1.0 / n) * (1 - 1e-9)  # reach 1 despite rounding
+            t = c.anneal_t0 ** max(0.0, 1.0 - fraction / c.anneal_fraction)
+        if c.itl_ramp_fraction > 0 and c.itl_weight > 0:
+            scale = min(1.0, max(0.0, (fraction - c.itl_ramp_start) / c.itl_ramp_fraction))
+        if (t, scale) != self._scheduled:
+            self.temperature.fill_(t)
+            self.itl_scale.fill_(scale)
+            self._scheduled = (t, scale)
 
     def on_epoch_end(self, epoch: int) -> None:
-        """Attention annealing: T <- max(1, gamma * T) (``000`` eq. 4.20); then, with
-        ``itl_ramp_epochs`` N, the ITL scale grows by 1/N per epoch spent at T = 1."""
-        t = max(1.0, float(self.temperature) * self.anneal_gamma)
-        self.temperature.fill_(t)
-        n = self.config.itl_ramp_epochs
-        if n > 0 and self.config.itl_weight > 0 and t <= 1.0:
-            self.itl_scale.fill_(min(1.0, float(self.itl_scale) + 1.0 / n))
+        """Attention annealing by epoch, T <- max(1, gamma * T) (``000`` eq. 4.20), unless
+        ``anneal_fraction`` ties T to the training's progress (:meth:`on_progress`)."""
+        if self.config.anneal_fraction is None:
+            t = max(1.0, float(self.temperature) * self.anneal_gamma)
+            self.temperature.fill_(t)
+            self._scheduled = (t, self._scheduled[1])
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._scheduled = (float(self.temperature), float(self.itl_scale))
 
     def begin_diagnostics(self) -> None:
         """Start summing attention, its entropy and memcell cosines (see the module docstring)."""
@@ -161,24 +237,28 @@ class AMNLM(LanguageModel):
         if self._health is None:
             return None
         attn, ent, cos, n = (x.cpu() for x in self._health)
-        self._health = None
+        self._health, self._health_mask = None, None
         n = max(float(n), 1.0)
         k = self.config.num_memcells
         return {"mean_attention": [round(float(a) / n, 4) for a in attn],
                 "attention_entropy_bits": round(float(ent) / n, 4),
                 "memcell_cosine": round(float(cos) / n, 4) if k > 1 else None}
 
-    def _accumulate_health(self, alpha: Tensor, m: Tensor) -> None:
-        """alpha float [K, N], memcell states m float [K, N, H]: add to the sums."""
-        k = m.shape[0]
-        attn, ent, cos, n = self._health
-        a = alpha.detach().double()
-        attn += a.sum(1)
-        ent -= (a * torch.log2(a.clamp_min(1e-30))).sum()
-        if k > 1:
-            s = torch.nn.functional.normalize(m.detach().double(), dim=-1).sum(0)  # [N, H]
-            cos += ((s * s).sum(-1) - k).sum() / (k * (k - 1))  # mean over pairs i != j
-        n += a.shape[1]
+    def diagnostics_mask(self, mask: Tensor) -> None:
+        """The real-token mask [B, T] of the positions the next forward calls cover (in
+        column order; padding is not counted in the health report)."""
+        if self._health is not None:
+            self._health_mask, self._health_col = mask, 0
+
+    def _accumulate_health(self, alpha: Tensor, m: Tensor, b: int, t_len: int) -> None:
+        """alpha float [K, B*T], memcell states m float [K, B*T, H]: add to the sums."""
+        weight = None
+        mask = self._health_mask
+        if mask is not None and mask.shape[0] == b and self._health_col + t_len <= mask.shape[1]:
+            weight = mask[:, self._health_col:self._health_col + t_len].reshape(-1)
+            self._health_col += t_len
+        for total, part in zip(self._health, memcell_health_sums(alpha, m, weight)):
+            total += part
 
     def _input_masks(self, x: Tensor) -> Tensor:
         """Dropout-masked inputs per GRU: float [B, T, K + 1, E]."""
@@ -250,14 +330,11 @@ class AMNLM(LanguageModel):
         alpha, o = self.attend(hs.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
         aux = None
         if self.training and self.config.itl_weight > 0:
-            hidden, per = self.config.itl_reduction.split("-")
-            sq = (o.unsqueeze(0) - hs[1:].reshape(k1 - 1, b * t_len, hdim)) ** 2
-            dist = sq.sum(-1) if hidden == "sum" else sq.mean(-1)  # [K, B*T]
-            itl = (alpha * dist).sum(0).view(b, t_len)
-            itl = itl.mean(0).mean() if per == "token" else itl.sum(1).mean()
+            itl = implicit_target_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), hs[1:],
+                                       self.config.itl_reduction)
             aux = self.config.itl_weight * self.itl_scale * itl
         if self._health is not None:
-            self._accumulate_health(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim))
+            self._accumulate_health(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim), b, t_len)
         if self.record_attention:
             self.recorded_attention.append(alpha.detach().view(k1 - 1, b, t_len).permute(1, 2, 0))  # [B, T, K]
         if self.record_memcells:

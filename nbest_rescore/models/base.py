@@ -24,6 +24,7 @@ from torch.nn import functional as F
 
 from ..validation import check_fields
 from ..errors import DataError
+from .adaptive_output import adaptive_log_probs_at
 
 State = Tuple[Tensor, ...]
 
@@ -310,11 +311,34 @@ class LanguageModel(nn.Module):
             return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         h = self._output_input(features)
         flat, tgt = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
-        if self.adaptive is not None:  # float32 throughout (its buffers are float32 under autocast too)
+        if self.adaptive is not None:  # autocast off: the layer's own dtype (float32 unless cast)
+            dtype = next((p.dtype for p in self.adaptive.parameters()), torch.float32)
             with torch.autocast(flat.device.type, enabled=False):
-                return self.adaptive(flat.float(), tgt).output.view(targets.shape)
+                return self.adaptive(flat.to(dtype), tgt).output.float().view(targets.shape)
         logits = self.decoder(flat).float()
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
+
+    def adaptive_log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
+        """Adaptive softmax only: exact natural-log probabilities of ``targets[g]`` after
+        ``features[rows[g]]``, several targets per row (prefix-tree scoring: a node's
+        children's words and ``</s>``). Each row's head log-softmax is computed once,
+        and each tail cluster's projection only on the rows that have a target in it
+        (:func:`~nbest_rescore.models.adaptive_output.adaptive_log_probs_at`), instead
+        of the whole [N, V] distribution of :meth:`logits`.
+
+        Args:
+            features: float [N, D] (from :meth:`forward`, flattened); rows, targets:
+                int64 [G], rows in [0, N), valid word ids, on the features' device or
+                the CPU (then grouped by cluster on the host, without device syncs).
+        Returns:
+            float32 [G] on the features' device, equal to ``logits(features)[rows,
+            targets]`` up to float rounding.
+        Raises:
+            ValueError: the model's output layer is not the adaptive softmax.
+        """
+        if self.adaptive is None:
+            raise ValueError(f"{self.name}: adaptive_log_probs_at needs output: adaptive")
+        return adaptive_log_probs_at(self.adaptive, self._output_input(features), rows, targets)
 
     def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
         """The logit of each target word only: ``logits(features).gather(-1, targets)``
@@ -382,13 +406,21 @@ class LanguageModel(nn.Module):
     def on_epoch_end(self, epoch: int) -> None:
         """Hook called by the trainer after each epoch (e.g. attention annealing)."""
 
-    def plan_training(self, max_epochs: int) -> None:
-        """Hook called by the trainer before the first epoch with the planned number of
-        epochs (e.g. an annealing schedule tied to the training length)."""
+    def on_progress(self, fraction: float) -> None:
+        """Hook called by the trainer before every optimiser step with the share of the
+        planned training done, in [0, 1] (steps over planned steps, or the elapsed share
+        of the time budget when larger; :meth:`~nbest_rescore.training.schedule.LRSchedule.progress`),
+        e.g. for an annealing schedule tied to the training length. Must not read
+        device values back (it runs in the hot loop)."""
 
     def begin_diagnostics(self) -> None:
         """Start accumulating model-specific health figures over the following
         forward passes (the trainer calls it before each validation)."""
+
+    def diagnostics_mask(self, mask: Tensor) -> None:
+        """Between :meth:`begin_diagnostics` and :meth:`end_diagnostics`: the real-token
+        mask [B, T] of the positions the next forward calls cover, so that padding is
+        left out of the figures (called by the evaluation loop before each segment)."""
 
     def end_diagnostics(self) -> Optional[dict]:
         """The figures accumulated since :meth:`begin_diagnostics` (JSON-ready), or

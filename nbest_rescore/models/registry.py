@@ -47,6 +47,10 @@ def config_from_dict(config_cls, values: dict):
         raise DataError(f"model_config must be a mapping of option: value, got {values!r}; "
                         f"e.g. model_config: {{hidden_size: 512}}")
     names = sorted(f.name for f in dataclasses.fields(config_cls))
+    # options an earlier version wrote into checkpoints, dropped when they hold the value
+    # that meant "off" (a config's _RETIRED = {name: value that is ignored})
+    retired = getattr(config_cls, "_RETIRED", {})
+    values = {k: v for k, v in values.items() if not (k in retired and v == retired[k])}
     unknown = sorted(str(k) for k in values if k not in names)
     if unknown:
         hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown

@@ -28,6 +28,13 @@ With ``self_normalized=True`` no [rows, V] product nor log-softmax is computed: 
 each gathered (node, word) pair, the children's words and ``</s>`` where a hypothesis
 ends, :meth:`~nbest_rescore.models.base.LanguageModel.target_logits` gives
 features . W[word] + b[word] (O(D) per pair), used as log P (log Z taken as 0).
+
+A model with the adaptive softmax (``output: adaptive``) is scored exactly without the
+[rows, V] distribution, ``self_normalized`` or not: per node the head's log-softmax
+once, and each tail cluster's projection only on the nodes that have a child word (or
+``</s>``) in it (:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`);
+a word in the head costs the head alone. With the 43k vocabulary and the cutoffs of the
+CPU recipe most children are head words, so most nodes never touch a tail.
 """
 from __future__ import annotations
 
@@ -292,6 +299,14 @@ def path_costs(forest: PrefixForest, logp: np.ndarray) -> np.ndarray:
     return -(cum[forest.end_node] + logp[n + forest.end_node])
 
 
+def _adaptive_pairs(model: LanguageModel) -> bool:
+    """Whether :func:`score_forest` scores the (node, word) pairs through the adaptive
+    softmax (:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`):
+    the model's own output layer is one (a wrapper that overrides ``logits``, e.g. the
+    neural cache, is scored through its ``logits``)."""
+    return getattr(model, "adaptive", None) is not None and type(model).logits is LanguageModel.logits
+
+
 def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos: int,
                  max_rows: int = 256, max_tokens: int = 8192, max_segment: int = 1,
                  self_normalized: bool = False) -> np.ndarray:
@@ -304,7 +319,9 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
         eos: id of ``</s>``.
         max_rows, max_tokens, max_segment: see :func:`plan_segments`.
         self_normalized: use the target words' logits as log-probabilities (see the
-            module docstring) instead of a full log-softmax per node.
+            module docstring) instead of a full log-softmax per node. A model with the
+            adaptive softmax is scored exactly, head once per node and tails only
+            where needed, either way.
     Returns:
         float64 [H] negated natural-log probabilities (words + ``</s>``), summed in
         float64 from float32 log-probabilities (negated sums of target logits when
@@ -314,6 +331,7 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
     n = forest.num_nodes
     buf = torch.zeros(2 * n, dtype=torch.float32, device=device)
     out_buf: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
+    adaptive = _adaptive_pairs(model)
 
     def dev(a):
         return torch.from_numpy(a).to(device, non_blocking=True)
@@ -330,11 +348,15 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
                 feats = feats.reshape(-1, 1, feats.shape[-1])
             else:
                 feats = feats.reshape(-1, feats.shape[-1]).index_select(0, dev(c.valid)).unsqueeze(1)
-            g_pos, g_word = dev(c.g_pos), dev(c.g_word)
-            if self_normalized:  # [G, 1, D] . W[word] -> [G]
+            if adaptive:  # head per node, tails only for the nodes that need them (grouped on the host)
+                buf[dev(c.g_dst)] = model.adaptive_log_probs_at(feats.squeeze(1), torch.from_numpy(c.g_pos),
+                                                                torch.from_numpy(c.g_word))
+            elif self_normalized:  # [G, 1, D] . W[word] -> [G]
+                g_pos, g_word = dev(c.g_pos), dev(c.g_word)
                 pairs = model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1))
                 buf[dev(c.g_dst)] = pairs.squeeze(1).float()
             else:
+                g_pos, g_word = dev(c.g_pos), dev(c.g_word)
                 logits = model.logits(feats).squeeze(1).float()
                 if out_buf is None or out_buf.shape[0] < logits.shape[0] or out_buf.shape[1] != logits.shape[1]:
                     out_buf = torch.empty(max(logits.shape[0], max_rows), logits.shape[1],

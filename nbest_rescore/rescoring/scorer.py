@@ -12,6 +12,13 @@ Three ways to compute the same costs (``mode``):
 * ``padded``: hypotheses sorted by length and padded into batches (:mod:`.batching`).
 * ``single``: one hypothesis per forward pass (the slow reference).
 
+With the adaptive softmax (``output: adaptive``) all three are exact and none builds the
+[positions, V] distribution: ``padded``/``single`` take each target through torch's
+``AdaptiveLogSoftmaxWithLoss`` (head per position, a tail cluster only for the
+positions whose target lies in it); ``tree`` computes each node's head once for all of
+its children's words and runs a tail cluster only on the nodes with a child in it
+(:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`).
+
 Faster, approximate options (any mode; recorded in ``wer.json`` by ``score``):
 
 * ``output="self-normalized"``: the target word's logit is taken as its natural-log
@@ -281,6 +288,10 @@ def _warn_self_normalized(model: LanguageModel, info: Optional[dict]) -> None:
     if type(model).logits is not LanguageModel.logits:
         log.warning("--output self-normalized with %s: its output is already normalised (the neural "
                     "cache mixes probabilities), so the costs are exact and no faster", model.name)
+        return
+    if getattr(model, "adaptive", None) is not None:
+        log.warning("--output self-normalized with the adaptive softmax: its output is exactly normalised, "
+                    "so the costs are the exact ones (computed the same way as with --output softmax)")
         return
     if info is None:
         return

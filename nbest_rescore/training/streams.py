@@ -55,6 +55,10 @@ class Streams:
         """The same streams with every tensor on ``device``."""
         return Streams(*(t.to(device) for t in (self.inputs, self.targets, self.mask, self.reset)), self.align)
 
+    def rows(self, index: slice) -> "Streams":
+        """The streams ``index`` (a slice of the B rows), e.g. one process's share."""
+        return Streams(*(t[index] for t in (self.inputs, self.targets, self.mask, self.reset)), self.align)
+
 
 def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
     """Cut an encoded document (from :func:`encode_document`) into pieces of at most
@@ -206,6 +210,7 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
     total = torch.zeros((), dtype=torch.float64, device=device)
     n_segments = -(-streams.inputs.shape[1] // bptt)
     for k, (inp, tgt, mask, reset) in enumerate(segments(streams, bptt), 1):
+        model.diagnostics_mask(mask)
         feats, state, _ = run_segment(model, state, inp, reset, aligned)
         logp = model.target_log_probs(feats, tgt)
         total -= (logp.double() * mask).sum()

@@ -10,12 +10,14 @@ autocast and TF32 on CUDA; the learning rate warms up and decays over the planne
 length (:mod:`.schedule`); early stopping on validation perplexity keeps the best
 weights. After every epoch the best weights are written to ``--out`` and the full
 training state to ``<out>.last.pt`` (:mod:`.checkpointing`), from which ``train
---resume`` continues exactly.
+--resume`` continues exactly. Started by ``torchrun``, each process trains its share
+of the streams under DistributedDataParallel (:mod:`.distributed`).
 """
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import math
 import time
@@ -36,7 +38,7 @@ from ..models import build_model
 from ..models.base import default_adaptive_cutoffs, detach_state
 from ..models.registry import config_from_dict, get_model_class
 from ..vocab import Vocabulary
-from . import checkpointing
+from . import checkpointing, distributed
 from .schedule import LRSchedule
 from .streams import Streams, encode_document, make_streams, nll_of_streams, run_segment
 
@@ -49,7 +51,8 @@ EVAL_BPTT = 64
 class TrainResult:
     """Facts of a training run: epochs run, best validation perplexity (None without
     validation text), last epoch's training perplexity, wall-clock seconds and
-    training tokens per second."""
+    training tokens per second (of all processes); ``rank``: this process's rank in
+    a distributed launch (0 alone; only rank 0 writes and should print)."""
 
     epochs: int
     best_valid_ppl: Optional[float]
@@ -57,6 +60,7 @@ class TrainResult:
     seconds: float
     words_per_s: float
     history: list
+    rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ class SegmentLoss(NamedTuple):
 
 
 def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Optional[Tensor] = None,
-                 self_norm_weight: float = 0.0) -> SegmentLoss:
+                 self_norm_weight: float = 0.0, loss_scale: Optional[float] = None) -> SegmentLoss:
     """Loss of a segment from the model's features, without host synchronisation.
 
     On CUDA every position goes through the output layer (padding is masked
@@ -134,6 +138,10 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
     Args:
         features: float [B, T, D] (from :func:`run_segment`); targets: int64 [B, T];
         mask: bool [B, T] (False = padding); aux: scalar auxiliary loss or None.
+        loss_scale: None: the token sums are divided by this segment's real tokens;
+            else multiplied by ``loss_scale`` (data-parallel training: K / the real
+            tokens of the global segment, so that DDP's average over the K ranks is
+            the mean over the global batch; ``aux`` is a mean already and stays).
     Raises:
         DataError: ``self_norm_weight > 0`` with the adaptive softmax (already
             normalised).
@@ -158,11 +166,12 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
     else:
         nll_tok = -model.target_log_probs(features, targets)
     nll = (nll_tok * maskf).sum()
-    loss = nll / denom
+    loss = nll / denom if loss_scale is None else nll * loss_scale
     if aux is not None:
         loss = loss + aux
     if self_norm_weight > 0:
-        loss = loss + self_norm_weight * (log_z ** 2 * maskf).sum() / denom
+        sq = (log_z ** 2 * maskf).sum()
+        loss = loss + self_norm_weight * (sq / denom if loss_scale is None else sq * loss_scale)
     return SegmentLoss(loss, nll.detach(), abs_log_z, ntok)
 
 
@@ -175,9 +184,18 @@ def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> S
     return make_streams(encoded, batch_size, align=bptt, max_piece=max(bptt, -(-n_tokens // batch_size)), seed=seed)
 
 
+def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
+                    aligned: bool = False, self_norm_weight: float = 0.0, loss_scale: Optional[float] = None):
+    """:func:`run_segment` then :func:`segment_loss`: (state after the segment,
+    :class:`SegmentLoss`). The forward that data-parallel training wraps in DDP."""
+    feats, state, aux = run_segment(model, state, inputs, reset, aligned)
+    return state, segment_loss(model, feats, targets, mask, aux, self_norm_weight, loss_scale)
+
+
 def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
                clip: float, self_norm_weight: float = 0.0, aligned: bool = False,
-               autocast_dtype: Optional[torch.dtype] = None):
+               autocast_dtype: Optional[torch.dtype] = None, loss_scale: Optional[float] = None,
+               forward: Optional[Callable] = None):
     """One BPTT update: run the segment from ``state`` (cut from the graph), compute
     :func:`segment_loss`, back-propagate, clip the gradient norm to ``clip``, step.
     Nothing is read back to the host when ``aligned`` (see :func:`run_segment`).
@@ -187,6 +205,10 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
             :class:`~nbest_rescore.training.streams.Streams`).
         autocast_dtype: None, or ``torch.bfloat16`` for mixed precision under
             ``torch.autocast`` on the inputs' device type.
+        loss_scale: see :func:`segment_loss`.
+        forward: :func:`segment_forward` of ``model`` wrapped in DDP
+            (:meth:`~.distributed.World.wrap`: the gradients are averaged over the
+            ranks before clipping, so every rank clips and steps alike); None: ``model``.
     Returns:
         (state after the segment, :class:`SegmentLoss`). A segment without real
         tokens gives zero loss and gradients.
@@ -194,9 +216,9 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
     # (no autocast weight cache: it must not outlive a captured CUDA graph's region)
     ctx = (torch.autocast(inputs.device.type, dtype=autocast_dtype, cache_enabled=False) if autocast_dtype is not None
            else contextlib.nullcontext())
+    fwd = forward if forward is not None else functools.partial(segment_forward, model)
     with ctx:
-        feats, state, aux = run_segment(model, detach_state(state), inputs, reset, aligned)
-        step = segment_loss(model, feats, targets, mask, aux, self_norm_weight)
+        state, step = fwd(detach_state(state), inputs, targets, mask, reset, aligned, self_norm_weight, loss_scale)
     opt.zero_grad(set_to_none=True)
     step.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -274,17 +296,20 @@ def _graphed_step(model, opt, b: int, bptt: int, options: StepOptions):
 
 
 def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions, *,
-                   lr_at: Optional[Callable[[int], float]] = None, first_step: int = 0,
+                   before_step: Optional[Callable[[int], Optional[bool]]] = None, first_step: int = 0,
                    max_steps: Optional[int] = None, deadline: Optional[float] = None,
-                   log_interval: int = 50, bar=None, cuda_graph: bool = False) -> EpochStats:
+                   log_interval: int = 50, bar=None, cuda_graph: bool = False,
+                   world: distributed.World = distributed.SINGLE, forward: Optional[Callable] = None) -> EpochStats:
     """One pass of BPTT updates over ``streams`` (an epoch), state carried between
     segments and reset where documents start.
 
     Args:
         streams: from :func:`make_streams` (moved to the model's device here);
             aligned to ``bptt`` for single-call segments.
-        lr_at: learning rate of global step n (None: leave the optimiser's).
-        first_step: global step number of the first update (for ``lr_at``).
+        before_step: called with the global step number n before update n (the
+            trainer sets the learning rate and reports the progress to the model);
+            returning True stops the pass there (the time budget is spent).
+        first_step: global step number of the first update (for ``before_step``).
         max_steps: stop after this many updates; deadline: ``time.perf_counter()``
             value after which no further update starts.
         log_interval: the loss is read back every this many steps (for ``bar``).
@@ -293,19 +318,27 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         cuda_graph: on CUDA with aligned streams and a capturable optimiser, replay
             the step as one CUDA graph (:mod:`.cuda_graph`); falls back to eager
             steps when the model's step cannot be captured.
+        world, forward: data-parallel training (:mod:`.distributed`): ``streams`` are
+            the global batch, of which this rank trains its rows with ``forward``
+            (the DDP-wrapped :func:`segment_forward`); every rank must take the same
+            decisions in ``before_step``. Not with ``cuda_graph``.
     Returns:
-        :class:`EpochStats` (the NLL is read back once, at the end).
+        :class:`EpochStats` (the NLL is read back once, at the end; with K ranks
+        the NLL and tokens are those of all ranks).
     """
     device = next(model.parameters()).device
-    # real tokens per segment, read to the host once (the progress bar's count)
+    # real tokens per segment of the whole batch, read to the host once (the progress
+    # bar's count; with K ranks also the loss scale, K / global tokens, of each segment)
     counts = streams.mask.sum(0).cpu()
     seg_tokens = [int(counts[i:i + bptt].sum()) for i in range(0, counts.shape[0], bptt)]
+    if world.distributed:
+        streams = streams.rows(world.shard(streams.inputs.shape[0]))
     if streams.inputs.device != device:
         streams = streams.to(device)
     aligned = streams.align == bptt
     b, length = streams.inputs.shape
     graph = None
-    if cuda_graph and aligned and device.type == "cuda" and length % bptt == 0:
+    if cuda_graph and forward is None and aligned and device.type == "cuda" and length % bptt == 0:
         graph = _graphed_step(model, opt, b, bptt, options)
     if graph is not None:
         graph.clear()
@@ -323,15 +356,17 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         if deadline is not None and time.perf_counter() > deadline:
             timed_out = True
             break
-        if lr_at is not None:
-            set_lr(opt, lr_at(first_step + steps))
+        if before_step is not None and before_step(first_step + steps):
+            timed_out = True
+            break
         sl = slice(start, start + bptt)
         seg = (streams.inputs[:, sl], streams.targets[:, sl], streams.mask[:, sl], streams.reset[:, sl])
         if graph is not None:
             graph.replay(*seg)
         else:
+            scale = world.size / max(1, seg_tokens[k]) if world.distributed else None
             state, step = train_step(model, opt, state, *seg, options.clip, options.self_norm_weight, aligned,
-                                     options.autocast_dtype)
+                                     options.autocast_dtype, scale, forward)
             nll += step.nll
             if abs_log_z is not None:
                 abs_log_z += step.abs_log_z
@@ -342,9 +377,14 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
             bar.update(n)
             if steps % log_interval == 0:
                 el = time.perf_counter() - t0
-                bar.set_postfix(ppl=f"{math.exp(min(50.0, float(nll) / max(1, tokens))):.1f}",
+                # (with K ranks: this rank's share of the loss, times K)
+                bar.set_postfix(ppl=f"{math.exp(min(50.0, float(nll) * world.size / max(1, tokens))):.1f}",
                                 words_s=f"{tokens / max(el, 1e-9):.0f}")
-    return EpochStats(float(nll), tokens, steps, timed_out, None if abs_log_z is None else float(abs_log_z))
+    nll, abs_log_z = float(nll), None if abs_log_z is None else float(abs_log_z)
+    if world.distributed:  # summed over the ranks (the tokens are the global batch's already)
+        nll, total_abs = world.sum(nll, abs_log_z or 0.0)
+        abs_log_z = None if abs_log_z is None else total_abs
+    return EpochStats(nll, tokens, steps, timed_out, abs_log_z)
 
 
 @contextlib.contextmanager
@@ -380,13 +420,28 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
             (fine-tuning); the model name and shapes must match ``cfg``.
         stop_after_epochs: end this run after this many epochs (the schedule still
             plans for ``max_epochs``; ``--resume`` continues).
+
+    Started by ``torchrun`` with K > 1 processes (:mod:`.distributed`), this is one
+    rank of a data-parallel run: ``optim.batch_size`` is the global batch (B/K
+    streams per rank, same gradient as one process with batch B), ``--device cuda``
+    means ``cuda:LOCAL_RANK``, validation is split over the ranks, and only rank 0
+    writes the checkpoints and logs. CUDA graphs are off under DDP.
     Raises:
         DataError: unwritable output, unreadable/empty training text, a bad model
-            config, bfloat16 off CUDA, or a resume/init checkpoint that does not fit.
+            config, bfloat16 off CUDA, a resume/init checkpoint that does not fit, or
+            (K ranks) ``optim.batch_size`` not divisible by K.
     """
+    with distributed.session(device, cfg.optim.batch_size) as world:
+        return _train(cfg, out_path, world, progress, resume, init_from, stop_after_epochs)
+
+
+def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool, resume: Optional[str],
+           init_from: Optional[str], stop_after_epochs: Optional[int]) -> TrainResult:
+    """:func:`train` as one rank of ``world`` (the only one for a single process)."""
     o = cfg.optim
-    device = torch.device(device)
-    checkpointing.check_writable(out_path)
+    device = world.device
+    if world.main:  # (the only process that writes)
+        checkpointing.check_writable(out_path)
     config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)  # bad model_config: fail before reading data
     if o.dtype == "bfloat16" and device.type != "cuda":
         raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
@@ -417,20 +472,23 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
              cfg.model, params["total"], params["without_embeddings"], len(vocab))
     valid_streams = (make_streams([encode_document(d, vocab) for d in valid_docs], 64, align=EVAL_BPTT)
                      if valid_docs else None)
-    graphs = o.cuda_graph and device.type == "cuda"
+    graphs = o.cuda_graph and device.type == "cuda" and not world.distributed
+    if o.cuda_graph and device.type == "cuda" and world.distributed:
+        log.info("CUDA graphs are off under DistributedDataParallel (its gradient all-reduce runs outside a graph)")
     opt = make_optimizer(model, o, capturable=graphs)
     options = StepOptions(o.clip, o.self_norm_weight, torch.bfloat16 if o.dtype == "bfloat16" else None)
     run = checkpointing.RunState()
     if resume:
         run = checkpointing.restore(loaded, model, opt, device)
+    ddp = world.wrap(model, functools.partial(segment_forward, model))  # None for one process
     schedule = None
     start = time.perf_counter() - run.seconds
     first_epoch = run.epoch + 1
     if run.bad_epochs >= o.patience:  # a resumed run that had already stopped early
         first_epoch = o.max_epochs + 1
     with _training_precision(device):
-        model.plan_training(o.max_epochs)
         for epoch in range(first_epoch, o.max_epochs + 1):
+            world.seed_epoch(o.seed, epoch)
             streams = epoch_streams(encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
             if schedule is None:
                 if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
@@ -438,14 +496,19 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
                 schedule = LRSchedule(o, run.planned_steps)
             model.train()
             bar = tqdm(total=streams.num_tokens, desc=f"epoch {epoch}", unit="tok",
-                       disable=not progress, leave=False, mininterval=1.0)
-            deadline = start + o.max_seconds if o.max_seconds else None
+                       disable=not (progress and world.main), leave=False, mininterval=1.0)
+            clock = distributed.Clock(world, start, o.log_interval)  # K ranks: rank 0's seconds
 
-            def lr_at(step, _s=schedule):
-                return o.lr * run.lr_scale * _s.factor(step, time.perf_counter() - start)
+            def before_step(step, _s=schedule, _clock=clock):
+                elapsed = _clock(step)
+                if o.max_seconds and elapsed > o.max_seconds:
+                    return True  # the time budget is spent: no further update
+                set_lr(opt, o.lr * run.lr_scale * _s.factor(step, elapsed))
+                model.on_progress(_s.progress(step, elapsed))
+                return False
 
-            stats = train_segments(model, opt, streams, o.bptt, options, lr_at=lr_at, first_step=run.step,
-                                   deadline=deadline, log_interval=o.log_interval, bar=bar, cuda_graph=graphs)
+            stats = train_segments(model, opt, streams, o.bptt, options, before_step=before_step, first_step=run.step,
+                                   log_interval=o.log_interval, bar=bar, cuda_graph=graphs, world=world, forward=ddp)
             bar.close()
             if stats.steps == 0:  # the time budget was spent before this epoch began
                 break
@@ -459,7 +522,11 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
             if valid_streams is not None:
                 model.eval()
                 model.begin_diagnostics()
-                vppl = math.exp(nll_of_streams(model, valid_streams, EVAL_BPTT, device) / valid_streams.num_tokens)
+                # K ranks: each scores its part of the streams, the sum is the same on all
+                # ranks (so are the early-stopping decisions); diagnostics are rank 0's part
+                mine = valid_streams.rows(world.part(valid_streams.inputs.shape[0]))
+                nll = nll_of_streams(model, mine, EVAL_BPTT, device) if mine.inputs.shape[0] else 0.0
+                vppl = math.exp(world.sum(nll)[0] / valid_streams.num_tokens)
                 health = model.end_diagnostics()
                 entry["valid_ppl"] = vppl
                 log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", epoch, train_ppl, vppl,
@@ -484,7 +551,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
             run.seconds = time.perf_counter() - start
             last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
                     or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
-            if last or epoch % o.checkpoint_every == 0:
+            if world.main and (last or epoch % o.checkpoint_every == 0):
                 checkpointing.save_epoch(out_path, model, vocab, run, opt, _info(cfg, params, run))
             if last:
                 break
@@ -494,7 +561,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
     last = run.history[-1] if run.history else {}
     best = run.best_ppl if math.isfinite(run.best_ppl) else None
     return TrainResult(run.epoch, best, last.get("train_ppl", math.nan), seconds,
-                       run.tokens / max(seconds, 1e-9), run.history)
+                       run.tokens / max(seconds, 1e-9), run.history, world.rank)
 
 
 def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState") -> dict:

@@ -27,7 +27,8 @@
 #   bash recipes/abc-nbest/run.sh --conf-set gpu --eval-sets "/path/to/test"
 #
 # --conf-set gpu-equal|cpu-equal: GRU, LSTM and AMN at equal parameter counts without
-# embeddings (conf/gpu-equal, conf/cpu-equal; the counts are in their headers).
+# embeddings (conf/gpu-equal, conf/cpu-equal; the counts are in their headers), and the AMN
+# with Drop-Mem, annealing and the ITL (amn-anneal.yaml, the same size).
 #
 # --eval-sets "DIR ..." names extra N-best directories in the layout of dev (a
 # ref.txt in the directory is used if present). Stage 6 scores each with every model
@@ -55,6 +56,7 @@ histories="first-pass none"
 device=cpu
 train_seconds=        # per model (empty: the config's max_seconds)
 threads=             # torch threads for training (empty: all cores)
+ngpu=1               # training processes (GPUs): > 1 trains data-parallel under torchrun (stage 1)
 eval_sets=           # extra N-best directories scored at the dev-tuned weights (stage 6)
 given=" "            # options given on the command line (--conf-set does not override them)
 
@@ -74,19 +76,21 @@ while [ $# -gt 0 ]; do
     --device) device=$2 ;;
     --train-seconds) train_seconds=$2 ;;
     --threads) threads=$2 ;;
+    --ngpu) ngpu=$2 ;;
     --eval-sets) eval_sets=$2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   given+="$1 "
   shift 2
 done
+[[ $ngpu =~ ^[1-9][0-9]*$ ]] || { echo "--ngpu: expected a positive integer, got '$ngpu'" >&2; exit 2; }
 
 if [ -n "$conf_set" ]; then
   case "$conf_set" in
     gpu) set_models="lstm gru amn"; set_device=cuda ;;
     cpu) set_models="gru lstm"; set_device=cpu ;;
-    gpu-equal) set_models="gru lstm amn"; set_device=cuda ;;
-    cpu-equal) set_models="gru lstm amn"; set_device=cpu ;;
+    gpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cuda ;;
+    cpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cpu ;;
     *) echo "--conf-set: expected gpu, cpu, gpu-equal or cpu-equal, got '$conf_set'" >&2; exit 2 ;;
   esac
   [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
@@ -152,11 +156,15 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
 fi
 
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  # --ngpu N > 1: N data-parallel processes on this machine (one GPU each with --device
+  # cuda); optim.batch_size is the global batch and must be divisible by N
+  trainer=(nbest-rescore)
+  [ "$ngpu" -le 1 ] || trainer=(torchrun --standalone --nproc_per_node "$ngpu" -m nbest_rescore)
   for m in "${model_list[@]}"; do
     case "$m" in *+cache) continue ;; esac
     if [ -f "$exp/$m.pt" ]; then log 1 "$exp/$m.pt exists, skipping"; continue; fi
-    log 1 "train $m ($conf/$m.yaml)"
-    nbest-rescore -v train --config "$conf/$m.yaml" --out "$exp/$m.pt" --device "$device" \
+    log 1 "train $m ($conf/$m.yaml)${trainer[1]:+ on $ngpu processes (torchrun)}"
+    "${trainer[@]}" -v train --config "$conf/$m.yaml" --out "$exp/$m.pt" --device "$device" \
       ${train_seconds:+--max-seconds "$train_seconds"} ${threads:+--threads "$threads"} --no-progress \
       2> "$exp/train_$m.log" > "$exp/train_$m.json"
   done

@@ -197,3 +197,67 @@ def test_supports_cuda_graph():
     assert not build_model("lstm", {**SMALL, "num_layers": 2, "dropout": 0.3}, V).supports_cuda_graph()
     # families not checked for capture
     assert not build_model("transformer", {**SMALL, **EXTRA["transformer"]}, V).supports_cuda_graph()
+
+
+# -- log-probs of chosen (row, target) pairs (prefix-tree scoring) ----------------------
+
+def pairs_case():
+    """(rows, targets): row 0 head words only, row 1 tail 1 only, row 2 tail 2 only,
+    row 3 the head and both tails, row 4 no target, row 5 a repeated target, row 6 the
+    cluster edges; shuffled."""
+    rows = [0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 3, 5, 5, 6, 6, 6, 6, 6]
+    tgts = [0, 3, 9, 10, 25, 39, 40, 99, 5, 12, 77, 0, 50, 50, 9, 10, 39, 40, 99]
+    perm = torch.randperm(len(rows), generator=torch.Generator().manual_seed(2))
+    return torch.tensor(rows)[perm], torch.tensor(tgts)[perm]
+
+
+def test_adaptive_log_probs_at_equals_the_full_distribution(name):
+    """Every family: the pairs' log-probs equal logits() gathered; a tail projection
+    runs only on the rows that have a target in its cluster."""
+    m = make_adaptive(name).eval()
+    x = torch.randint(0, V, (1, 7), generator=torch.Generator().manual_seed(4))
+    rows, tgts = pairs_case()
+    seen = {0: [], 1: []}
+    hooks = [m.adaptive.tail[i].register_forward_hook(
+        lambda mod, inp, out, i=i: seen[i].append(inp[0].shape[0])) for i in (0, 1)]
+    try:
+        with torch.no_grad():
+            feats = m(x, m.init_state(1)).features[0]  # [7, D]
+            got = m.adaptive_log_probs_at(feats, rows, tgts)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert seen == {0: [3], 1: [4]}  # rows {1, 3, 6} / {2, 3, 5, 6}, once each
+    with torch.no_grad():
+        full = m.logits(feats.unsqueeze(0))[0]
+    assert got.dtype == torch.float32 and got.shape == rows.shape
+    assert torch.allclose(got, full[rows, tgts], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cutoffs,div", [([2943, 14651], 4.0), ([100], 2.0), ([5, 1000, 20000], 2.0)])
+def test_adaptive_log_probs_at_43k_random_features(cutoffs, div):
+    """The benchmark's vocabulary size, random features of a large scale (log-probs far
+    from uniform), targets drawn from every cluster and from the head only."""
+    from torch import nn
+
+    from nbest_rescore.models.adaptive_output import adaptive_log_probs_at, cluster_of
+
+    torch.manual_seed(0)
+    v, d = 43048, 64
+    ad = nn.AdaptiveLogSoftmaxWithLoss(d, v, cutoffs, div_value=div).eval()
+    g = torch.Generator().manual_seed(5)
+    h = torch.randn(50, d, generator=g) * 4
+    rows = torch.randint(0, 50, (600,), generator=g)
+    tgts = torch.randint(0, v, (600,), generator=g)
+    tgts[:200] = torch.randint(0, cutoffs[0], (200,), generator=g)
+    assert set(cluster_of(ad, tgts).tolist()) == set(range(len(cutoffs) + 1))
+    with torch.no_grad():
+        full = ad.log_prob(h)
+        assert torch.allclose(adaptive_log_probs_at(ad, h, rows, tgts), full[rows, tgts], atol=1e-5, rtol=0)
+        head_only = adaptive_log_probs_at(ad, h, rows[:200], tgts[:200])
+        assert torch.allclose(head_only, full[rows[:200], tgts[:200]], atol=1e-5, rtol=0)
+        assert adaptive_log_probs_at(ad, h, rows[:0], tgts[:0]).shape == (0,)
+    with pytest.raises(ValueError, match="expected features"):
+        adaptive_log_probs_at(ad, h.unsqueeze(0), rows, tgts)
+    with pytest.raises(ValueError, match="needs output: adaptive"):
+        build_model("gru", SMALL, V).adaptive_log_probs_at(h[:, :10], rows, tgts)

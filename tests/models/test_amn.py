@@ -1,4 +1,6 @@
 """AMN specifics (thesis 000 chapter 4): attention, annealing, dropout modes, ITL."""
+import math
+import pytest
 import torch
 
 from nbest_rescore.models import build_model
@@ -114,7 +116,8 @@ def test_training_loss_and_gradients_equal_straightforward_version(DATA):
     streams = make_streams([encode_document(refs[i:i + 1], vocab) for i in range(24)], 3)
     assert int(streams.reset[:, 1:30].sum()) > 0  # documents start inside the segments
     torch.manual_seed(0)
-    m = build_model("amn", {**CFG, "anneal_t0": 3.0, "itl_weight": 0.5}, len(vocab)).train()
+    m = build_model("amn", {**CFG, "anneal_t0": 3.0, "itl_weight": 0.5, "itl_reduction": "sum-token"},
+                    len(vocab)).train()
     grads = []
     for impl in ("batched", "reference"):
         m.zero_grad()
@@ -175,27 +178,50 @@ def test_itl_reductions_match_their_definitions():
         assert float(aux.detach()) == pytest.approx(0.5 * float(want), rel=1e-4), reduction
 
 
-def test_anneal_fraction_reaches_one_at_that_share_of_the_planned_epochs():
+def test_anneal_fraction_follows_the_planned_training():
     m = build_model("amn", {**CFG, "anneal_t0": 250.0, "anneal_fraction": 0.3}, 30)
-    m.plan_training(20)  # T = 1 after round(0.3 * 20) = 6 epochs
     temps = []
-    for epoch in range(1, 9):
+    for p in (0.0, 0.1, 0.15, 0.3, 0.5, 1.0):
+        m.on_progress(p)
+        temps.append(float(m.temperature))
+    # T = T0^(1 - p / f): 250, 250^(2/3), 250^(1/2), then 1
+    assert temps == pytest.approx([250.0, 250.0 ** (2 / 3), 250.0 ** 0.5, 1.0, 1.0, 1.0], rel=1e-6)
+    # at the epoch boundaries of a 20-epoch plan, the per-epoch factor T0^(-1 / (f E)) of the thesis
+    for epoch in range(1, 7):
+        m.on_progress(epoch / 20)
+        assert float(m.temperature) == pytest.approx(250.0 * (250.0 ** (-1 / 6)) ** epoch, rel=1e-5)
+    m.on_epoch_end(6)  # no per-epoch factor on top of the plan
+    assert float(m.temperature) == 1.0
+
+
+def test_epoch_annealing_without_a_fraction():
+    m = build_model("amn", {**CFG, "anneal_t0": 9.0, "anneal_gamma": 1 / 3}, 30)
+    m.on_progress(0.5)  # no anneal_fraction: progress leaves T alone
+    temps = []
+    for epoch in range(1, 4):
         m.on_epoch_end(epoch)
         temps.append(float(m.temperature))
-    assert all(t > 1.0 for t in temps[:5]) and temps[5:] == [1.0, 1.0, 1.0]
-    assert abs(temps[0] - 250.0 ** (5 / 6)) < 1e-3  # T0 * T0^(-1/6)
+    assert temps == pytest.approx([3.0, 1.0, 1.0])
 
 
 def test_itl_warm_start_ramps_after_annealing():
-    m = build_model("amn", {**CFG, "anneal_t0": 9.0, "anneal_gamma": 1 / 3, "itl_weight": 1.0,
-                            "itl_ramp_epochs": 2}, 30)
-    scales = [float(m.itl_scale)]
-    for epoch in range(1, 6):
-        m.on_epoch_end(epoch)
+    m = build_model("amn", {**CFG, "anneal_t0": 9.0, "anneal_fraction": 0.4, "itl_weight": 1.0,
+                            "itl_ramp_fraction": 0.2}, 30)
+    scales = []
+    for p in (0.0, 0.2, 0.4, 0.5, 0.6, 0.9):
+        m.on_progress(p)
         scales.append(float(m.itl_scale))
-    # T: 9 -> 3 -> 1 (after epoch 2): off for epochs 1-2, then 1/2, then full
-    assert scales == [0.0, 0.0, 0.5, 1.0, 1.0, 1.0]
+    # off while T > 1 (p < 0.4), then linear over the next 0.2 of the plan
+    assert scales == pytest.approx([0.0, 0.0, 0.0, 0.5, 1.0, 1.0])
     assert "itl_scale" in m.state_dict()  # resumed with the run
+    m.on_progress(0.5)
+    fresh = build_model("amn", {**CFG, "anneal_t0": 9.0, "anneal_fraction": 0.4, "itl_weight": 1.0,
+                                "itl_ramp_fraction": 0.2}, 30)
+    fresh.load_state_dict(m.state_dict())
+    assert float(fresh.itl_scale) == 0.5 and fresh._scheduled == (1.0, 0.5)
+    no_anneal = build_model("amn", {**CFG, "itl_weight": 1.0, "itl_ramp_fraction": 0.5}, 30)
+    no_anneal.on_progress(0.25)
+    assert float(no_anneal.itl_scale) == pytest.approx(0.5)  # the ramp starts at p = 0
     plain = build_model("amn", {**CFG, "itl_weight": 1.0}, 30)
     assert float(plain.itl_scale) == 1.0 and "itl_scale" not in plain.state_dict()  # old checkpoints load
 
@@ -269,3 +295,98 @@ def test_equal_parameter_recipe_configs():
             stated = re.search(rf"(?:\| |#   ){name.upper()} [^|\n]*? (\d{{1,3}}(?:,\d{{3}})+)", path.read_text()).group(1)
             assert int(stated.replace(",", "")) == counts[name], (conf_set, name)
         assert max(counts.values()) / min(counts.values()) < 1.015, (conf_set, counts)
+
+
+def test_itl_value_and_gradient_by_hand_two_memcells():
+    from nbest_rescore.models.amn import implicit_target_loss
+
+    # K = 2 memcells, H = 2: m1 = (1, 0), m2 = (0, 2), alpha = (0.25, 0.75), o = (0.25, 1.5)
+    # ||o - m1||^2 = 0.75^2 + 1.5^2 = 2.8125, ||o - m2||^2 = 0.25^2 + 0.5^2 = 0.3125
+    # ITL = 0.25 * 2.8125 + 0.75 * 0.3125 = 0.9375 (sum over H), 0.46875 (mean over H)
+    def terms():
+        alpha = torch.tensor([0.25, 0.75]).view(2, 1, 1).requires_grad_()
+        cells = torch.tensor([[1.0, 0.0], [0.0, 2.0]]).view(2, 1, 1, 2).requires_grad_()
+        o = torch.tensor([0.25, 1.5]).view(1, 1, 2).requires_grad_()
+        return alpha, o, cells
+
+    alpha, o, cells = terms()
+    loss = implicit_target_loss(alpha, o, cells, "sum-token")
+    assert float(loss.detach()) == pytest.approx(0.9375)
+    loss.backward()
+    # d/d alpha_i = ||o - m_i||^2; d/d m_i = -2 alpha_i (o - m_i); d/d o = 2 sum_i alpha_i (o - m_i) = 0
+    assert alpha.grad.flatten().tolist() == pytest.approx([2.8125, 0.3125])
+    assert cells.grad.view(2, 2).tolist() == [pytest.approx([0.375, -0.75]), pytest.approx([-0.375, 0.75])]
+    assert o.grad.flatten().tolist() == pytest.approx([0.0, 0.0])
+    alpha, o, cells = terms()
+    loss = implicit_target_loss(alpha, o, cells, "mean-token")
+    assert float(loss.detach()) == pytest.approx(0.46875)
+    loss.backward()
+    assert alpha.grad.flatten().tolist() == pytest.approx([1.40625, 0.15625])
+    # two identical time steps: per token the mean (unchanged), per sequence the sum (doubled)
+    alpha, o, cells = terms()
+    two = (alpha.expand(2, 1, 2), o.expand(1, 2, 2), cells.expand(2, 1, 2, 2))
+    assert float(implicit_target_loss(*two, "sum-token")) == pytest.approx(0.9375)
+    assert float(implicit_target_loss(*two, "sum-sequence")) == pytest.approx(1.875)
+    assert float(implicit_target_loss(*two, "mean-sequence")) == pytest.approx(0.9375)
+    with pytest.raises(ValueError, match="itl reduction"):
+        implicit_target_loss(*two, "sum-word")
+
+
+def test_memcell_health_of_a_collapsed_and_a_spread_model():
+    from nbest_rescore.models.amn import memcell_health_sums
+
+    x = torch.randint(0, 30, (2, 6))
+    collapsed = build_model("amn", CFG, 30).eval()
+    collapsed.force_memcell = 2  # one-hot attention on memcell 2
+    collapsed.begin_diagnostics()
+    with torch.inference_mode():
+        collapsed(x, collapsed.init_state(2))
+    h = collapsed.end_diagnostics()
+    assert h["mean_attention"] == [0.0, 0.0, 1.0, 0.0] and h["attention_entropy_bits"] == 0.0
+    spread = build_model("amn", {**CFG, "anneal_t0": 1e9}, 30).eval()  # T -> inf: uniform attention
+    spread.begin_diagnostics()
+    with torch.inference_mode():
+        spread(x, spread.init_state(2))
+    h = spread.end_diagnostics()
+    assert h["mean_attention"] == pytest.approx([0.25] * 4, abs=1e-4)
+    assert h["attention_entropy_bits"] == pytest.approx(2.0, abs=1e-4)  # log2 K
+    # cosine: identical memcells 1 (collapsed states), orthogonal ones 0
+    same = torch.ones(3, 5, 4)
+    orth = torch.eye(3, 4).unsqueeze(1).expand(3, 5, 4)
+    uniform = torch.full((3, 5), 1 / 3)
+    for cells, want in ((same, 1.0), (orth, 0.0)):
+        attn, ent, cos, n = memcell_health_sums(uniform, cells)
+        assert float(n) == 5 and float(cos) / 5 == pytest.approx(want, abs=1e-9)
+        assert float(ent) / 5 == pytest.approx(math.log2(3))
+
+
+def test_memcell_health_leaves_padding_out():
+    torch.manual_seed(4)
+    m = build_model("amn", {**CFG, "anneal_t0": 3.0}, 30).eval()
+    x = torch.randint(0, 30, (2, 6))
+    mask = torch.tensor([[1.0] * 6, [1.0, 1.0, 0, 0, 0, 0]])  # row 2: 2 real tokens, then padding
+    m.begin_diagnostics()
+    m.diagnostics_mask(mask)
+    with torch.inference_mode():
+        state = m(x[:, :4], m.init_state(2)).state  # two calls cover the mask's columns in order
+        m(x[:, 4:], state)
+    masked = m.end_diagnostics()
+    want = []  # the real tokens alone: row 1 whole, row 2's first two
+    m.begin_diagnostics()
+    with torch.inference_mode():
+        m(x[:1], m.init_state(1))
+        m(x[1:, :2], m.init_state(1))
+    want = m.end_diagnostics()
+    assert masked["mean_attention"] == pytest.approx(want["mean_attention"], abs=2e-4)
+    assert masked["attention_entropy_bits"] == pytest.approx(want["attention_entropy_bits"], abs=2e-4)
+    assert masked["memcell_cosine"] == pytest.approx(want["memcell_cosine"], abs=2e-4)
+
+
+def test_checkpoints_with_the_retired_epoch_ramp_option_still_load():
+    # itl_ramp_epochs (replaced by itl_ramp_fraction) was written into checkpoints; 0 = off loads
+    from nbest_rescore.errors import DataError
+
+    m = build_model("amn", {**CFG, "itl_ramp_epochs": 0}, 30)
+    assert m.config.itl_ramp_fraction == 0.0
+    with pytest.raises(DataError, match="itl_ramp_epochs"):
+        build_model("amn", {**CFG, "itl_ramp_epochs": 2}, 30)

@@ -46,11 +46,21 @@ def _history(ckpt):
     return list(info.get("history") or [])
 
 
+def _health(cells):
+    """``[0.2, 0.8]; 0.61; 0.42`` from a history entry's ``memcells`` (AMN), else ''."""
+    if not cells:
+        return ""
+    attn = ", ".join(f"{a:.2f}" for a in cells["mean_attention"])
+    cos = cells.get("memcell_cosine")
+    return f"[{attn}]; {cells['attention_entropy_bits']:.2f}; " + ("-" if cos is None else f"{cos:.2f}")
+
+
 def epoch_table(exp, models):
     """Lines of a Markdown table with one row per epoch of every trained model (each
     checkpoint once: ``m+cache`` shares m's); the best validation perplexity in bold."""
-    lines = ["| model | epoch | minutes | lr | train ppl | valid ppl (in training) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| model | epoch | minutes | words trained | lr | train ppl | valid ppl (in training) "
+             "| memcells: mean attention; entropy (bits); cosine |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     seen = set()
     for m in models:
         base = m.split("+")[0]
@@ -68,8 +78,9 @@ def epoch_table(exp, models):
                 vs = f"**{vs}**"
             secs = h.get("seconds")
             minutes = _fmt(None if secs is None else secs / 60.0, ".1f")
-            lines.append(f"| {base} | {h.get('epoch', '')} | {minutes} | {_fmt(h.get('lr'), '.3g')} | "
-                         f"{_fmt(h.get('train_ppl'), '.1f')} | {vs} |")
+            lines.append(f"| {base} | {h.get('epoch', '')} | {minutes} | {_fmt(h.get('tokens'), ',')} | "
+                         f"{_fmt(h.get('lr'), '.3g')} | {_fmt(h.get('train_ppl'), '.1f')} | {vs} | "
+                         f"{_health(h.get('memcells'))} |")
     return lines
 
 

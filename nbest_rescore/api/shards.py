@@ -1,0 +1,417 @@
+"""Document-aware sharding: split N-best lists into jobs, merge the jobs' score outputs.
+
+The 1-best history of an utterance is read from the previous utterances of its
+document, so a job boundary inside a document would change the NN costs of the
+utterances after it. :func:`split_nbest` therefore cuts only between documents;
+rescoring every shard (``nbest-rescore score``, one process per shard, on as many
+machines as you like) and concatenating the outputs with :func:`merge_scores` gives
+the costs and 1-best of one run over the whole set.
+
+* ``split``: ``OUT/1 .. OUT/N``, each an N-best directory in the benchmark layout
+  (``text``, ``ac_cost``, ``lm_cost``, ``utt2doc`` and, when the input directory has a
+  ``ref.txt``, the reference lines of its utterances). When the lists carry a graph
+  cost (Kaldi's ``lmwt.nolm``) the n-gram and graph costs are written as
+  ``lmwt.lmonly`` and ``lmwt.nolm`` instead of ``lm_cost``, so that every shard reads
+  back with the same costs. Shards are contiguous runs of whole documents, in order,
+  balanced greedily by number of hypotheses. Costs are written with 6 decimals
+  (:func:`~nbest_rescore.io.score_ark.write_cost_ark`).
+* ``merge``: the ``text`` and ``nn_cost`` files that ``score --out`` writes
+  (:data:`~nbest_rescore.api.score_job.SCORE_OUTPUTS`), concatenated in job order;
+  with references, the WER of the merged 1-best is computed again (and the
+  first-pass and oracle counts of the jobs' ``wer.json`` files, when every job has
+  one, are summed: word error counts over disjoint utterances add up).
+
+Both write their output folder as one set (:func:`~nbest_rescore.io.atomic.atomic_dir`):
+after an error nothing is written.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import DataError, examples
+from ..evaluation.wer import WerReport, compute_wer
+from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
+from ..io.kaldi_nbest import split_hyp_key
+from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
+from ..io.score_ark import read_cost_ark, write_cost_ark
+from ..types import NbestSet, Words
+from .inputs import load_nbest, load_references
+from .score_job import SCORE_OUTPUTS
+
+__all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores", "plan_shards", "split_nbest"]
+
+#: The files of a score job that :func:`merge_scores` needs (``wer.json`` is optional).
+MERGED_INPUTS = ("text", "nn_cost")
+#: Settings of the score runs that must agree for their outputs to be merged.
+_SAME_SETTINGS = ("lm", "model", "history", "weights", "cache", "ngram_arpa")
+
+
+# --------------------------------------------------------------------------- split
+
+def plan_shards(doc_sizes: Sequence[int], nj: int) -> List[Tuple[int, int]]:
+    """Cut documents (in order) into ``nj`` contiguous non-empty runs of about equal
+    size.
+
+    Greedy: each shard in turn aims at (hypotheses left) / (shards left) and takes the
+    next document while that brings it closer to the aim, always leaving at least one
+    document for every later shard; the last shard takes the rest.
+
+    Args:
+        doc_sizes: number of hypotheses of each document, in order.
+        nj: number of shards, ``1 <= nj <= len(doc_sizes)``.
+    Returns:
+        ``[(first_doc, end_doc), ...]`` (end exclusive), ``nj`` runs covering all documents.
+    Raises:
+        ValueError: ``nj`` out of range.
+    """
+    n = len(doc_sizes)
+    if not 1 <= nj <= n:
+        raise ValueError(f"nj must be in [1, {n}], got {nj}")
+    runs: List[Tuple[int, int]] = []
+    start, left = 0, int(sum(doc_sizes))
+    for shard in range(nj):
+        shards_left = nj - shard
+        if shards_left == 1:
+            runs.append((start, n))
+            break
+        aim = left / shards_left
+        end, size = start + 1, doc_sizes[start]  # at least one document
+        while n - (end + 1) >= shards_left - 1 and abs(size + doc_sizes[end] - aim) <= abs(size - aim):
+            size += doc_sizes[end]
+            end += 1
+        runs.append((start, end))
+        start, left = end, left - size
+    return runs
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    """What :func:`split_nbest` wrote.
+
+    Attributes:
+        out: the output folder; shard ``i`` (1-based) is ``out/i``.
+        documents, utterances, hypotheses: per shard, in shard order.
+        doc_source: where the documents came from (``utt2doc``, ``utt2spk``, ``none``
+            = one per utterance, ``file`` = a plain list's single document).
+        refs: whether ``ref.txt`` files were written.
+    """
+
+    out: str
+    documents: Tuple[int, ...]
+    utterances: Tuple[int, ...]
+    hypotheses: Tuple[int, ...]
+    doc_source: str
+    refs: bool
+
+    def report(self) -> str:
+        """One line per shard."""
+        lines = [f"wrote {len(self.documents)} shards of whole documents (documents from {self.doc_source}) "
+                 f"into {self.out}/1 .. {self.out}/{len(self.documents)}"]
+        for i, (d, u, h) in enumerate(zip(self.documents, self.utterances, self.hypotheses), 1):
+            lines.append(f"  {i}: {d} documents, {u} utterances, {h} hypotheses")
+        return "\n".join(lines)
+
+
+def _check_nj(nj) -> None:
+    if isinstance(nj, bool) or not isinstance(nj, int) or nj < 1:
+        raise DataError(f"--nj {nj!r}: the number of shards must be an integer >= 1; e.g. --nj 4")
+
+
+def _split_outputs(nj: int) -> List[str]:
+    return [str(i) for i in range(1, nj + 1)]
+
+
+def _write_shard(folder: Path, nbest: NbestSet, refs: Optional[Mapping[str, Words]], with_graph: bool) -> None:
+    folder.mkdir()
+    utts = nbest.utterances
+    write_kaldi_text(folder / "text", ((k, h) for u in utts for k, h in zip(u.keys, u.hyps)))
+    write_cost_ark(folder / "ac_cost", ((k, c) for u in utts for k, c in zip(u.keys, u.ac_cost.tolist())))
+    lm = ((k, c) for u in utts for k, c in zip(u.keys, u.lm_cost.tolist()))
+    if with_graph:
+        write_cost_ark(folder / "lmwt.lmonly", lm)
+        write_cost_ark(folder / "lmwt.nolm",
+                       ((k, c) for u in utts for k, c in zip(u.keys, u.graph_cost.tolist())))
+    else:
+        write_cost_ark(folder / "lm_cost", lm)
+    with atomic_write(folder / "utt2doc") as f:
+        f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
+    if refs is not None:
+        write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
+
+
+def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
+    """Split the N-best lists at ``nbest_dir`` into ``nj`` shards of whole documents.
+
+    Args:
+        nbest_dir: anything :func:`~nbest_rescore.api.load_nbest` reads with defaults
+            (a Kaldi N-best directory, benchmark or ``rnnlmrescore.sh`` names, or a
+            plain list with its score files beside it).
+        out_dir: output folder (replaced as a whole; see the module docstring).
+        nj: number of shards, 1 .. number of documents.
+    Returns:
+        :class:`SplitResult`.
+    Raises:
+        DataError: ``nj`` < 1 or more than the documents (the message says how many
+            there are and what to give); unreadable lists; ``out_dir`` unusable.
+            Nothing is written then.
+    """
+    _check_nj(nj)
+    check_output_dir(out_dir, _split_outputs(nj), option="OUT_DIR")
+    nbest = load_nbest(nbest_dir)
+    docs = nbest.documents()
+    if nj > len(docs):
+        how = {"none": "one per utterance: there is no utt2doc or utt2spk",
+               "file": "a plain list without an utt2doc is one document"}.get(nbest.doc_source,
+                                                                            f"from {nbest.doc_source}")
+        raise DataError(f"--nj {nj}: {nbest_dir} has only {len(docs)} documents ({how}), and a document is never "
+                        f"split (its 1-best history would break); give --nj {len(docs)} or fewer")
+    ref_path = os.path.join(os.fspath(nbest_dir), "ref.txt")
+    refs = load_references(ref_path) if os.path.isdir(nbest_dir) and os.path.isfile(ref_path) else None
+    with_graph = any(np.any(u.graph_cost) for u in nbest.utterances)
+    runs = plan_shards([sum(len(nbest.utterances[i]) for i in d) for d in docs], nj)
+    n_docs, n_utts, n_hyps = [], [], []
+    with atomic_dir(out_dir, _split_outputs(nj), option="OUT_DIR",
+                    settings={"nbest": os.fspath(nbest_dir), "nj": nj, "doc_source": nbest.doc_source}) as tmp:
+        for i, (a, b) in enumerate(runs, 1):
+            part = NbestSet(tuple(nbest.utterances[j] for d in docs[a:b] for j in d), nbest.doc_source,
+                            f"{nbest.source} shard {i}/{nj}")
+            _write_shard(tmp / str(i), part, refs, with_graph)
+            n_docs.append(b - a)
+            n_utts.append(len(part))
+            n_hyps.append(part.num_hyps())
+    return SplitResult(os.fspath(out_dir), tuple(n_docs), tuple(n_utts), tuple(n_hyps), nbest.doc_source,
+                       refs is not None)
+
+
+@dataclass(frozen=True)
+class SplitJob:
+    """``nbest-rescore split`` as a value; ``nj`` and ``out`` are checked on
+    construction, before anything is read."""
+
+    nbest: str
+    out: str
+    nj: int
+
+    def __post_init__(self):
+        _check_nj(self.nj)
+        if not os.path.exists(self.nbest):
+            raise DataError(f"NBEST_DIR {self.nbest}: no such file or folder")
+        check_output_dir(self.out, _split_outputs(self.nj), option="OUT_DIR")
+
+    def run(self) -> SplitResult:
+        """Read, split and write; returns the :class:`SplitResult`."""
+        return split_nbest(self.nbest, self.out, self.nj)
+
+
+# --------------------------------------------------------------------------- merge
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What :func:`merge_scores` found.
+
+    Attributes:
+        jobs: the job folders, in merge order.
+        one_best: utterance id -> merged 1-best words (job order, then each job's order).
+        nn_cost: hypothesis key -> NN cost (negated natural log), in the same order.
+        wer: with references: ``rescored`` (recomputed on the merged 1-best) and, when
+            every job wrote a ``wer.json``, ``first_pass`` and ``oracle`` (the jobs'
+            counts summed); WER in percent. None without references.
+        sentence_errors: utterances whose 1-best differs from the reference (None
+            without references).
+        settings: the score settings the jobs share (from their run markers).
+    """
+
+    jobs: Tuple[str, ...]
+    one_best: Mapping[str, Words] = field(repr=False)
+    nn_cost: Mapping[str, float] = field(repr=False)
+    wer: Optional[Dict[str, WerReport]]
+    sentence_errors: Optional[int]
+    settings: dict
+
+    def summary(self) -> dict:
+        """JSON-ready record (the merged ``wer.json``)."""
+        out = {"jobs": list(self.jobs), "utterances": len(self.one_best), "hypotheses": len(self.nn_cost),
+               **self.settings}
+        if self.wer is not None:
+            out["wer"] = {name: r.to_dict() for name, r in self.wer.items()}
+            out["sentence_errors"] = self.sentence_errors
+        return out
+
+    def kaldi_wer_lines(self) -> List[str]:
+        """``%WER`` and ``%SER`` lines in the format of Kaldi's ``compute-wer`` (rescored
+        1-best); empty without references."""
+        if self.wer is None:
+            return []
+        r, n = self.wer["rescored"], len(self.one_best)
+        return [f"%WER {r.wer:.2f} [ {r.errors} / {r.ref_words}, {r.insertions} ins, {r.deletions} del, "
+                f"{r.substitutions} sub ]",
+                f"%SER {100.0 * self.sentence_errors / n:.2f} [ {self.sentence_errors} / {n} ]",
+                f"Scored {n} sentences, 0 not present in hyp."]
+
+    def report(self, out_dir=None) -> str:
+        """Printable report: counts and, with references, the Kaldi-style WER lines."""
+        where = f" into {out_dir}/text and {out_dir}/nn_cost" if out_dir else ""
+        lines = [f"merged {len(self.jobs)} jobs{where} ({len(self.one_best)} utterances, "
+                 f"{len(self.nn_cost)} hypotheses)"]
+        return "\n".join(lines + self.kaldi_wer_lines())
+
+
+def _run_settings(job_dir: str) -> dict:
+    try:
+        with open(os.path.join(job_dir, RUN_MARKER), encoding="utf-8") as f:
+            settings = json.load(f).get("settings", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _check_jobs(job_dirs: Sequence[str]) -> None:
+    if not job_dirs:
+        raise DataError("merge: no job folders given; name the --out folders of the score jobs, in order")
+    seen: Dict[str, int] = {}
+    for i, d in enumerate(job_dirs):
+        real = os.path.realpath(d)
+        if real in seen:
+            raise DataError(f"merge: job folder {d} is given twice (as job {seen[real] + 1} and job {i + 1})")
+        seen[real] = i
+        if not os.path.isdir(d):
+            raise DataError(f"merge: job folder {d} not found: every score job must have finished (its --out "
+                            f"folder holds {' and '.join(MERGED_INPUTS)}); rerun the missing job")
+        for name in MERGED_INPUTS:
+            if not os.path.isfile(os.path.join(d, name)):
+                raise DataError(f"merge: {os.path.join(d, name)} not found: {d} is not a finished score job "
+                                f"(expected {', '.join(MERGED_INPUTS)}); rerun that job")
+
+
+def _check_out(out_dir, job_dirs: Sequence[str]) -> None:
+    """``out_dir`` can hold the merged outputs and is none of the job folders."""
+    check_output_dir(out_dir, SCORE_OUTPUTS)
+    real = os.path.realpath(out_dir)
+    for d in job_dirs:
+        if os.path.realpath(d) == real:
+            raise DataError(f"merge: --out {out_dir} is also a job folder; the merge would replace that job's "
+                            f"outputs - choose a new --out folder")
+
+
+def _sum_reports(reports: Sequence[dict]) -> WerReport:
+    names = ("errors", "substitutions", "deletions", "insertions", "hits", "ref_words", "num_utts")
+    return WerReport(**{n: int(sum(r[n] for r in reports)) for n in names})
+
+
+def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, Sequence[str]]] = None
+                 ) -> MergeResult:
+    """Concatenate the score outputs of ``job_dirs`` (in order) and, with ``out_dir``,
+    write ``text``, ``nn_cost`` and (with ``refs``) ``wer.json`` there as one set.
+
+    Args:
+        job_dirs: the ``--out`` folders of the score jobs, in the order of the data.
+        out_dir: output folder (replaced as a whole), or None to write nothing.
+        refs: utterance id -> reference words, to compute the WER of the merged 1-best.
+    Returns:
+        :class:`MergeResult`.
+    Raises:
+        DataError: no jobs, a job folder given twice, a missing job folder or file; an
+            utterance or hypothesis key in two jobs (both folders named); a job whose
+            ``nn_cost`` keys do not belong to its ``text`` utterances; jobs scored with
+            different models, weights or history (their run markers); references
+            missing or empty for merged utterances. Nothing is written then.
+    """
+    job_dirs = [os.fspath(d) for d in job_dirs]
+    _check_jobs(job_dirs)
+    if out_dir is not None:
+        _check_out(out_dir, job_dirs)
+    one_best: Dict[str, Words] = {}
+    nn_cost: Dict[str, float] = {}
+    owner_utt: Dict[str, str] = {}
+    owner_key: Dict[str, str] = {}
+    settings: Optional[dict] = None
+    settings_from = None
+    for d in job_dirs:
+        text = read_kaldi_text(os.path.join(d, "text"))
+        costs = read_cost_ark(os.path.join(d, "nn_cost"))
+        for what, entries, owner in (("utterance", text, owner_utt), ("hypothesis key", costs, owner_key)):
+            dup = [k for k in entries if k in owner]
+            if dup:
+                raise DataError(f"merge: {len(dup)} {what}s are in both {owner[min(dup)]} and {d}: "
+                                f"{examples(dup)}; each utterance must be scored by exactly one job (split "
+                                f"with 'nbest-rescore split' and merge each shard's output once)")
+        stray = sorted({k for k in costs if _utt_of(k, d) not in text})
+        if stray:
+            raise DataError(f"merge: {d}: {len(stray)} keys of nn_cost belong to no utterance of its text: "
+                            f"{examples(stray)}; text and nn_cost come from different runs - rerun that job")
+        run = _run_settings(d)
+        if run:
+            mine = {k: run.get(k) for k in _SAME_SETTINGS}
+            if settings is None:
+                settings, settings_from = mine, d
+            elif mine != settings:
+                diff = [k for k in _SAME_SETTINGS if mine[k] != settings[k]]
+                raise DataError(f"merge: {settings_from} and {d} were scored with different settings "
+                                f"({', '.join(f'{k} {settings[k]!r} vs {mine[k]!r}' for k in diff)}); "
+                                f"rescore every job with the same options")
+        one_best.update(text)
+        nn_cost.update(costs)
+        owner_utt.update(dict.fromkeys(text, d))
+        owner_key.update(dict.fromkeys(costs, d))
+    wer = None
+    sentence_errors = None
+    if refs is not None:
+        wer = {"rescored": compute_wer(refs, one_best)}
+        sentence_errors = sum(1 for u, h in one_best.items() if tuple(h) != tuple(refs[u]))
+        job_wer = [_job_wer(d) for d in job_dirs]
+        for name in ("first_pass", "oracle"):
+            if all(w is not None and name in w for w in job_wer):
+                wer[name] = _sum_reports([w[name] for w in job_wer])
+    res = MergeResult(tuple(job_dirs), one_best, nn_cost, wer, sentence_errors, dict(settings or {}))
+    if out_dir is not None:
+        with atomic_dir(out_dir, SCORE_OUTPUTS, settings=res.summary()) as tmp:
+            write_kaldi_text(tmp / "text", one_best.items())
+            write_cost_ark(tmp / "nn_cost", nn_cost.items())
+            if wer is not None:
+                with atomic_write(tmp / "wer.json") as f:
+                    json.dump(res.summary(), f, indent=2)
+    return res
+
+
+def _utt_of(key: str, job_dir: str) -> str:
+    try:
+        return split_hyp_key(key)[0]
+    except ValueError as exc:
+        raise DataError(f"merge: {job_dir}/nn_cost: {exc}") from None
+
+
+def _job_wer(job_dir: str) -> Optional[dict]:
+    """The ``wer`` reports of a job's ``wer.json`` (None when it has none)."""
+    try:
+        with open(os.path.join(job_dir, "wer.json"), encoding="utf-8") as f:
+            return json.load(f).get("wer")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class MergeJob:
+    """``nbest-rescore merge`` as a value: the job folders, ``ref`` and ``out`` are
+    checked on construction, before anything is read."""
+
+    jobs: Tuple[str, ...]
+    out: str
+    ref: Optional[str] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "jobs", tuple(os.fspath(j) for j in self.jobs))
+        _check_jobs(self.jobs)
+        if self.ref is not None and not os.path.isfile(self.ref):
+            raise DataError(f"--ref {self.ref}: no such file")
+        _check_out(self.out, self.jobs)
+
+    def run(self) -> MergeResult:
+        """Read, merge and write; returns the :class:`MergeResult`."""
+        refs = load_references(self.ref) if self.ref else None
+        return merge_scores(self.jobs, self.out, refs)

@@ -1,0 +1,90 @@
+"""CPU thread policy that survives shared machines.
+
+Kaldi runs ``--nj`` jobs side by side on shared nodes, so a rescoring or training
+process must not assume it owns every core. The policy:
+
+* **How many threads**: the ``--threads`` option when given; else ``OMP_NUM_THREADS``
+  or ``MKL_NUM_THREADS`` when set (Kaldi's job runners and cluster schedulers set
+  them); else the number of cores this process may run on (its CPU affinity, which
+  ``taskset``, cgroups and Slurm restrict), not the machine's core count.
+* **How threads wait**: OpenMP's worker threads sleep instead of spinning between
+  parallel regions (``OMP_WAIT_POLICY=PASSIVE``), unless the user set the variable.
+  Spinning threads that share cores with other busy processes steal each other's
+  time slices: scoring with 2 threads beside two busy processes on 2 cores was 17x
+  slower than idle with spinning and about 2x (the fair share) with sleeping
+  (``benchmarks/contention.py``). The variable is read when the OpenMP runtime
+  loads, i.e. when torch is first imported, so :func:`prefer_passive_wait` must run
+  before that: the command line does it at start-up; Python API users who import
+  torch first should export ``OMP_WAIT_POLICY=PASSIVE`` themselves.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from .errors import DataError
+
+log = logging.getLogger(__name__)
+
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class ThreadPolicy:
+    """The CPU threads a process uses: ``threads`` (>= 1), ``source`` (where the
+    number came from: ``--threads``, an environment variable, or the CPU affinity)
+    and ``wait_policy`` (the OpenMP wait policy in effect, e.g. ``PASSIVE``)."""
+
+    threads: int
+    source: str
+    wait_policy: str
+
+    def describe(self) -> str:
+        """One log line, e.g. ``2 CPU threads (CPU affinity: 2 cores), OpenMP wait policy PASSIVE``."""
+        return f"{self.threads} CPU thread{'s' if self.threads != 1 else ''} ({self.source}), " \
+               f"OpenMP wait policy {self.wait_policy}"
+
+
+def prefer_passive_wait(environ: Optional[Mapping[str, str]] = None) -> None:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already (see the module
+    docstring; effective only before torch is imported)."""
+    env = os.environ if environ is None else environ
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity; ``os.cpu_count()`` where the
+    platform has no affinity call), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def thread_policy(requested: Optional[int] = None, environ: Optional[Mapping[str, str]] = None) -> ThreadPolicy:
+    """The thread count for this process (see the module docstring).
+
+    Args:
+        requested: the ``--threads`` option (None: not given).
+        environ: the environment to read (default ``os.environ``).
+    Raises:
+        DataError: ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` is set but not an integer
+            >= 1 (naming the variable, its value and a fix).
+    """
+    env = os.environ if environ is None else environ
+    wait = env.get("OMP_WAIT_POLICY", "ACTIVE (the OpenMP default)")
+    if requested is not None:
+        return ThreadPolicy(requested, "--threads", wait)
+    for name in THREAD_ENV_VARS:
+        value = env.get(name, "").strip()
+        if not value:
+            continue
+        first = value.split(",")[0]  # OpenMP allows a list per nesting level
+        if not first.isdigit() or int(first) < 1:
+            raise DataError(f"environment variable {name}={value!r}: expected an integer >= 1 "
+                            f"(the number of CPU threads); e.g. export {name}=1, or unset it")
+        return ThreadPolicy(int(first), f"{name}={value}", wait)
+    cores = available_cores()
+    return ThreadPolicy(cores, f"CPU affinity: {cores} core{'s' if cores != 1 else ''}", wait)

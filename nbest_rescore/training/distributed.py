@@ -1,0 +1,277 @@
+"""Data-parallel training over K processes (``torchrun``): what the trainer needs of
+``torch.distributed`` and ``DistributedDataParallel``, in one place.
+
+A launch is recognised by the ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` variables
+that ``torchrun`` (or another launcher) sets; with ``WORLD_SIZE`` above 1,
+:func:`session` joins the process group (NCCL on CUDA, one device ``cuda:LOCAL_RANK``
+per process; gloo on the CPU) and yields a :class:`World`. Without them (or with one
+process) it yields :data:`SINGLE`, makes no process group and every helper below is a
+no-op, so a single-process run behaves exactly as before.
+
+How the trainer splits the work (``000`` section 5.1 streams): every rank deals the
+same ``optim.batch_size`` = B streams (same seed) and trains on its contiguous B/K
+rows (:meth:`World.shard`); the model is wrapped in ``DistributedDataParallel``
+(:meth:`World.wrap`), whose gradient all-reduce averages over the ranks, so each rank
+scales its summed loss by K / (real tokens of the global segment) and the averaged
+gradient is the single-process gradient of the global mean loss. Host decisions that
+must agree (the time budget, learning rate and progress that depend on elapsed time,
+validation perplexity, early stopping) use values that rank 0 broadcasts
+(:class:`Clock`, :meth:`World.sum`). Only rank 0 writes checkpoints, logs at info
+level and shows a progress bar.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, List, Optional
+
+import torch
+
+from ..errors import DataError
+
+log = logging.getLogger(__name__)
+
+_PACKAGE_LOGGER = "nbest_rescore"
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the training processes.
+
+    rank: 0..size-1 (rank 0 writes checkpoints and logs); size: K processes;
+    local_rank: index on this machine (the CUDA device it uses); device: its device.
+    """
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def distributed(self) -> bool:
+        """More than one process (a process group exists)."""
+        return self.size > 1
+
+    @property
+    def main(self) -> bool:
+        """Rank 0: the process that writes checkpoints, logs and prints."""
+        return self.rank == 0
+
+    def check_batch(self, batch_size: int) -> None:
+        """Raise DataError unless the global batch divides among the ranks."""
+        if batch_size % self.size:
+            lower, upper = batch_size // self.size * self.size, -(-batch_size // self.size) * self.size
+            fix = f"{lower} or {upper}" if lower else f"{upper}"
+            raise DataError(f"optim.batch_size {batch_size} (the global batch: streams over all processes) is "
+                            f"not divisible by the {self.size} processes of this launch: set optim.batch_size "
+                            f"to a multiple of {self.size} (e.g. {fix}) or change --nproc_per_node/--nnodes")
+
+    def shard(self, rows: int) -> slice:
+        """This rank's equal, contiguous part of ``rows`` training streams.
+
+        Raises:
+            DataError: ``rows`` not divisible by the ranks (fewer documents than streams).
+        """
+        if rows % self.size:
+            raise DataError(f"the training text gives only {rows} streams for {self.size} processes (too few "
+                            f"documents for optim.batch_size): lower optim.batch_size or train on more text")
+        n = rows // self.size
+        return slice(self.rank * n, (self.rank + 1) * n)
+
+    def part(self, rows: int) -> slice:
+        """This rank's contiguous part of ``rows`` (sizes differ by at most one; may be
+        empty): for evaluation, where nothing is averaged."""
+        return slice(self.rank * rows // self.size, (self.rank + 1) * rows // self.size)
+
+    def sum(self, *values: float) -> List[float]:
+        """The sums over the ranks (float64), bit-identical on every rank (reduced on
+        rank 0, then broadcast). Collective: every rank must call it."""
+        if not self.distributed:
+            return [float(v) for v in values]
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        torch.distributed.reduce(t, dst=0)
+        torch.distributed.broadcast(t, src=0)
+        return t.tolist()
+
+    def from_main(self, *values: float) -> List[float]:
+        """Rank 0's values on every rank (float64). Collective."""
+        if not self.distributed:
+            return [float(v) for v in values]
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        torch.distributed.broadcast(t, src=0)
+        return t.tolist()
+
+    def wrap(self, model: torch.nn.Module, forward: Callable) -> Optional[torch.nn.Module]:
+        """``DistributedDataParallel`` around ``forward`` (a function of ``model``'s
+        parameters, e.g. the trainer's segment forward + loss); None for one process.
+
+        The gradients of every parameter that ``forward``'s result depends on are
+        averaged during ``backward()``. ``find_unused_parameters`` is on only for an
+        adaptive softmax (the clusters without targets in a segment get no gradient);
+        buffers are not broadcast (they are schedules the trainer sets identically on
+        every rank, no running statistics). Rank 0's weights are broadcast on wrapping.
+        """
+        if not self.distributed:
+            return None
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        # (torch >= 2.13 names broadcast_buffers=False forward_sync_buffers=False)
+        no_sync = ({"forward_sync_buffers": False}
+                   if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+                   else {"broadcast_buffers": False})
+        return DistributedDataParallel(_Forward(model, forward), device_ids=ids, **no_sync,
+                                       find_unused_parameters=getattr(model, "adaptive", None) is not None)
+
+    def seed_epoch(self, seed: int, epoch: int) -> None:
+        """With K ranks, seed this rank's generators (dropout) from (seed, epoch, rank)
+        at the start of every epoch: ranks draw different masks, and ``--resume``
+        restores them without saving K random states. No-op for one process (its
+        random state is carried and checkpointed as before)."""
+        if self.distributed:
+            torch.manual_seed((seed * 1_000_003 + epoch) * 65_537 + self.rank)
+
+    def barrier(self) -> None:
+        """Wait for every rank. No-op for one process."""
+        if self.distributed:
+            torch.distributed.barrier()
+
+
+SINGLE = World()
+
+
+class _Forward(torch.nn.Module):
+    """A module whose forward is ``fn`` and whose parameters are ``model``'s: what
+    DDP wraps, so that the whole segment (model call and output-layer loss) runs inside
+    the wrapped forward."""
+
+    def __init__(self, model: torch.nn.Module, fn: Callable):
+        super().__init__()
+        self.model = model
+        self._fn = fn
+
+    def forward(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+
+class Clock:
+    """Seconds since ``start`` (a ``time.perf_counter()`` value) as all ranks see them.
+
+    One process: read at every call. K ranks: rank 0's reading is broadcast at the
+    first call and then whenever ``step`` has advanced by ``every`` (the trainer's
+    ``log_interval``), and used by every rank until the next: the time budget, and
+    the learning rate and model progress that depend on elapsed time, are then the
+    same on every rank (they lag by at most ``every`` steps), with one host
+    synchronisation per ``every`` steps, not per step. Every rank must call it with
+    the same steps.
+    """
+
+    def __init__(self, world: World, start: float, every: int):
+        self.world, self.start, self.every = world, start, max(1, int(every))
+        self._at: Optional[int] = None
+        self._value = 0.0
+
+    def __call__(self, step: int) -> float:
+        if not self.world.distributed:
+            return time.perf_counter() - self.start
+        if self._at is None or step - self._at >= self.every:
+            self._value = self.world.from_main(time.perf_counter() - self.start)[0]
+            self._at = step
+        return self._value
+
+
+def launched() -> Optional[tuple]:
+    """(rank, world size, local rank) from the launcher's environment when it starts
+    more than one process, else None.
+
+    Raises:
+        DataError: the variables are not integers or are inconsistent.
+    """
+    size = os.environ.get("WORLD_SIZE")
+    if size is None:
+        return None
+    try:
+        size, rank = int(size), int(os.environ.get("RANK", "0"))
+        local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    except ValueError:
+        raise DataError(f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r}, RANK={os.environ.get('RANK')!r}, "
+                        f"LOCAL_RANK={os.environ.get('LOCAL_RANK')!r}: expected integers (set by torchrun)") from None
+    if size <= 1:
+        return None
+    if not 0 <= rank < size or local < 0:
+        raise DataError(f"RANK {rank} / LOCAL_RANK {local} outside WORLD_SIZE {size}: launch with torchrun")
+    return rank, size, local
+
+
+def _rank_device(device: torch.device, local: int) -> torch.device:
+    if device.type != "cuda":
+        return device
+    if device.index is not None:
+        raise DataError(f"--device {device}: under torchrun each process uses cuda:LOCAL_RANK; give --device cuda")
+    n = torch.cuda.device_count()
+    if local >= n:
+        raise DataError(f"LOCAL_RANK {local} but only {n} CUDA device(s) are visible: start at most {n} "
+                        f"processes per machine (torchrun --nproc_per_node {n})")
+    return torch.device("cuda", local)
+
+
+@contextlib.contextmanager
+def session(device, batch_size: Optional[int] = None) -> Iterator[World]:
+    """The :class:`World` of this process for the duration of a training run.
+
+    Under a launch of K > 1 processes: checks that ``batch_size`` divides among them
+    (before connecting), joins the process group (``env://``: ``MASTER_ADDR``,
+    ``MASTER_PORT`` from the launcher) with NCCL on CUDA or gloo on the CPU, and raises
+    the log level of the non-zero ranks to warnings; on leaving, waits for every rank
+    (after a successful run) and leaves the group. A process group that already exists
+    (made by the caller) is used and left alone. One process: :data:`SINGLE` on
+    ``device``, nothing else.
+
+    Raises:
+        DataError: ``batch_size`` not divisible by K, a bad device for the launch, or
+            no distributed support in this torch build.
+    """
+    device = torch.device(device)
+    dist = torch.distributed
+    external = dist.is_available() and dist.is_initialized()
+    where = launched() if not external else (dist.get_rank(), dist.get_world_size(),
+                                             int(os.environ.get("LOCAL_RANK", "0")))
+    if where is None or where[1] <= 1:
+        yield World(device=device)
+        return
+    rank, size, local = where
+    world = World(rank, size, local, _rank_device(device, local))
+    if batch_size is not None:
+        world.check_batch(batch_size)
+    if not dist.is_available():
+        raise DataError("WORLD_SIZE > 1 but this torch build has no torch.distributed: train in one process")
+    if world.device.type == "cuda":
+        torch.cuda.set_device(world.device)
+    if not external:
+        for var in ("MASTER_ADDR", "MASTER_PORT"):
+            if var not in os.environ:
+                raise DataError(f"WORLD_SIZE={size} but {var} is not set: start the processes with torchrun")
+        dist.init_process_group("nccl" if world.device.type == "cuda" else "gloo", rank=rank, world_size=size)
+    pkg = logging.getLogger(_PACKAGE_LOGGER)
+    old_level = pkg.level
+    if not world.main:
+        pkg.setLevel(max(logging.WARNING, pkg.getEffectiveLevel()))
+    log.info("distributed training: %d processes (%s), rank 0 on %s", size,
+             "nccl" if world.device.type == "cuda" else "gloo", world.device)
+    ok = False
+    try:
+        yield world
+        ok = True
+    finally:
+        pkg.setLevel(old_level)
+        if not external:
+            if ok:
+                dist.barrier()
+            dist.destroy_process_group()
+
+
+__all__ = ["World", "SINGLE", "Clock", "launched", "session"]

@@ -1,0 +1,173 @@
+"""recipes/kaldi/steps/nbest_rescore.sh on the real ci lists laid out as a Kaldi decode
+directory (archives.JOB/ of steps/rnnlmrescore.sh, num_jobs), run with the bundled
+parse_options.sh and run.pl: the merged costs and 1-best equal one nbest-rescore run
+over the whole set; missing inputs and a failing job are clear errors."""
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nbest_rescore as nr
+
+REPO = Path(__file__).resolve().parents[2]
+STEP = REPO / "recipes" / "kaldi" / "steps" / "nbest_rescore.sh"
+RUN_PL = REPO / "recipes" / "kaldi" / "utils" / "run.pl"
+WEIGHTS = ["--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--history", "first-pass"]
+
+
+def small_checkpoint(nbest, path):
+    """A random GRU of tests/tiny_models.py's size over the 300 most frequent list words."""
+    import torch
+    from tiny_models import SMALL
+
+    from nbest_rescore.models import build_model, save_model
+    from nbest_rescore.vocab import Vocabulary
+
+    counts = Counter(w for u in nbest.utterances for h in u.hyps for w in h)
+    vocab = Vocabulary(["</s>", "<unk>"] + sorted(w for w, _ in counts.most_common(300)))
+    torch.manual_seed(0)
+    save_model(path, build_model("gru", SMALL, len(vocab)).eval(), vocab, {"note": "random, for tests"})
+    return path
+
+
+def env():
+    """PATH with this environment's nbest-rescore first; no Kaldi; a nice level so the
+    step's jobs yield to other work."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def step(cwd, *args):
+    return subprocess.run(["nice", "-n", "10", "bash", str(STEP), *map(str, args)], cwd=cwd, env=env(),
+                          capture_output=True, text=True, timeout=600)
+
+
+def lay_out(nbest, root, cut):
+    """A Kaldi decode dir ``root/decode`` whose job j holds utterances ``cut[j-1]:cut[j]``
+    (rnnlmrescore.sh names; lmwt.nolm zeros, so lmwt.withlm is the n-gram cost), and a
+    data dir ``root/data`` with utt2doc and text (the references)."""
+    decode = root / "decode"
+    for j in range(1, len(cut)):
+        a = decode / f"archives.{j}"
+        a.mkdir(parents=True)
+        utts = nbest.utterances[cut[j - 1]:cut[j]]
+        keys = [k for u in utts for k in u.keys]
+        (a / "words_text").write_text("".join(" ".join((k, *h)) + "\n" for u in utts for k, h in zip(u.keys, u.hyps)))
+        (a / "acwt").write_text("".join(f"{k} {c:.4f}\n" for u in utts for k, c in zip(u.keys, u.ac_cost)))
+        (a / "lmwt.withlm").write_text("".join(f"{k} {c:.4f}\n" for u in utts for k, c in zip(u.keys, u.lm_cost)))
+        (a / "lmwt.nolm").write_text("".join(f"{k} 0\n" for k in keys))
+    (decode / "num_jobs").write_text(f"{len(cut) - 1}\n")
+    return decode
+
+
+@pytest.fixture(scope="module")
+def kaldi(ci_nbest, DATA, tmp_path_factory):
+    root = tmp_path_factory.mktemp("kaldi")
+    lm = small_checkpoint(ci_nbest, root / "small.pt")
+    data = root / "data"
+    data.mkdir()
+    (data / "utt2doc").write_text((DATA / "ci" / "utt2doc").read_text())
+    (data / "text").write_text((DATA / "ci" / "ref.txt").read_text())
+    whole = nr.score(ci_nbest, nr.load_lm(lm), refs=nr.load_references(DATA / "ci" / "ref.txt"), lm_weight=9.5,
+                     interp=0.5, word_ins_penalty=-0.629606, history="first-pass")
+    return root, lm, whole
+
+
+def read_ark(path):
+    return {k: float(v) for k, v in (line.split() for line in open(path))}
+
+
+def test_step_equals_one_run_and_reshards_a_split_document(kaldi, ci_nbest):
+    """Thirds of the utterances (20 each): document abcr0143 (utterances 14-23) lies in
+    jobs 1 and 2, so the step re-shards by document before scoring."""
+    root, lm, whole = kaldi
+    work = root / "thirds"
+    work.mkdir()
+    (work / "data").symlink_to(root / "data")
+    lay_out(ci_nbest, work, [0, 20, 40, 60])
+    res = step(work, "--nj", 3, *WEIGHTS, lm, "data", "decode", "decode_nn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "is split across Kaldi's jobs: re-sharding by document" in res.stdout
+    out = work / "decode_nn"
+    assert (out / "shards" / "3" / "utt2doc").is_file()
+
+    nn = {}
+    for j in (1, 2, 3):
+        part = read_ark(out / f"archives.{j}" / "lmwt.nn")
+        assert list(part) == [line.split()[0] for line in open(work / "decode" / f"archives.{j}" / "words_text")]
+        nn.update(part)
+    assert list(nn) == list(whole.keys)
+    assert np.allclose(list(nn.values()), whole.nn_cost, atol=1e-4, rtol=0)
+    expected = "".join(" ".join((u, *w)) + "\n" for u, w in whole.one_best.items())
+    assert (out / "text").read_text() == expected
+
+    # lmwt.interp = nolm + interp * (withlm - nolm) + (1 - interp) * nn, and it gives the new 1-best
+    interp = {}
+    for j in (1, 2, 3):
+        interp.update(read_ark(out / f"archives.{j}" / "lmwt.interp"))
+    for u in ci_nbest.utterances:
+        li = np.array([interp[k] for k in u.keys])
+        assert np.allclose(li, 0.5 * u.lm_cost + 0.5 * np.array([nn[k] for k in u.keys]), atol=2e-6)
+        score = -u.ac_cost - 9.5 * li - 0.629606 * u.num_words
+        assert u.hyps[int(np.argmax(score))] == whole.one_best[u.utt_id]
+
+    r = whole.wer["rescored"]
+    lines = (out / "wer_9.5").read_text().splitlines()
+    assert lines[0] == (f"%WER {r.wer:.2f} [ {r.errors} / {r.ref_words}, {r.insertions} ins, {r.deletions} del, "
+                        f"{r.substitutions} sub ]")
+    assert re.fullmatch(r"%SER \d+\.\d\d \[ \d+ / 60 \]", lines[1]) and lines[2].startswith("Scored 60 sentences")
+
+
+def test_a_failing_job_names_its_log_and_nothing_is_merged(kaldi, ci_nbest):
+    root, lm, _ = kaldi
+    work = root / "failing"
+    work.mkdir()
+    (work / "data").symlink_to(root / "data")
+    decode = lay_out(ci_nbest, work, [0, 23, 44, 60])  # by document: no re-sharding
+    acwt = decode / "archives.2" / "acwt"
+    lines = acwt.read_text().splitlines(True)
+    lines[5] = lines[5].split()[0] + " not-a-number\n"
+    acwt.write_text("".join(lines))
+    res = step(work, *WEIGHTS, lm, "data", "decode", "decode_nn")
+    assert res.returncode != 0
+    log = "decode_nn/log/rescore.2.log"
+    assert f"1 / 3 failed, see {log}" in res.stderr and "nothing was merged" in res.stderr
+    assert "re-sharding" not in res.stdout
+    assert "not-a-number" in (work / log).read_text()
+    out = work / "decode_nn"
+    assert not (out / "text").exists() and not (out / "score").exists() and not list(out.glob("wer_*"))
+    assert not list(out.glob("archives.*/lmwt.nn")) and not list(out.glob("archives.*/lmwt.interp"))
+
+
+def test_missing_inputs_are_clear_errors(kaldi, tmp_path):
+    root, lm, _ = kaldi
+    (tmp_path / "decode").mkdir()
+    res = step(tmp_path, lm, root / "data", "decode", "out")
+    assert res.returncode == 1 and "decode/num_jobs not found" in res.stderr
+
+    (tmp_path / "decode" / "num_jobs").write_text("2\n")
+    res = step(tmp_path, lm, root / "data", "decode", "out")
+    assert res.returncode == 1
+    assert "no lattices (lat.*.gz) and no N-best archive folder archives.1/" in res.stderr
+
+    (tmp_path / "decode" / "lat.1.gz").write_bytes(b"")
+    res = step(tmp_path, lm, root / "data", "decode", "out")
+    assert res.returncode == 1 and "lattice-to-nbest" in res.stderr and "not on PATH" in res.stderr
+
+    res = step(tmp_path, "--no-such-option", 1, lm, root / "data", "decode", "out")
+    assert res.returncode == 1 and "invalid option --no-such-option" in res.stderr
+    res = step(tmp_path, lm, root / "data", "decode")
+    assert res.returncode == 1 and "Usage:" in res.stderr
+
+
+def test_run_pl_substitutes_the_job_and_names_failed_logs(tmp_path):
+    res = subprocess.run([str(RUN_PL), "JOB=1:3", "log/t.JOB.log", "echo", "job JOB", "|", "tr", "a-z", "A-Z",
+                          "&&", "test", "JOB", "-ne", "2"], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 1 and "1 / 3 failed, see log/t.2.log" in res.stderr
+    for j in (1, 2, 3):
+        text = (tmp_path / "log" / f"t.{j}.log").read_text()
+        assert f"JOB {j}\n" in text and f"(code {int(j == 2)})" in text
