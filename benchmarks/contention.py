@@ -69,6 +69,10 @@ def time_score(args, setting: str, out_dir: str) -> float:
 
 
 def measure(args) -> dict:
+    """``{setting: {busy: {"runs_s": [...], "median_s": s, "vs_idle": ratio}}}``: wall-clock
+    seconds per run with ``busy`` spin loops beside the scorer (killed afterwards);
+    ``vs_idle`` is the median over the same setting's idle median (None without an idle
+    row). Raises CalledProcessError when a scoring run fails."""
     results = {}
     for busy in args.busy:
         hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(busy)]

@@ -114,3 +114,34 @@ def test_a_batch_that_does_not_divide_among_the_ranks_is_one_clear_error(DATA, t
     assert "optim.batch_size 7" in r.stderr and "2 processes" in r.stderr and "multiple of 2" in r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.parametrize("env,words", [
+    ({"WORLD_SIZE": "two", "RANK": "0"}, ["WORLD_SIZE='two'", "expected integers"]),
+    ({"WORLD_SIZE": "2", "RANK": "5", "LOCAL_RANK": "0"}, ["RANK 5", "outside WORLD_SIZE 2"]),
+])
+def test_malformed_launch_variables_are_clear_errors(env, words, monkeypatch):
+    from nbest_rescore.errors import DataError
+    from nbest_rescore.training import distributed
+
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(DataError) as err:
+        distributed.launched()
+    assert all(w in str(err.value) for w in words)
+
+
+def test_launch_without_a_rendezvous_address_is_a_clear_error(monkeypatch):
+    from nbest_rescore.errors import DataError
+    from nbest_rescore.training import distributed
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    with pytest.raises(DataError, match="MASTER_ADDR is not set: start the processes with torchrun"):
+        with distributed.session("cpu", 8):
+            pass
+    assert distributed.launched() == (1, 2, 1)
