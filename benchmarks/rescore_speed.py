@@ -24,12 +24,29 @@ the same NN costs, each utterance scored from the initial state (history ``none`
   issue 13, instead of the head once per node and each tail cluster only for the nodes
   with a child word in it; the same costs, to time that change.
 
+``--vs-kaldi-style`` measures the toolkit against the scorer a Kaldi user already has:
+
+* ``kaldi_style``: Kaldi's ``steps/pytorchnn/compute_sentence_scores.py`` written in
+  plain PyTorch in ``benchmarks/kaldi_style.py`` (one utterance = one padded batch
+  with ``<s>`` at both ends, ``nn.CrossEntropyLoss(reduction='none')`` over the full
+  vocabulary, the first hypothesis' state carried to the next utterance), on the
+  checkpoint's weights (an RNN/GRU/LSTM with the full softmax);
+* ``default``: the toolkit's default path with ``--history first-pass`` (the same
+  carried 1-best state; the costs equal ``kaldi_style``'s, checked to 1e-4);
+* ``default_adaptive`` (with ``--output adaptive``): ``default`` on the adaptive-softmax
+  copy of the checkpoint (below), while the two other paths score the checkpoint.
+
+The ratios ``speedup_words_per_s`` are then ``default/kaldi_style`` and
+``default_adaptive/kaldi_style``. ``--history`` sets the history of the default paths
+(``none`` unless ``--vs-kaldi-style``; ``first-pass`` is for the default paths and
+``kaldi_style`` only, which carry the state).
+
 ``--output adaptive`` measures the adaptive softmax with any checkpoint: the parent
 process writes a copy whose output layer is ``output: adaptive`` (random weights,
 ``--adaptive-cutoffs``; the recurrent weights are kept), its word ids re-ordered by
 decreasing frequency in ``--order-by-text`` (as the trainer orders them, so that the
 frequent words fall in the head; the embedding rows follow their words), and every path
-scores that copy. An adaptive checkpoint is used as it is unless ``--adaptive-cutoffs``
+scores that copy (``default_adaptive`` alone with ``--vs-kaldi-style``). An adaptive checkpoint is used as it is unless ``--adaptive-cutoffs``
 or ``--order-by-text`` is given. ``default_full_distribution``
 then joins the default paths.
 
@@ -53,6 +70,9 @@ Example::
     python benchmarks/rescore_speed.py --lm /tmp/gru256.pt --output adaptive \
         --order-by-text ../shared/data/abc-nbest/lm/lm_train.txt --adaptive-cutoffs 2943,14651 \
         --nbest ../shared/data/abc-nbest/dev --max-utts 100 --paths default,default_full_distribution
+    python benchmarks/rescore_speed.py --lm /tmp/lstm512.pt --vs-kaldi-style --output adaptive \
+        --order-by-text ../shared/data/abc-nbest/lm/lm_train.txt \
+        --nbest ../shared/data/abc-nbest/dev --max-utts 20 --threads 2 --json /tmp/vs_kaldi.json
 """
 from __future__ import annotations
 
@@ -67,6 +87,8 @@ import tempfile
 import time
 from dataclasses import replace
 
+_STARTED = time.perf_counter()  # a worker's start-up: imports, lists and model loaded
+
 # the fast paths: NnScorer options on top of the default path
 FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
               "default_int8": {"quantize": "int8"},
@@ -74,7 +96,13 @@ FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
               "default_float16": {"dtype": "float16"}}
 #: the tree as before issue 13 for an adaptive softmax (see the module docstring)
 FULL_DISTRIBUTION = "default_full_distribution"
-PATHS = ("one_at_a_time", "padded_batch", "default", *FAST_PATHS, FULL_DISTRIBUTION)
+#: the scorer of Kaldi's PyTorch recipe, written in benchmarks/kaldi_style.py
+KALDI_STYLE = "kaldi_style"
+#: ``default`` on the adaptive-softmax copy while the other paths score the checkpoint
+DEFAULT_ADAPTIVE = "default_adaptive"
+PATHS = ("one_at_a_time", "padded_batch", "kaldi_style", "default", DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION)
+#: the paths that can start an utterance from a carried state (``--history first-pass``)
+CARRYING_PATHS = ("kaldi_style", "default", DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION)
 CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
 
 
@@ -102,12 +130,22 @@ def parse_args(argv=None):
     p.add_argument("--order-by-text", default=None,
                    help="--output adaptive: LM text whose word counts order the word ids (and give the "
                         "default cutoffs)")
+    p.add_argument("--vs-kaldi-style", action="store_true",
+                   help="compare the default path (--history first-pass) with the Kaldi-style scorer written "
+                        "in benchmarks/kaldi_style.py (paths kaldi_style,default[,default_adaptive])")
+    p.add_argument("--history", choices=("none", "first-pass"), default=None,
+                   help="history of the default paths (default: none; first-pass with --vs-kaldi-style)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--costs-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     on_cuda = args.device.startswith("cuda")
+    if args.history is None:
+        args.history = "first-pass" if args.vs_kaldi_style else "none"
+    if args.paths is None and args.vs_kaldi_style:
+        args.paths = ",".join([KALDI_STYLE, "default"] + ([DEFAULT_ADAPTIVE] if args.output == "adaptive" else []))
     if args.paths is None:
         skip = {"default_int8" if on_cuda else "default_float16"}  # int8: CPU only; float16: CUDA only
+        skip |= {KALDI_STYLE, DEFAULT_ADAPTIVE}
         if args.output != "adaptive":
             skip.add(FULL_DISTRIBUTION)
         args.paths = ",".join(x for x in PATHS if x not in skip)
@@ -121,6 +159,13 @@ def parse_args(argv=None):
     bad = [x for x in args.paths.split(",") if x not in PATHS]
     if bad:
         p.error(f"--paths: unknown {bad}; choose from {', '.join(PATHS)}")
+    if args.history != "none":
+        other = [x for x in args.paths.split(",") if x not in CARRYING_PATHS]
+        if other:
+            p.error(f"--history {args.history}: the paths {other} score every utterance from the initial state; "
+                    f"choose from {', '.join(CARRYING_PATHS)} (or --history none)")
+    if DEFAULT_ADAPTIVE in args.paths.split(",") and (args.output != "adaptive" or not args.vs_kaldi_style):
+        p.error(f"--paths {DEFAULT_ADAPTIVE}: goes with --vs-kaldi-style --output adaptive")
     if on_cuda and "default_int8" in args.paths.split(","):
         p.error("--paths default_int8: int8 dynamic quantisation runs on the CPU only; use --device cpu")
     if not on_cuda and "default_float16" in args.paths.split(","):
@@ -147,8 +192,9 @@ def load_lists(args, max_utts):
     return NbestSet(tuple(utts), nbest.doc_source, nbest.source)
 
 
-def make_runner(path, model, vocab, device):
-    """A function NbestSet -> float64 [H] NN costs in set order, for ``path``."""
+def make_runner(path, model, vocab, device, history="none"):
+    """A function NbestSet -> float64 [H] NN costs in set order, for ``path`` (the
+    default paths and ``kaldi_style`` with ``history``)."""
     import numpy as np
 
     from nbest_rescore.rescoring.combine import Weights
@@ -161,9 +207,17 @@ def make_runner(path, model, vocab, device):
         if getattr(model, "adaptive", None) is None:
             sys.exit(f"--paths {FULL_DISTRIBUTION}: the model has no adaptive softmax (use --output adaptive)")
         prefix_tree._adaptive_pairs = lambda m: False  # this worker process only: the full log_prob per node
-    if path in ("default", FULL_DISTRIBUTION) or path in FAST_PATHS:
+    if path == KALDI_STYLE:
+        from kaldi_style import KaldiStyleScorer
+
+        try:
+            kaldi = KaldiStyleScorer(model, vocab, device, carry=history == "first-pass")
+        except ValueError as exc:
+            sys.exit(f"--paths {KALDI_STYLE}: {exc}")
+        return kaldi.costs
+    if path in ("default", DEFAULT_ADAPTIVE, FULL_DISTRIBUTION) or path in FAST_PATHS:
         scorer = NnScorer(model, vocab, device, **FAST_PATHS.get(path, {}))
-        return lambda lists: rescore(lists, scorer, Weights(), "none").nn_cost
+        return lambda lists: rescore(lists, scorer, Weights(), history).nn_cost
     if path == "padded_batch":
         scorer = NnScorer(model, vocab, device, batch_size=1 << 30, max_tokens=1 << 40, mode="padded")
     else:
@@ -176,13 +230,19 @@ def make_runner(path, model, vocab, device):
     return per_utterance
 
 
-def lm_positions(path, lists, vocab):
-    """Input positions the LM reads for ``path``: list tokens, padded batch positions,
-    or prefix-tree nodes (``default`` and the fast paths: trees over the same
-    64-utterance calls as the toolkit)."""
+def lm_positions(path, lists, vocab, history="none"):
+    """Input positions the LM reads for ``path``: list tokens, padded batch positions
+    (``kaldi_style``: and the first hypotheses again when the state is carried), or
+    prefix-tree nodes (``default`` and the fast paths: trees over the same
+    64-utterance calls as the toolkit; the first-pass 1-best histories they read
+    are not counted)."""
+    from kaldi_style import KaldiStyleScorer
+
     from nbest_rescore.rescoring.prefix_tree import build_forest
 
     utts = lists.utterances
+    if path == KALDI_STYLE:
+        return KaldiStyleScorer.positions(lists, carry=history == "first-pass")
     if path == "one_at_a_time":
         return sum(len(h) + 1 for u in utts for h in u.hyps)
     if path == "padded_batch":
@@ -254,6 +314,7 @@ def worker(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # kaldi_style.py
     path = args.worker
     n_utts = args.max_utts
     if path == "one_at_a_time" and args.single_max_utts:
@@ -264,7 +325,8 @@ def worker(args) -> dict:
     baseline = rss_mb()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    run = make_runner(path, model, vocab, device)
+    run = make_runner(path, model, vocab, device, args.history)
+    startup = time.perf_counter() - _STARTED
     run(NbestSet(lists.utterances[:1], lists.doc_source))  # warm-up, untimed
 
     def sync():
@@ -285,7 +347,8 @@ def worker(args) -> dict:
     med = float(np.median(seconds))
     return {
         "utterances": len(lists), "hypotheses": hyps, "words": words,
-        "lm_positions": lm_positions(path, lists, vocab),
+        "lm_positions": lm_positions(path, lists, vocab, args.history), "history": args.history,
+        "startup_seconds": startup,
         "seconds": seconds, "cpu_seconds": cpu_seconds, "median_seconds": med,
         "words_per_s": words / med, "hyps_per_s": hyps / med,
         "words_per_cpu_s": words / float(np.median(cpu_seconds)),
@@ -319,17 +382,20 @@ def run_paths(args, argv) -> dict:
 
     paths = [p for p in PATHS if p in args.paths.split(",")]
     out = {"lm": args.lm, "nbest": args.nbest, "max_utts": args.max_utts, "nbest_size": args.nbest_size,
+           "history": args.history, "vs_kaldi_style": args.vs_kaldi_style,
            "single_max_utts": args.single_max_utts, "repeat": args.repeat, "machine": machine(args), "paths": {}}
     costs = {}
     with tempfile.TemporaryDirectory() as tmp:
+        lm_of = {}  # path -> the checkpoint it scores, when not --lm
         if args.output == "adaptive":
             copy = os.path.join(tmp, "adaptive.pt")
             out["output"] = {"adaptive": adaptive_copy(args, copy)}
-            if out["output"]["adaptive"]["converted"]:
-                argv = [*argv, "--lm", copy]  # the workers score the copy (the last --lm wins)
+            if out["output"]["adaptive"]["converted"]:  # the copy: for default_adaptive alone, or for every path
+                lm_of = {p: copy for p in paths if p == DEFAULT_ADAPTIVE or not args.vs_kaldi_style}
         for path in paths:
             cost_file = os.path.join(tmp, f"{path}.npy")
-            cmd = [sys.executable, os.path.abspath(__file__), *argv, "--worker", path, "--costs-out", cost_file]
+            lm = ["--lm", lm_of[path]] if path in lm_of else []  # the last --lm wins
+            cmd = [sys.executable, os.path.abspath(__file__), *argv, *lm, "--worker", path, "--costs-out", cost_file]
             print(f"[{path}] running ...", file=sys.stderr, flush=True)
             res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
             if res.returncode != 0:
@@ -338,7 +404,7 @@ def run_paths(args, argv) -> dict:
             costs[path] = np.load(cost_file)
     ref = costs.get("one_at_a_time")
     for path, c in costs.items():
-        if ref is None:
+        if ref is None or (path == DEFAULT_ADAPTIVE and args.vs_kaldi_style):  # no reference, or another model
             diff = None
         else:
             n = min(len(ref), len(c))  # one_at_a_time may score fewer utterances
@@ -349,9 +415,9 @@ def run_paths(args, argv) -> dict:
         if path in costs and "default" in costs:
             res[path]["mean_abs_diff_per_word_vs_default"] = float(
                 np.abs(costs[path] - costs["default"]).sum() / res[path]["words"])
-    if FULL_DISTRIBUTION in costs and "default" in costs:  # the same exact costs, computed two ways
-        res[FULL_DISTRIBUTION]["max_abs_diff_vs_default"] = float(
-            np.abs(costs[FULL_DISTRIBUTION] - costs["default"]).max())
+    for path in (FULL_DISTRIBUTION, KALDI_STYLE):  # the same exact costs, computed two ways
+        if path in costs and "default" in costs and (path != FULL_DISTRIBUTION or args.output == "adaptive"):
+            res[path]["max_abs_diff_vs_default"] = float(np.abs(costs[path] - costs["default"]).max())
     ratios = {}
     for other in ("one_at_a_time", "padded_batch"):
         if "default" in res and other in res:
@@ -359,6 +425,10 @@ def run_paths(args, argv) -> dict:
     for path in FAST_PATHS:
         if path in res and "default" in res:
             ratios[f"{path}/default"] = res[path]["words_per_s"] / res["default"]["words_per_s"]
+    if KALDI_STYLE in res:
+        for path in res:
+            if path not in (KALDI_STYLE, "one_at_a_time", "padded_batch"):
+                ratios[f"{path}/{KALDI_STYLE}"] = res[path]["words_per_s"] / res[KALDI_STYLE]["words_per_s"]
     if FULL_DISTRIBUTION in res and "default" in res:
         ratios[f"default/{FULL_DISTRIBUTION}"] = res["default"]["words_per_s"] / res[FULL_DISTRIBUTION]["words_per_s"]
         out["speedup_cpu_seconds"] = {f"default/{FULL_DISTRIBUTION}": (
@@ -371,16 +441,19 @@ def format_table(out: dict) -> str:
     m = out["machine"]
     lines = [f"machine: {m['cpu']} ({m['cpu_count']} cores), {m['threads']} torch thread(s), torch {m['torch']}, "
              f"device {m['device']}; load average at start {m['load_average_at_start']}",
-             f"lists: {out['nbest']} (history none, each utterance from the initial state), "
-             f"medians of {out['repeat']} runs",
+             f"lists: {out['nbest']} (" + ("history none, each utterance from the initial state" if
+                                            out["history"] == "none" else
+                                            "history first-pass: the first-pass 1-best state carried within "
+                                            "each document") + f"), medians of {out['repeat']} runs",
              f"{'path':<23} {'utts':>5} {'hyps':>7} {'words':>8} {'LM pos.':>8} {'median s':>9} "
-             f"{'words/s':>9} {'hyps/s':>8} {'peak RSS MB':>11} {'max|diff| nats':>14}"
+             f"{'words/s':>9} {'hyps/s':>8} {'peak RSS MB':>11} {'max|diff| nats':>14} {'start-up s':>10}"
              + (f" {'peak CUDA MB':>12}" if m["device"].startswith("cuda") else "")]
     for name, r in out["paths"].items():
         d = r["max_abs_diff_vs_one_at_a_time"]
         lines.append(f"{name:<23} {r['utterances']:>5} {r['hypotheses']:>7} {r['words']:>8} {r['lm_positions']:>8} "
                      f"{r['median_seconds']:>9.2f} {r['words_per_s']:>9.0f} {r['hyps_per_s']:>8.1f} "
-                     f"{r['peak_rss_mb']:>11.0f} {'-' if d is None else f'{d:.2e}':>14}"
+                     f"{r['peak_rss_mb']:>11.0f} {'-' if d is None else f'{d:.2e}':>14} "
+                     f"{r['startup_seconds']:>10.1f}"
                      + (f" {r['peak_cuda_mb']:>12.0f}" if r.get("peak_cuda_mb") is not None else ""))
     for k, v in out["speedup_words_per_s"].items():
         lines.append(f"speed-up {k} (words/s): {v:.2f}x")
@@ -391,9 +464,10 @@ def format_table(out: dict) -> str:
             lines.append(f"{name}: approximate by design, mean |cost - default cost| "
                          f"{r['mean_abs_diff_per_word_vs_default']:.3g} nats per scored word")
     res = out["paths"]
-    if "max_abs_diff_vs_default" in res.get(FULL_DISTRIBUTION, {}):
-        lines.append(f"{FULL_DISTRIBUTION}: max |cost - default cost| "
-                     f"{res[FULL_DISTRIBUTION]['max_abs_diff_vs_default']:.2e} nats (the same exact costs)")
+    for path in (FULL_DISTRIBUTION, KALDI_STYLE):
+        if "max_abs_diff_vs_default" in res.get(path, {}):
+            lines.append(f"{path}: max |cost - default cost| "
+                         f"{res[path]['max_abs_diff_vs_default']:.2e} nats (the same exact costs)")
     if "output" in out:
         lines.append(f"output layer: {out['output']}")
     if "one_at_a_time" in res and any(r["utterances"] != res["one_at_a_time"]["utterances"] for r in res.values()):

@@ -7,6 +7,7 @@ Words not in the vocabulary map to ``<unk>``.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import repeat
 from typing import Iterable, List, Sequence
 
 from .errors import DataError
@@ -45,8 +46,7 @@ class Vocabulary:
 
     def encode(self, words: Iterable[str]) -> List[int]:
         """Word ids; out-of-vocabulary words become ``<unk>`` (id 1)."""
-        get = self.index.get
-        return [get(w, 1) for w in words]
+        return list(map(self.index.get, words, repeat(1)))
 
     @classmethod
     def from_counts(cls, counts: Counter, max_size: int | None = None, min_count: int = 1,

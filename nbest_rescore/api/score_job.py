@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
+from itertools import chain
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -118,10 +120,11 @@ def wer_reports(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cost=No
 
 
 def _vocab_stats(nbest: NbestSet, vocab) -> dict:
-    words = [w for u in nbest.utterances for h in u.hyps for w in h]
-    distinct = set(words)
-    return {"nn_oov_rate": 100.0 * sum(1 for w in words if w not in vocab) / max(1, len(words)),
-            "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in distinct if w in vocab) / max(1, len(distinct))}
+    counts = Counter(chain.from_iterable(h for u in nbest.utterances for h in u.hyps))
+    tokens = sum(counts.values())
+    oov = sum(c for w, c in counts.items() if w not in vocab)
+    return {"nn_oov_rate": 100.0 * oov / max(1, tokens),
+            "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in vocab) / max(1, len(counts))}
 
 
 def score(nbest: NbestSet, lm: LoadedLM, *, refs: Optional[Mapping[str, Sequence[str]]] = None,

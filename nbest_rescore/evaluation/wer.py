@@ -156,7 +156,8 @@ def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[s
 def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
     """Word-level Levenshtein distance of each hypothesis to the reference.
 
-    Words are mapped to integer ids first, so they are compared as whole tokens.
+    The sequences are word tuples, so rapidfuzz compares whole words (each word is
+    one element, matched through its hash), all hypotheses in one ``cdist`` call.
 
     Args:
         ref: reference words.
@@ -164,15 +165,13 @@ def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
     Returns:
         int64 [N] edit distances (substitutions + deletions + insertions).
     """
+    from rapidfuzz import process
     from rapidfuzz.distance import Levenshtein
 
-    vocab: Dict[str, int] = {}
-    ref_ids = [vocab.setdefault(w, len(vocab)) for w in _as_words(ref)]
-    out = np.empty(len(hyps), dtype=np.int64)
-    for n, hyp in enumerate(hyps):
-        hyp_ids = [vocab.setdefault(w, len(vocab)) for w in _as_words(hyp)]
-        out[n] = Levenshtein.distance(ref_ids, hyp_ids)
-    return out
+    if len(hyps) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return process.cdist([_as_words(ref)], [_as_words(h) for h in hyps], scorer=Levenshtein.distance,
+                         dtype=np.int64)[0]
 
 
 def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optional[FlatNbest] = None

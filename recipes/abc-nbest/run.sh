@@ -5,7 +5,7 @@
 # the WER table. Kaldi-style stages; run from the repository root:
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
-#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal] [--models "gru amn ..."] [--device cpu|cuda]
+#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal|cpu-twins] [--models "gru amn ..."] [--device cpu|cuda]
 #        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."]
 #
 # Stages: 0 check the data, 1 train, 2 lm_valid perplexity, 3 rescore dev, 4 tune on
@@ -29,6 +29,10 @@
 # --conf-set gpu-equal|cpu-equal: GRU, LSTM and AMN at equal parameter counts without
 # embeddings (conf/gpu-equal, conf/cpu-equal; the counts are in their headers), and the AMN
 # with Drop-Mem, annealing and the ITL (amn-anneal.yaml, the same size).
+#
+# --conf-set cpu-twins: the same GRU 256 with the adaptive softmax (gru-adaptive) and
+# the full softmax (gru-softmax), 30 minutes each; train them side by side with
+# --threads 1 (one run.sh per model) for an equal-time comparison.
 #
 # --eval-sets "DIR ..." names extra N-best directories in the layout of dev (a
 # ref.txt in the directory is used if present). Stage 6 scores each with every model
@@ -91,7 +95,8 @@ if [ -n "$conf_set" ]; then
     cpu) set_models="gru lstm"; set_device=cpu ;;
     gpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cuda ;;
     cpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cpu ;;
-    *) echo "--conf-set: expected gpu, cpu, gpu-equal or cpu-equal, got '$conf_set'" >&2; exit 2 ;;
+    cpu-twins) set_models="gru-adaptive gru-softmax"; set_device=cpu ;;
+    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal or cpu-twins, got '$conf_set'" >&2; exit 2 ;;
   esac
   [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
   [[ $given == *" --models "* ]] || models=$set_models
