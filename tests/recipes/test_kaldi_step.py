@@ -14,6 +14,9 @@ import pytest
 
 import nbest_rescore as nr
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from kaldi_step_jobs import lay_out  # noqa: E402  (the benchmark's decode-dir layout)
+
 REPO = Path(__file__).resolve().parents[2]
 STEP = REPO / "recipes" / "kaldi" / "steps" / "nbest_rescore.sh"
 RUN_PL = REPO / "recipes" / "kaldi" / "utils" / "run.pl"
@@ -44,24 +47,6 @@ def env():
 def step(cwd, *args):
     return subprocess.run(["nice", "-n", "10", "bash", str(STEP), *map(str, args)], cwd=cwd, env=env(),
                           capture_output=True, text=True, timeout=600)
-
-
-def lay_out(nbest, root, cut):
-    """A Kaldi decode dir ``root/decode`` whose job j holds utterances ``cut[j-1]:cut[j]``
-    (rnnlmrescore.sh names; lmwt.nolm zeros, so lmwt.withlm is the n-gram cost), and a
-    data dir ``root/data`` with utt2doc and text (the references)."""
-    decode = root / "decode"
-    for j in range(1, len(cut)):
-        a = decode / f"archives.{j}"
-        a.mkdir(parents=True)
-        utts = nbest.utterances[cut[j - 1]:cut[j]]
-        keys = [k for u in utts for k in u.keys]
-        (a / "words_text").write_text("".join(" ".join((k, *h)) + "\n" for u in utts for k, h in zip(u.keys, u.hyps)))
-        (a / "acwt").write_text("".join(f"{k} {c:.4f}\n" for u in utts for k, c in zip(u.keys, u.ac_cost)))
-        (a / "lmwt.withlm").write_text("".join(f"{k} {c:.4f}\n" for u in utts for k, c in zip(u.keys, u.lm_cost)))
-        (a / "lmwt.nolm").write_text("".join(f"{k} 0\n" for k in keys))
-    (decode / "num_jobs").write_text(f"{len(cut) - 1}\n")
-    return decode
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +147,8 @@ def test_missing_inputs_are_clear_errors(kaldi, tmp_path):
     assert res.returncode == 1 and "invalid option --no-such-option" in res.stderr
     res = step(tmp_path, lm, root / "data", "decode")
     assert res.returncode == 1 and "Usage:" in res.stderr
+    res = step(tmp_path, "--num-threads", 0, lm, root / "data", "decode", "out")
+    assert res.returncode == 1 and "--num-threads must be an integer >= 1, got '0'" in res.stderr
 
 
 def test_run_pl_substitutes_the_job_and_names_failed_logs(tmp_path):
@@ -171,3 +158,25 @@ def test_run_pl_substitutes_the_job_and_names_failed_logs(tmp_path):
     for j in (1, 2, 3):
         text = (tmp_path / "log" / f"t.{j}.log").read_text()
         assert f"JOB {j}\n" in text and f"(code {int(j == 2)})" in text
+
+
+def test_jobs_benchmark_cuts_at_documents_and_times_every_job_count(kaldi, ci_nbest, DATA, tmp_path):
+    from kaldi_step_jobs import document_cuts
+
+    cuts = document_cuts(ci_nbest, 3)
+    assert cuts[0] == 0 and cuts[-1] == len(ci_nbest) and len(cuts) == 4
+    docs = {u.doc_id for u in ci_nbest.utterances[:cuts[1]]} & {u.doc_id for u in ci_nbest.utterances[cuts[1]:]}
+    assert not docs  # no document crosses a cut
+    _, lm, whole = kaldi
+    out = tmp_path / "nj.json"
+    res = subprocess.run(["nice", "-n", "10", sys.executable, str(REPO / "benchmarks" / "kaldi_step_jobs.py"),
+                          "--lm", str(lm), "--nbest", str(DATA / "ci"), "--nj", "1", "2", "--repeat", "1",
+                          "--json", str(out)], capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=600)
+    assert res.returncode == 0, res.stderr
+    import json
+
+    d = json.loads(out.read_text())
+    assert set(d["jobs"]) == {"1", "2"} and d["hypotheses"] == 6000
+    wer = whole.wer["rescored"]
+    for r in d["jobs"].values():  # compute-wer's line, the whole-set WER
+        assert r["wer"].startswith(f"%WER {wer.wer:.2f} [ {wer.errors} / {wer.ref_words},")

@@ -24,8 +24,10 @@
 #   0  <output-decode-dir>/archives.JOB/ for JOB = 1..J: made from the lattices, or
 #      links to the input archives' files, plus the job's lines of the data dir's
 #      utt2doc / utt2spk when the archives have none.
-#   1  rescoring, one job per shard, with `$cmd JOB=1:$nj $dir/log/rescore.JOB.log
-#      nbest-rescore score ... --threads 1` (jobs run side by side, one thread each).
+#   1  rescoring, one job per shard, with `$cmd --num-threads N JOB=1:$nj
+#      $dir/log/rescore.JOB.log nbest-rescore score ... --threads N` (jobs run side by
+#      side; N = --num-threads, default 1: one thread per job, the CPU Kaldi's queue
+#      gives a job).
 #      The shards are the J archives when --nj is J (the default) and no document is
 #      split across Kaldi's jobs; otherwise the lists are re-sharded by whole
 #      documents with `nbest-rescore split --nj $nj` into $dir/shards/1..nj.
@@ -64,6 +66,7 @@
 # Begin configuration section.
 cmd=run.pl
 nj=                       # rescoring jobs (default: num_jobs of <input-decode-dir>)
+num_threads=1             # CPU threads per job (passed to $cmd as --num-threads, as Kaldi's steps do)
 stage=0
 N=100                     # N-best size when lattices are converted
 inv_acwt=10               # lattices: lattice-to-nbest runs at acoustic scale 1/inv_acwt
@@ -83,6 +86,7 @@ Rescores the N-best lists of a Kaldi decode directory with a neural LM (nbest-re
 Options:
   --cmd <run.pl|queue.pl ...>   # how to run jobs (default: $cmd)
   --nj <n>                      # rescoring jobs (default: num_jobs of the input decode dir)
+  --num-threads <n>             # CPU threads per job (default: $num_threads)
   --stage <n>                   # start at stage n (0 archives, 1 rescore, 2 merge + lmwt.*, 3 text + wer)
   --N <n>                       # N-best size when converting lattices (default: $N)
   --inv-acwt <x>                # lattices: N-best made at acoustic scale 1/x (default: $inv_acwt)
@@ -123,6 +127,7 @@ dir=$4
 
 [[ $stage =~ ^-?[0-9]+$ ]] || die "--stage must be an integer, got '$stage'"
 [ -z "$nj" ] || [[ $nj =~ ^[1-9][0-9]*$ ]] || die "--nj must be an integer >= 1, got '$nj'"
+[[ $num_threads =~ ^[1-9][0-9]*$ ]] || die "--num-threads must be an integer >= 1, got '$num_threads'"
 [[ $N =~ ^[1-9][0-9]*$ ]] || die "--N must be an integer >= 1, got '$N'"
 [ -f "$lm" ] || die "the LM checkpoint $lm does not exist"
 [ -d "$data" ] || die "the data directory $data does not exist"
@@ -289,8 +294,8 @@ if [ $stage -le 1 ]; then
   echo $nj > "$dir/rescore_nj"
 
   log "rescoring with $lm in $nj jobs (history $history, lm-weight $lm_weight, interp $interp)"
-  $cmd JOB=1:$nj "$dir/log/rescore.JOB.log" \
-    nbest-rescore -v score --lm "$lm" --nbest "$src" --out "$dir/score.JOB" --threads 1 --no-progress \
+  $cmd --num-threads $num_threads JOB=1:$nj "$dir/log/rescore.JOB.log" \
+    nbest-rescore -v score --lm "$lm" --nbest "$src" --out "$dir/score.JOB" --threads $num_threads --no-progress \
       --device "$device" --history "$history" --lm-weight "$lm_weight" --interp "$interp" \
       --acoustic-scale "$acoustic_scale" --word-ins-penalty "$word_ins_penalty" $score_opts \
     || die "rescoring failed: see the log(s) named above ($dir/log/rescore.JOB.log); nothing was merged"

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""Wall time of the Kaldi step (``recipes/kaldi/steps/nbest_rescore.sh``) with 1, 2, ...
+jobs over the same N-best lists: what ``--nj`` buys on one machine when each job uses
+``--num-threads`` threads (default 1, the step's default).
+
+The lists are laid out as a Kaldi decode directory (``archives.JOB/`` of
+``steps/rnnlmrescore.sh``: ``words_text``, ``acwt``, ``lmwt.withlm``, ``lmwt.nolm``;
+``num_jobs``) with as many jobs as the largest ``--nj``, cut at document boundaries
+with about the same number of hypotheses per job; the step re-shards them for smaller
+``--nj`` (``nbest-rescore split``). Each run is the whole step (stages 0-3, start-up,
+splitting, merging and WER included), timed from outside; every run's merged NN costs
+must equal the first run's (to 1e-4), or the benchmark fails. Medians of ``--repeat``.
+
+Example::
+
+    python benchmarks/kaldi_step_jobs.py --lm exp/abc-nbest-cpu-twins/gru-adaptive.pt \\
+        --nbest ../shared/data/abc-nbest/dev --nj 1 2 --repeat 3 --json kaldi_nj.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STEP = REPO / "recipes" / "kaldi" / "steps" / "nbest_rescore.sh"
+
+
+def lay_out(nbest, root, cut):
+    """A Kaldi decode dir ``root/decode`` whose job j holds utterances ``cut[j-1]:cut[j]``
+    (rnnlmrescore.sh names; lmwt.nolm zeros, so lmwt.withlm is the n-gram cost); returns
+    its path."""
+    root = Path(root)
+    decode = root / "decode"
+    for j in range(1, len(cut)):
+        a = decode / f"archives.{j}"
+        a.mkdir(parents=True)
+        utts = nbest.utterances[cut[j - 1]:cut[j]]
+        keys = [k for u in utts for k in u.keys]
+        (a / "words_text").write_text("".join(" ".join((k, *h)) + "\n" for u in utts for k, h in zip(u.keys, u.hyps)))
+        (a / "acwt").write_text("".join(f"{k} {c:.4f}\n" for u in utts for k, c in zip(u.keys, u.ac_cost)))
+        (a / "lmwt.withlm").write_text("".join(f"{k} {c:.4f}\n" for u in utts for k, c in zip(u.keys, u.lm_cost)))
+        (a / "lmwt.nolm").write_text("".join(f"{k} 0\n" for k in keys))
+    (decode / "num_jobs").write_text(f"{len(cut) - 1}\n")
+    return decode
+
+
+def document_cuts(nbest, jobs: int):
+    """Utterance boundaries ``[0, ..., U]`` of ``jobs`` shards of whole documents with
+    about the same number of hypotheses (documents in set order, contiguous)."""
+    docs = nbest.documents()
+    if any(d != list(range(d[0], d[-1] + 1)) for d in docs):
+        sys.exit("the lists' documents are not contiguous in set order; cannot cut them into jobs")
+    total = nbest.num_hyps()
+    cuts, done = [0], 0
+    for d in docs:
+        done += sum(len(nbest.utterances[u]) for u in d)
+        if len(cuts) < jobs and done >= total * len(cuts) / jobs:
+            cuts.append(d[-1] + 1)
+    if cuts[-1] != len(nbest):
+        cuts.append(len(nbest))
+    if len(cuts) - 1 != jobs:
+        sys.exit(f"cannot cut {len(docs)} documents into {jobs} jobs")
+    return cuts
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lm", required=True, help="checkpoint (.pt)")
+    p.add_argument("--nbest", required=True, help="N-best directory (its utt2doc and ref.txt are used)")
+    p.add_argument("--nj", type=int, nargs="+", default=[1, 2], help="job counts to time (default: 1 2)")
+    p.add_argument("--num-threads", type=int, default=1, help="threads per job (the step's --num-threads)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per job count (medians reported)")
+    p.add_argument("--json", default=None, help="write the results here")
+    args = p.parse_args(argv)
+    if min(args.nj) < 1 or args.repeat < 1 or args.num_threads < 1:
+        p.error("--nj, --num-threads and --repeat must be >= 1")
+    return args
+
+
+def read_costs(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, v = line.split()
+            out[k] = float(v)
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
+
+    nbest = read_kaldi_nbest_dir(args.nbest)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    results, reference = {}, None
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        decode = lay_out(nbest, tmp, document_cuts(nbest, max(args.nj)))
+        data = tmp / "data"
+        data.mkdir()
+        shutil.copy(Path(args.nbest) / "utt2doc", data / "utt2doc")
+        if (Path(args.nbest) / "ref.txt").exists():
+            shutil.copy(Path(args.nbest) / "ref.txt", data / "text")
+        for nj in args.nj:
+            times = []
+            for _ in range(args.repeat):
+                out = tmp / f"out_{nj}"
+                shutil.rmtree(out, ignore_errors=True)
+                cmd = ["bash", str(STEP), "--nj", str(nj), "--num-threads", str(args.num_threads),
+                       "--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.629606",
+                       os.path.abspath(args.lm), str(data), str(decode), str(out)]
+                t0 = time.perf_counter()
+                res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
+                times.append(time.perf_counter() - t0)
+                if res.returncode != 0:
+                    sys.exit(f"--nj {nj}: the step failed:\n{res.stderr[-2000:]}")
+                costs = read_costs(out / "score" / "nn_cost")
+                if reference is None:
+                    reference = costs
+                elif set(costs) != set(reference) or max(abs(costs[k] - reference[k]) for k in costs) > 1e-4:
+                    sys.exit(f"--nj {nj}: the merged NN costs differ from the first run's")
+            wer_file = out / "wer_9.5"  # wer_<lm-weight>
+            wer = wer_file.read_text().strip() if wer_file.exists() else None
+            results[str(nj)] = {"seconds": times, "median_seconds": statistics.median(times), "wer": wer}
+    base = results[str(args.nj[0])]["median_seconds"]
+    out = {"lm": args.lm, "nbest": args.nbest, "num_threads": args.num_threads, "repeat": args.repeat,
+           "cpu_count": os.cpu_count(), "hypotheses": nbest.num_hyps(), "jobs": results,
+           "speedup_vs_nj_first": {nj: base / r["median_seconds"] for nj, r in results.items()}}
+    for nj, r in results.items():
+        print(f"--nj {nj} --num-threads {args.num_threads}: median {r['median_seconds']:.1f} s "
+              f"({base / r['median_seconds']:.2f}x --nj {args.nj[0]}); {r['wer']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
