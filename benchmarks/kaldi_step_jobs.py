@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Wall time of the Kaldi step (``recipes/kaldi/steps/nbest_rescore.sh``) with 1, 2, ...
-jobs over the same N-best lists: what ``--nj`` buys on one machine when each job uses
-``--num-threads`` threads (default 1, the step's default).
+jobs of 1, 2, ... threads each over the same N-best lists: what ``--nj`` and
+``--num-threads`` buy on one machine. Every combination of the given ``--nj`` and
+``--num-threads`` values is timed in the same run; ratios are to the first.
 
 The lists are laid out as a Kaldi decode directory (``archives.JOB/`` of
 ``steps/rnnlmrescore.sh``: ``words_text``, ``acwt``, ``lmwt.withlm``, ``lmwt.nolm``;
@@ -14,12 +15,11 @@ must equal the first run's (to 1e-4), or the benchmark fails. Medians of ``--rep
 Example::
 
     python benchmarks/kaldi_step_jobs.py --lm exp/abc-nbest-cpu-twins/gru-adaptive.pt \\
-        --nbest ../shared/data/abc-nbest/dev --nj 1 2 --repeat 3 --json kaldi_nj.json
+        --nbest ../shared/data/abc-nbest/dev --nj 1 2 --num-threads 1 2 --repeat 3 --json kaldi_nj.json
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_common import check_inputs, run_main, write_json  # benchmarks/bench_common.py
 
 REPO = Path(__file__).resolve().parents[1]
 STEP = REPO / "recipes" / "kaldi" / "steps" / "nbest_rescore.sh"
@@ -54,21 +56,19 @@ def lay_out(nbest, root, cut):
 
 def document_cuts(nbest, jobs: int):
     """Utterance boundaries ``[0, ..., U]`` of ``jobs`` shards of whole documents with
-    about the same number of hypotheses (documents in set order, contiguous)."""
+    about the same number of hypotheses: the toolkit's own shard plan
+    (:func:`~nbest_rescore.api.shards.plan_shards`, what ``nbest-rescore split`` uses);
+    the documents must be contiguous in set order."""
+    from nbest_rescore.api.shards import plan_shards
+
     docs = nbest.documents()
     if any(d != list(range(d[0], d[-1] + 1)) for d in docs):
         sys.exit("the lists' documents are not contiguous in set order; cannot cut them into jobs")
-    total = nbest.num_hyps()
-    cuts, done = [0], 0
-    for d in docs:
-        done += sum(len(nbest.utterances[u]) for u in d)
-        if len(cuts) < jobs and done >= total * len(cuts) / jobs:
-            cuts.append(d[-1] + 1)
-    if cuts[-1] != len(nbest):
-        cuts.append(len(nbest))
-    if len(cuts) - 1 != jobs:
-        sys.exit(f"cannot cut {len(docs)} documents into {jobs} jobs")
-    return cuts
+    try:
+        runs = plan_shards([sum(len(nbest.utterances[u]) for u in d) for d in docs], jobs)
+    except ValueError as exc:
+        sys.exit(f"--nj {jobs}: {exc} (the number of documents)")
+    return [docs[a][0] for a, _ in runs] + [len(nbest)]
 
 
 def parse_args(argv=None):
@@ -77,27 +77,21 @@ def parse_args(argv=None):
     p.add_argument("--lm", required=True, help="checkpoint (.pt)")
     p.add_argument("--nbest", required=True, help="N-best directory (its utt2doc and ref.txt are used)")
     p.add_argument("--nj", type=int, nargs="+", default=[1, 2], help="job counts to time (default: 1 2)")
-    p.add_argument("--num-threads", type=int, default=1, help="threads per job (the step's --num-threads)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per job count (medians reported)")
+    p.add_argument("--num-threads", type=int, nargs="+", default=[1],
+                   help="threads per job to time (the step's --num-threads; default: 1)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per combination (medians reported)")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
-    if min(args.nj) < 1 or args.repeat < 1 or args.num_threads < 1:
+    check_inputs(p, args.lm, args.nbest)
+    if min(args.nj) < 1 or args.repeat < 1 or min(args.num_threads) < 1:
         p.error("--nj, --num-threads and --repeat must be >= 1")
     return args
-
-
-def read_costs(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            k, v = line.split()
-            out[k] = float(v)
-    return out
 
 
 def main(argv=None):
     args = parse_args(argv)
     from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
+    from nbest_rescore.io.score_ark import read_cost_ark
 
     nbest = read_kaldi_nbest_dir(args.nbest)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -107,42 +101,41 @@ def main(argv=None):
         decode = lay_out(nbest, tmp, document_cuts(nbest, max(args.nj)))
         data = tmp / "data"
         data.mkdir()
-        shutil.copy(Path(args.nbest) / "utt2doc", data / "utt2doc")
-        if (Path(args.nbest) / "ref.txt").exists():
-            shutil.copy(Path(args.nbest) / "ref.txt", data / "text")
-        for nj in args.nj:
-            times = []
+        for src, dst in (("utt2doc", "utt2doc"), ("ref.txt", "text")):  # documents and references, if any
+            if (Path(args.nbest) / src).exists():
+                shutil.copy(Path(args.nbest) / src, data / dst)
+        for nj, threads in [(nj, t) for nj in args.nj for t in args.num_threads]:
+            name, times = f"{nj}x{threads}", []
             for _ in range(args.repeat):
-                out = tmp / f"out_{nj}"
+                out = tmp / f"out_{name}"
                 shutil.rmtree(out, ignore_errors=True)
-                cmd = ["bash", str(STEP), "--nj", str(nj), "--num-threads", str(args.num_threads),
+                cmd = ["bash", str(STEP), "--nj", str(nj), "--num-threads", str(threads),
                        "--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.629606",
                        os.path.abspath(args.lm), str(data), str(decode), str(out)]
                 t0 = time.perf_counter()
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
                 times.append(time.perf_counter() - t0)
                 if res.returncode != 0:
-                    sys.exit(f"--nj {nj}: the step failed:\n{res.stderr[-2000:]}")
-                costs = read_costs(out / "score" / "nn_cost")
+                    sys.exit(f"--nj {nj} --num-threads {threads}: the step failed:\n{res.stderr[-2000:]}")
+                costs = read_cost_ark(out / "score" / "nn_cost")
                 if reference is None:
                     reference = costs
                 elif set(costs) != set(reference) or max(abs(costs[k] - reference[k]) for k in costs) > 1e-4:
-                    sys.exit(f"--nj {nj}: the merged NN costs differ from the first run's")
-            wer_file = out / "wer_9.5"  # wer_<lm-weight>
-            wer = wer_file.read_text().strip() if wer_file.exists() else None
-            results[str(nj)] = {"seconds": times, "median_seconds": statistics.median(times), "wer": wer}
-    base = results[str(args.nj[0])]["median_seconds"]
-    out = {"lm": args.lm, "nbest": args.nbest, "num_threads": args.num_threads, "repeat": args.repeat,
-           "cpu_count": os.cpu_count(), "hypotheses": nbest.num_hyps(), "jobs": results,
-           "speedup_vs_nj_first": {nj: base / r["median_seconds"] for nj, r in results.items()}}
-    for nj, r in results.items():
-        print(f"--nj {nj} --num-threads {args.num_threads}: median {r['median_seconds']:.1f} s "
-              f"({base / r['median_seconds']:.2f}x --nj {args.nj[0]}); {r['wer']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json}")
+                    sys.exit(f"--nj {nj} --num-threads {threads}: the merged NN costs differ from the first run's")
+            wer_file = out / "wer_9.5"  # wer_<lm-weight>; its first line is compute-wer's %WER line
+            wer = wer_file.read_text().splitlines()[0] if wer_file.exists() else None
+            results[name] = {"nj": nj, "num_threads": threads, "seconds": times,
+                             "median_seconds": statistics.median(times), "wer": wer}
+    first = next(iter(results))
+    base = results[first]["median_seconds"]
+    out = {"lm": args.lm, "nbest": args.nbest, "repeat": args.repeat, "cpu_count": os.cpu_count(),
+           "hypotheses": nbest.num_hyps(), "runs": results,
+           "speedup_vs_first": {name: base / r["median_seconds"] for name, r in results.items()}}
+    for name, r in results.items():
+        print(f"--nj {r['nj']} --num-threads {r['num_threads']}: median {r['median_seconds']:.1f} s "
+              f"({base / r['median_seconds']:.2f}x the {first} run); {r['wer']}")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -58,6 +58,7 @@ import time
 from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import run_main, write_json  # noqa: E402
 from rescore_speed import CHUNK_UTTS, machine, rss_mb  # noqa: E402
 
 LIST_SIZE = 100  # hypotheses per list in the benchmark's N-best lists
@@ -313,11 +314,8 @@ def main(argv=None):
     for r in out["runs"]:
         r["lists_note"] = list_note(r["list_size"], r["utterances_per_list"])
     print(format_table(out))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -46,9 +46,9 @@ process writes a copy whose output layer is ``output: adaptive`` (random weights
 ``--adaptive-cutoffs``; the recurrent weights are kept), its word ids re-ordered by
 decreasing frequency in ``--order-by-text`` (as the trainer orders them, so that the
 frequent words fall in the head; the embedding rows follow their words), and every path
-scores that copy (``default_adaptive`` alone with ``--vs-kaldi-style``). An adaptive checkpoint is used as it is unless ``--adaptive-cutoffs``
-or ``--order-by-text`` is given. ``default_full_distribution``
-then joins the default paths.
+scores that copy (``default_adaptive`` alone with ``--vs-kaldi-style``). An adaptive
+checkpoint is used as it is unless ``--adaptive-cutoffs`` or ``--order-by-text`` is
+given. ``default_full_distribution`` then joins the default paths.
 
 Speed does not depend on the weights: an untrained checkpoint of the target size
 (``benchmarks/make_random_checkpoint.py``, e.g. a 1-layer 512-unit LSTM over the full
@@ -86,6 +86,8 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+
+from bench_common import check_inputs, run_main, write_json  # benchmarks/bench_common.py
 
 _STARTED = time.perf_counter()  # a worker's start-up: imports, lists and model loaded
 
@@ -138,6 +140,8 @@ def parse_args(argv=None):
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--costs-out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.worker is None:  # the parent checks once
+        check_inputs(p, args.lm, args.nbest)
     on_cuda = args.device.startswith("cuda")
     if args.history is None:
         args.history = "first-pass" if args.vs_kaldi_style else "none"
@@ -314,7 +318,6 @@ def worker(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # kaldi_style.py
     path = args.worker
     n_utts = args.max_utts
     if path == "one_at_a_time" and args.single_max_utts:
@@ -416,7 +419,7 @@ def run_paths(args, argv) -> dict:
             res[path]["mean_abs_diff_per_word_vs_default"] = float(
                 np.abs(costs[path] - costs["default"]).sum() / res[path]["words"])
     for path in (FULL_DISTRIBUTION, KALDI_STYLE):  # the same exact costs, computed two ways
-        if path in costs and "default" in costs and (path != FULL_DISTRIBUTION or args.output == "adaptive"):
+        if path in costs and "default" in costs:
             res[path]["max_abs_diff_vs_default"] = float(np.abs(costs[path] - costs["default"]).max())
     ratios = {}
     for other in ("one_at_a_time", "padded_batch"):
@@ -484,11 +487,8 @@ def main(argv=None):
         return
     out = run_paths(args, argv)
     print(format_table(out))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -13,8 +13,8 @@ timed (with ``torch.cuda.synchronize`` around it on CUDA):
   (``score``); its ``nn_seconds`` is the part inside ``rescore`` (the NN costs);
 * ``write``: ``text``, ``nn_cost`` and ``wer.json`` (``write_score_outputs``).
 
-``--profile N`` also prints the N functions with the most cumulative time in the
-``score`` phase (cProfile), to see whether Python per utterance or per tree level, the
+``--profile N`` also prints the N functions with the most cumulative time in one
+more, untimed run of the ``score`` phase (cProfile), to see whether Python per utterance or per tree level, the
 tree building or the model calls dominate. With a small model on the CPU the NN part
 is small and the rest is what a GPU run pays on the host besides the LM.
 
@@ -28,12 +28,13 @@ Example (the issue's GPU target: all of dev with a 512-unit GRU, first-pass hist
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+
+from bench_common import check_inputs, run_main, write_json  # benchmarks/bench_common.py
 
 _STARTED = time.perf_counter()
 
@@ -44,13 +45,15 @@ def parse_args(argv=None):
     p.add_argument("--lm", required=True, help="checkpoint (.pt)")
     p.add_argument("--nbest", required=True, help="Kaldi N-best directory (its ref.txt is used when present)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--history", default="first-pass", help="--history of score (default: first-pass)")
+    p.add_argument("--history", default="first-pass", choices=("first-pass", "rescored", "interpolated", "none"),
+                   help="--history of score (default: first-pass)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: the thread policy)")
     p.add_argument("--repeat", type=int, default=1,
                    help="repetitions of the phases after import, in one process (medians reported)")
     p.add_argument("--profile", type=int, default=0, help="print the N top functions of the score phase")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
+    check_inputs(p, args.lm, args.nbest)
     if args.repeat < 1 or args.profile < 0 or (args.threads is not None and args.threads < 1):
         p.error("--repeat and --threads must be >= 1, --profile >= 0")
     return args
@@ -76,7 +79,7 @@ def main(argv=None):
             torch.cuda.synchronize(device)
 
     runs = []
-    for rep in range(args.repeat):
+    for _ in range(args.repeat):
         phases = {}
 
         def timed(name, fn):
@@ -90,21 +93,20 @@ def main(argv=None):
         nbest = timed("read_nbest", lambda: load_nbest(args.nbest))
         refs = timed("read_ref", lambda: load_references(ref) if ref else None)
         lm = timed("load_lm", lambda: load_lm(args.lm, device))
-        if args.profile and rep == args.repeat - 1:
-            import cProfile
-            import pstats
-
-            prof = cProfile.Profile()
-            res = timed("score", lambda: prof.runcall(score, nbest, lm, refs=refs, history=args.history))
-            pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(args.profile)
-        else:
-            res = timed("score", lambda: score(nbest, lm, refs=refs, history=args.history))
+        res = timed("score", lambda: score(nbest, lm, refs=refs, history=args.history))
         with tempfile.TemporaryDirectory() as tmp:
             timed("write", lambda: write_score_outputs(res, os.path.join(tmp, "out")))
         phases["nn_seconds"] = res.stats["seconds"]
         phases["total"] = sum(v for k, v in phases.items() if k != "nn_seconds")
         runs.append(phases)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    if args.profile:  # one more, untimed, run of the score phase under cProfile
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.runcall(score, nbest, lm, refs=refs, history=args.history)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(args.profile)
     out = {"lm": args.lm, "nbest": args.nbest, "device": str(device), "history": args.history,
            "threads": threads, "torch": torch.__version__,
            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -117,11 +119,8 @@ def main(argv=None):
     print(f"  import (torch and nbest_rescore, once): {imported:.2f} s")
     for k, v in med.items():
         print(f"  {k:<12} {v:8.2f} s")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -176,7 +176,7 @@ def test_jobs_benchmark_cuts_at_documents_and_times_every_job_count(kaldi, ci_nb
     import json
 
     d = json.loads(out.read_text())
-    assert set(d["jobs"]) == {"1", "2"} and d["hypotheses"] == 6000
+    assert set(d["runs"]) == {"1x1", "2x1"} and d["hypotheses"] == 6000  # --nj x --num-threads
     wer = whole.wer["rescored"]
-    for r in d["jobs"].values():  # compute-wer's line, the whole-set WER
+    for r in d["runs"].values():  # compute-wer's line, the whole-set WER
         assert r["wer"].startswith(f"%WER {wer.wer:.2f} [ {wer.errors} / {wer.ref_words},")
