@@ -106,3 +106,57 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+# ---------------------------------------------------------------------------------------
+# Real Kaldi (binaries built by recipes/kaldi/build_kaldi.sh, or an existing KALDI_ROOT)
+KALDI_BINARIES = ("lattice-to-nbest", "nbest-to-linear", "linear-to-nbest", "nbest-to-lattice",
+                  "lattice-lmrescore-const-arpa", "lattice-scale", "lattice-compose", "lattice-1best",
+                  "lattice-best-path", "lattice-add-penalty", "arpa2fst", "arpa-to-const-arpa", "compute-wer",
+                  "align-text", "compute-wer-bootci")
+KALDI_TARBALL = REPO.parent / "shared" / "third_party" / "kaldi-57efb6b5e.tar.gz"
+KALDI_CACHE = Path(os.environ.get("NBEST_KALDI_CACHE")
+                   or Path.home() / ".cache" / "nbest-rescore" / KALDI_TARBALL.name.replace(".tar.gz", ""))
+SKIP_NO_KALDI = ("real Kaldi not found: build it with `bash recipes/kaldi/build_kaldi.sh` (into "
+                 f"{KALDI_CACHE}) or set KALDI_ROOT to a compiled Kaldi")
+
+
+class Kaldi:
+    """Where the real Kaldi is: ``path`` (folders with its binaries, OpenFst's tools
+    last), ``egs`` (an ``egs/wsj/s5`` with Kaldi's own ``utils/`` and ``steps/``)."""
+
+    def __init__(self, bin_dirs, egs):
+        self.bin_dirs = [str(d) for d in bin_dirs]
+        self.egs = Path(egs)
+
+    def env(self, **extra):
+        """os.environ with Kaldi's binaries and this Python's nbest-rescore first on PATH."""
+        path = os.pathsep.join([str(Path(sys.executable).parent), *self.bin_dirs, os.environ.get("PATH", "")])
+        return {**os.environ, "PATH": path, "LC_ALL": "C", **extra}
+
+
+def _find_kaldi():
+    root = os.environ.get("KALDI_ROOT")
+    if root:
+        src = Path(root) / "src"
+        dirs = [src / d for d in ("latbin", "lmbin", "bin", "fstbin")] + [Path(root) / "tools" / "openfst" / "bin"]
+        egs = Path(root) / "egs" / "wsj" / "s5"
+    else:
+        dirs, egs = [KALDI_CACHE / "bin"], KALDI_CACHE / "kaldi" / "egs" / "wsj" / "s5"
+        if not (KALDI_CACHE / "bin" / "BUILD_OK").is_file():
+            return None
+    have = {b for d in dirs for b in KALDI_BINARIES if (d / b).is_file()}
+    if have != set(KALDI_BINARIES) or not (egs / "utils" / "run.pl").is_file():
+        return None
+    return Kaldi([d for d in dirs if d.is_dir()], egs)
+
+
+@pytest.fixture(scope="session")
+def kaldi_real():
+    """The real Kaldi (Kaldi): its binaries and egs/wsj/s5 scripts; skips with one line
+    saying how to build them when absent. OpenFst's own tools (fstproject ...) come from
+    PATH (Debian's libfst-tools) or KALDI_ROOT/tools/openfst/bin."""
+    found = _find_kaldi()
+    if found is None:
+        pytest.skip(SKIP_NO_KALDI)
+    return found

@@ -101,7 +101,7 @@ def test_step_equals_one_run_and_reshards_a_split_document(kaldi, ci_nbest):
         assert u.hyps[int(np.argmax(score))] == whole.one_best[u.utt_id]
 
     r = whole.wer["rescored"]
-    lines = (out / "wer_9.5").read_text().splitlines()
+    lines = (out / "score" / "wer").read_text().splitlines()
     assert lines[0] == (f"%WER {r.wer:.2f} [ {r.errors} / {r.ref_words}, {r.insertions} ins, {r.deletions} del, "
                         f"{r.substitutions} sub ]")
     assert re.fullmatch(r"%SER \d+\.\d\d \[ \d+ / 60 \]", lines[1]) and lines[2].startswith("Scored 60 sentences")
@@ -180,3 +180,73 @@ def test_jobs_benchmark_cuts_at_documents_and_times_every_job_count(kaldi, ci_nb
     wer = whole.wer["rescored"]
     for r in d["runs"].values():  # compute-wer's line, the whole-set WER
         assert r["wer"].startswith(f"%WER {wer.wer:.2f} [ {wer.errors} / {wer.ref_words},")
+
+
+def write_utt2doc(nbest, data):
+    data.mkdir()
+    (data / "utt2doc").write_text("".join(f"{u.utt_id} {u.doc_id}\n" for u in nbest.utterances))
+
+
+def replicated(nbest, copies, n_hyps):
+    """``copies`` copies of the lists (utterance and document ids prefixed ``r<i>-``), each
+    cut to its first ``n_hyps`` hypotheses."""
+    from dataclasses import replace
+
+    utts = []
+    for r in range(copies):
+        for u in nbest.utterances:
+            utt = f"r{r}-{u.utt_id}"
+            utts.append(replace(u, utt_id=utt, doc_id=f"r{r}-{u.doc_id}",
+                                keys=tuple(f"{utt}-{i + 1}" for i in range(n_hyps)), hyps=u.hyps[:n_hyps],
+                                ac_cost=u.ac_cost[:n_hyps], lm_cost=u.lm_cost[:n_hyps],
+                                graph_cost=u.graph_cost[:n_hyps]))
+    return replace(nbest, utterances=tuple(utts))
+
+
+def test_a_document_split_across_jobs_of_200_utterances(kaldi, ci_nbest, tmp_path):
+    """4 jobs of 200 utterances, one document in jobs 1 and 2: the document check reads
+    every job (an earlier version's pipe died of SIGPIPE here and the step stopped with
+    'cannot read the archives')."""
+    _, lm, _ = kaldi
+    big = replicated(ci_nbest, 14, 2)  # 840 utterances; utterance 200 is inside r3-abcr0143
+    write_utt2doc(big, tmp_path / "data")
+    decode = lay_out(big, tmp_path, [0, 200, 400, 600, 840])
+    assert big.utterances[199].doc_id == big.utterances[200].doc_id
+    res = step(tmp_path, *WEIGHTS, "--skip-scoring", "true", lm, "data", "decode", "decode_nn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"document {big.utterances[200].doc_id} (jobs 1 and 2) is split across Kaldi's jobs" in res.stdout
+    whole = nr.score(big, nr.load_lm(lm), lm_weight=9.5, interp=0.5, word_ins_penalty=-0.629606,
+                     history="first-pass")
+    text = {p[0]: tuple(p[1:]) for p in (line.split() for line in open(tmp_path / "decode_nn" / "text"))}
+    assert text == whole.one_best
+    assert len(list(decode.glob("archives.*"))) == 4
+
+
+def test_cmd_sh_is_not_sourced(kaldi, ci_nbest, tmp_path):
+    """Kaldi's steps take --cmd, never ./cmd.sh (whose cmd=queue.pl would change the default)."""
+    _, lm, _ = kaldi
+    write_utt2doc(ci_nbest, tmp_path / "data")
+    lay_out(ci_nbest, tmp_path, [0, 23, 44, 60])
+    (tmp_path / "cmd.sh").write_text("cmd=no-such-queue.pl\nexport cmd\n")
+    res = step(tmp_path, *WEIGHTS, "--skip-scoring", "true", lm, "data", "decode", "decode_nn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "no-such-queue" not in res.stdout + res.stderr
+
+
+def test_use_lattices_default_and_refusals(kaldi, ci_nbest, tmp_path):
+    """Both inputs there: the archives are read (no Kaldi needed); lattices beside NN costs
+    of an earlier rescoring are refused before anything is written; a bad value is named."""
+    _, lm, _ = kaldi
+    write_utt2doc(ci_nbest, tmp_path / "data")
+    decode = lay_out(ci_nbest, tmp_path, [0, 23, 44, 60])
+    for j in (1, 2, 3):
+        (decode / f"lat.{j}.gz").write_bytes(b"")
+    res = step(tmp_path, *WEIGHTS, "--skip-scoring", "true", lm, "data", "decode", "decode_nn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "input: N-best archives decode/archives.JOB/" in res.stdout
+    (decode / "archives.3" / "lmwt.rnn").write_text("x 1\n")
+    res = step(tmp_path, "--use-lattices", "true", *WEIGHTS, lm, "data", "decode", "decode_nn2")
+    assert res.returncode == 1 and "decode/archives.3/lmwt.rnn" in res.stderr and "counted twice" in res.stderr
+    assert not (tmp_path / "decode_nn2" / "archives.1").exists()
+    res = step(tmp_path, "--use-lattices", "yes", *WEIGHTS, lm, "data", "decode", "decode_nn2")
+    assert res.returncode == 1 and "--use-lattices takes true or false" in res.stderr

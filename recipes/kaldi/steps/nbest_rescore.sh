@@ -8,14 +8,19 @@
 #   e.g. steps/nbest_rescore.sh --cmd "$decode_cmd" --lm-weight 12 --interp 0.5 \
 #          exp/nnlm/gru.pt data/dev exp/tri3/decode_dev exp/tri3/decode_dev_gru
 #
-# Input (<input-decode-dir>, with its num_jobs file giving the number of jobs J):
-#   * lat.JOB.gz lattices: stage 0 turns them into N-best archives with Kaldi's
-#     binaries (lattice-to-nbest at acoustic scale 1/inv-acwt, the first-pass LM
-#     subtracted through <lang>/G.fst or G.carpa, nbest-to-linear), as
-#     steps/rnnlmrescore.sh does; this needs --lang and Kaldi on PATH (path.sh);
-#   * or archives.JOB/ folders as steps/rnnlmrescore.sh leaves them (words_text, or
-#     words + a words.txt beside it; acwt; lmwt.withlm and lmwt.nolm), or in any
-#     layout that nbest-rescore reads (text, ac_cost, lm_cost ...).
+# Input (<input-decode-dir>, with its num_jobs file giving the number of jobs J), one of
+# (--use-lattices; default: the archives when both are there):
+#   * lat.JOB.gz lattices (--use-lattices true): stage 0 turns them into N-best archives
+#     with Kaldi's binaries (lattice-to-nbest at acoustic scale 1/inv-acwt, the
+#     first-pass LM subtracted through <lang>/G.carpa or G.fst, nbest-to-linear), as
+#     steps/rnnlmrescore.sh does; this needs --lang and Kaldi on PATH (path.sh). Lattices
+#     that sit beside archives with NN costs (lmwt.rnn, lmwt.interp, lmwt.nn) were
+#     rescored already and are refused;
+#   * archives.JOB/ folders as steps/rnnlmrescore.sh leaves them (--use-lattices false;
+#     words_text, or words + a words.txt beside it; acwt; lmwt.withlm and lmwt.nolm), or
+#     in any layout that nbest-rescore reads (text, ac_cost, lm_cost ...).
+#   Nothing in <input-decode-dir> is ever written: the output archives are new folders
+#   of links and files.
 #   Documents (the 1-best history runs through a document and is reset between
 #   documents) come from the archives' utt2doc / utt2spk, else from <data-dir>/utt2doc,
 #   else <data-dir>/utt2spk, else every utterance is its own document.
@@ -36,10 +41,16 @@
 #      archives.JOB/lmwt.interp (the LM cost that replaces the graph's; see below).
 #      When Kaldi's linear-to-nbest and nbest-to-lattice are on PATH and the archives
 #      hold ali and words, lat.JOB.gz lattices are rebuilt with lmwt.interp.
-#   3  <output-decode-dir>/text (the new 1-best, Kaldi text) and, when
-#      <data-dir>/text exists, wer_<lm-weight> in the format of Kaldi's compute-wer
-#      ("%WER 26.87 [ 4515 / 16803, 300 ins, 600 del, 3615 sub ]"), made by
+#   3  <output-decode-dir>/text (the new 1-best at --lm-weight, Kaldi text) and, when
+#      <data-dir>/text exists, score/wer at these weights in the format of Kaldi's
+#      compute-wer ("%WER 26.87 [ 4515 / 16803, 300 ins, 600 del, 3615 sub ]"), made by
 #      compute-wer when it is on PATH, else by nbest-rescore merge.
+#   4  scoring as Kaldi reports it (unless --skip-scoring true; needs <data-dir>/text):
+#      the egs directory's local/score.sh --cmd "$cmd" $scoring_opts <data> <lang> <dir>
+#      when it exists and lattices were rebuilt, else nbest-rescore kaldi-score, which
+#      does what steps/score_kaldi.sh does on the N-best lists (LMWT 7..17 x word
+#      insertion penalty 0.0,0.5,1.0, local/wer_output_filter / wer_ref_filter /
+#      wer_hyp_filter, wer_LMWT_WIP, scoring_kaldi/best_wer).
 #   A failed job names its log and stops the script (exit 1) before anything is
 #   merged; merged outputs of an earlier run are removed when stage 1 starts.
 #
@@ -68,6 +79,7 @@ cmd=run.pl
 nj=                       # rescoring jobs (default: num_jobs of <input-decode-dir>)
 num_threads=1             # CPU threads per job (passed to $cmd as --num-threads, as Kaldi's steps do)
 stage=0
+use_lattices=             # true: lat.JOB.gz, false: archives.JOB/ (default: archives when both exist)
 N=100                     # N-best size when lattices are converted
 inv_acwt=10               # lattices: lattice-to-nbest runs at acoustic scale 1/inv_acwt
 lang=                     # lattices: lang dir with words.txt and G.fst or G.carpa (the first-pass LM)
@@ -78,6 +90,8 @@ acoustic_scale=1.0
 word_ins_penalty=0.0      # nats per word, negative = penalty
 device=cpu                # cpu, cuda or cuda:N
 score_opts=               # further options of nbest-rescore score, e.g. "--cache-size 500 --batch-size 128"
+skip_scoring=false        # true: no LMWT x word-insertion-penalty scoring after the rescoring
+scoring_opts=             # options of local/score.sh, or of nbest-rescore kaldi-score (--min-lmwt, --max-lmwt, --word-ins-penalty)
 # End configuration section.
 
 help_message="Usage: $0 [options] <lm.pt> <data-dir> <input-decode-dir> <output-decode-dir>
@@ -87,7 +101,8 @@ Options:
   --cmd <run.pl|queue.pl ...>   # how to run jobs (default: $cmd)
   --nj <n>                      # rescoring jobs (default: num_jobs of the input decode dir)
   --num-threads <n>             # CPU threads per job (default: $num_threads)
-  --stage <n>                   # start at stage n (0 archives, 1 rescore, 2 merge + lmwt.*, 3 text + wer)
+  --stage <n>                   # start at stage n (0 archives, 1 rescore, 2 merge + lmwt.* + lattices, 3 text, 4 scoring)
+  --use-lattices <true|false>   # read lat.JOB.gz (true) or archives.JOB/ (false) (default: archives when both exist)
   --N <n>                       # N-best size when converting lattices (default: $N)
   --inv-acwt <x>                # lattices: N-best made at acoustic scale 1/x (default: $inv_acwt)
   --lang <dir>                  # lattices: lang dir (words.txt, G.fst or G.carpa)
@@ -97,17 +112,19 @@ Options:
   --acoustic-scale <x>          # (default: $acoustic_scale)
   --word-ins-penalty <x>        # nats per word, negative = penalty (default: $word_ins_penalty)
   --device <cpu|cuda|cuda:N>    # (default: $device)
-  --score-opts \"<options>\"      # more nbest-rescore score options"
+  --score-opts \"<options>\"      # more nbest-rescore score options
+  --skip-scoring <true|false>   # skip stage 4, the scoring like steps/score_kaldi.sh (default: $skip_scoring)
+  --scoring-opts \"<options>\"    # options of local/score.sh or nbest-rescore kaldi-score"
 
 echo "$0 $*"
 
 # Kaldi's utils/ when run inside an egs directory, else the ones bundled beside this script.
 kaldi_step_dir=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 bundled_utils=$(cd "$kaldi_step_dir/../utils" && pwd)
+# As in Kaldi's steps: path.sh is sourced, cmd.sh is not (--cmd says how to run jobs).
 [ -f ./path.sh ] && . ./path.sh
-[ -f ./cmd.sh ] && . ./cmd.sh
 if [ -f utils/parse_options.sh ]; then . utils/parse_options.sh; else . "$bundled_utils/parse_options.sh"; fi
-[ -x utils/run.pl ] && PATH=$PATH:$PWD/utils
+[ -x utils/run.pl ] && PATH=$PWD/utils:$PATH
 PATH=$PATH:$bundled_utils
 export LC_ALL=C
 
@@ -148,22 +165,32 @@ words_file() { local f; for f in text words_text words; do [ -f "$1/$f" ] && { e
 doc_file() { local f; for f in utt2doc utt2spk; do [ -f "$1/$f" ] && { echo "$f"; return 0; }; done; return 1; }
 is_binary() { [ "$(tr -d '\000' < "$1" | wc -c)" -ne "$(wc -c < "$1")" ]; }
 
-if [ $stage -le 0 ]; then
-  use_lattices=false
-  if ls "$indir"/lat.*.gz >/dev/null 2>&1; then
-    missing=
-    for b in lattice-to-nbest nbest-to-linear; do command -v $b >/dev/null || missing+=" $b"; done
-    if [ -n "$missing" ]; then
-      if [ -d "$indir/archives.1" ]; then
-        log "lattices found in $indir but Kaldi's$missing not on PATH (source your egs dir's path.sh); using the N-best archives $indir/archives.JOB/ instead"
-      else
-        die "$indir holds lattices (lat.*.gz) but Kaldi's$missing not on PATH: run from a Kaldi egs directory whose path.sh puts Kaldi's binaries on PATH, or give N-best archives (archives.JOB/) made by steps/rnnlmrescore.sh"
-      fi
-    else
-      use_lattices=true
-    fi
-  fi
+# The input: lattices or N-best archives, chosen before anything is written.
+has_lattices=false; ls "$indir"/lat.*.gz >/dev/null 2>&1 && has_lattices=true
+has_archives=false; [ -d "$indir/archives.1" ] && has_archives=true
+case "$use_lattices" in
+  "") if $has_archives; then use_lattices=false; elif $has_lattices; then use_lattices=true
+      else die "$indir has no lattices (lat.*.gz) and no N-best archive folder archives.1/ (num_jobs is $num_jobs): give a decode directory with lat.JOB.gz or with the archives.JOB/ of steps/rnnlmrescore.sh"
+      fi ;;
+  true) $has_lattices || die "--use-lattices true, but $indir has no lattices (lat.*.gz): use --use-lattices false to read its archives.JOB/" ;;
+  false) $has_archives || die "--use-lattices false, but $indir has no N-best archive folder archives.1/: use --use-lattices true to read its lat.JOB.gz" ;;
+  *) die "--use-lattices takes true or false (or leave it out: archives when both exist), got '$use_lattices'" ;;
+esac
+if $use_lattices; then
+  # lattices beside NN LM costs were rescored already (steps/rnnlmrescore.sh, or this step):
+  # converting them again would count the old NN score twice
+  for f in lmwt.interp lmwt.rnn lmwt.nn; do
+    for a in "$indir"/archives.*/$f; do
+      [ -e "$a" ] && die "the lattices of $indir sit beside $a: they already hold an NN LM score, which would be counted twice; use --use-lattices false to read the N-best archives (their first-pass lmwt.withlm / lmwt.nolm), or give the first-pass decode directory"
+    done
+  done
+  missing=
+  for b in lattice-to-nbest nbest-to-linear; do command -v $b >/dev/null || missing+=" $b"; done
+  [ -z "$missing" ] || die "$indir holds lattices (lat.*.gz) but Kaldi's$missing not on PATH: run from a Kaldi egs directory whose path.sh puts Kaldi's binaries on PATH, or read the N-best archives (archives.JOB/) with --use-lattices false"
+fi
+log "input: $(if $use_lattices; then echo "lattices $indir/lat.JOB.gz"; else echo "N-best archives $indir/archives.JOB/"; fi)"
 
+if [ $stage -le 0 ]; then
   if $use_lattices; then
     [ -n "$lang" ] || die "$indir holds lattices: give --lang <lang-dir> (its words.txt and G.fst or G.carpa, the first-pass LM, whose costs are replaced)"
     [ -f "$lang/words.txt" ] || die "$lang/words.txt not found (--lang)"
@@ -185,8 +212,10 @@ if [ $stage -le 0 ]; then
           "ark:|gzip -c >$dir/nbest_nolm.JOB.gz" || die "removing the LM costs failed (logs above)"
     else
       # negate, take the best path through the LM (each N-best entry is one linear path), negate back
-      project="--project_output=true"
-      fstproject --help 2>&1 | grep -q project_type && project="--project_type=output"
+      # OpenFst >= 1.7.? knows --project_type=output, older ones --project_output=true
+      # (fstproject --help exits 1, so its text is captured first)
+      fsthelp=$(fstproject --help 2>&1 || true)
+      case "$fsthelp" in *project_type*) project="--project_type=output" ;; *) project="--project_output=true" ;; esac
       $cmd JOB=1:$num_jobs "$dir/log/remove_lm.JOB.log" \
         lattice-scale --acoustic-scale=-1 --lm-scale=-1 "ark:gunzip -c $dir/nbest_withlm.JOB.gz|" ark:- \| \
         lattice-compose ark:- "fstproject $project $lang/G.fst |" ark:- \| \
@@ -195,6 +224,8 @@ if [ $stage -le 0 ]; then
         || die "removing the LM costs failed (logs above)"
     fi
     log "writing the N-best archives $dir/archives.JOB/"
+    # a fresh folder: links left by an earlier run from archives must not be written through
+    for n in $(seq $num_jobs); do rm -rf "$dir/archives.$n" || die "cannot remove $dir/archives.$n"; done
     $cmd JOB=1:$num_jobs "$dir/log/archives.JOB.log" \
       mkdir -p "$dir/archives.JOB" '&&' \
       nbest-to-linear "ark:gunzip -c $dir/nbest_nolm.JOB.gz|" "ark,t:$dir/archives.JOB/ali" \
@@ -243,7 +274,7 @@ fi
 if [ $stage -le 1 ]; then
   for n in $(seq $num_jobs); do [ -d "$dir/archives.$n" ] || die "$dir/archives.$n not found: run stage 0 first"; done
   # a rerun never leaves the merged outputs of an earlier run beside new partial ones
-  rm -rf "$dir/score" "$dir/text" "$dir"/wer_* "$dir"/score.* "$dir/rescore_src"
+  rm -rf "$dir/score" "$dir/text" "$dir"/wer_* "$dir"/score.* "$dir/rescore_src" "$dir/scoring_kaldi" "$dir"/lat.*.gz
   for n in $(seq $num_jobs); do rm -f "$dir/archives.$n/lmwt.nn" "$dir/archives.$n/lmwt.interp"; done
 
   reshard=false
@@ -251,18 +282,24 @@ if [ $stage -le 1 ]; then
     log "--nj $nj differs from the $num_jobs jobs of $indir: re-sharding by document"
     reshard=true
   elif [ "$history" != none ]; then
-    crossing=$(for n in $(seq $num_jobs); do
-        a=$dir/archives.$n
-        w=$(words_file "$a") || exit 1
-        d=$(doc_file "$a") || d=
-        awk -v job=$n -v map="${d:+$a/$d}" '
-          map != "" && FILENAME == map { doc[$1] = $2; next }
-          { u = $1; sub(/-[0-9]+$/, "", u)
-            if (u in seen) next
-            seen[u] = 1
-            print ((u in doc) ? doc[u] : u), job }' ${d:+"$a/$d"} "$a/$w"
-      done | awk '($1 in job) && job[$1] != $2 { print $1 " (jobs " job[$1] " and " $2 ")"; exit } { job[$1] = $2 }') \
-      || die "cannot read the archives in $dir/archives.*"
+    # one awk over every job's files (no pipe that a reader could close early): the
+    # first document whose utterances lie in two jobs
+    args=()
+    for n in $(seq $num_jobs); do
+      a=$dir/archives.$n
+      w=$(words_file "$a") || die "$a has no hypotheses: expected text, words_text, or words + words.txt"
+      args+=(job=$n)
+      d=$(doc_file "$a") && args+=(ismap=1 "$a/$d")
+      args+=(ismap=0 "$a/$w")
+    done
+    crossing=$(awk '
+      ismap { doc[$1] = $2; next }
+      found == "" {
+        u = $1; sub(/-[0-9]+$/, "", u)
+        d = (u in doc) ? doc[u] : u
+        if ((d in jobof) && jobof[d] != job) found = d " (jobs " jobof[d] " and " job ")"
+        jobof[d] = job }
+      END { print found }' "${args[@]}") || die "cannot read the archives in $dir/archives.*"
     if [ -n "$crossing" ]; then
       log "document $crossing is split across Kaldi's jobs: re-sharding by document into $nj jobs"
       reshard=true
@@ -355,15 +392,43 @@ if [ $stage -le 3 ]; then
   [ -f "$dir/score/text" ] || die "$dir/score/text not found: run stage 2 first"
   cp "$dir/score/text" "$dir/text" || die "cannot write $dir/text"
   if [ -f "$data/text" ]; then
-    wer=$dir/wer_$lm_weight
+    # the WER at this step's own weights (not a wer_* file: Kaldi's scoring owns those names)
+    wer=$dir/score/wer
     if command -v compute-wer >/dev/null; then
       compute-wer --text --mode=present "ark:$data/text" "ark,p:$dir/text" > "$wer" 2> "$dir/log/compute_wer.log" || \
         die "compute-wer failed (log: $dir/log/compute_wer.log)"
     else
       grep -E '^(%WER|%SER|Scored) ' "$dir/log/merge.log" > "$wer" || die "no WER lines in $dir/log/merge.log"
     fi
-    log "$(grep '^%WER' "$wer") $wer"
+    log "at --lm-weight $lm_weight: $(grep '^%WER' "$wer") $wer"
   fi
-  log "done: new 1-best in $dir/text"
+  log "new 1-best in $dir/text"
 fi
+
+# Scoring as Kaldi reports it: the egs directory's local/score.sh on the rebuilt
+# lattices, else nbest-rescore kaldi-score, which does what steps/score_kaldi.sh does
+# (LMWT x word insertion penalty sweep, local/wer_*_filter, scoring_kaldi/best_wer) over
+# the N-best lists and archives.JOB/lmwt.interp.
+if [ $stage -le 4 ] && ! $skip_scoring && [ -f "$data/text" ]; then
+  rm -rf "$dir/scoring_kaldi" "$dir"/wer_*
+  if [ -x local/score.sh ] && [ -f "$dir/lat.1.gz" ] && [ -n "$lang" ]; then
+    log "scoring with local/score.sh $scoring_opts"
+    local/score.sh --cmd "$cmd" $scoring_opts "$data" "$lang" "$dir" || die "local/score.sh failed"
+  else
+    if [ -x local/score.sh ]; then
+      log "local/score.sh needs lattices and --lang; scoring the N-best lists with nbest-rescore kaldi-score"
+    fi
+    filters=()
+    [ -x local/wer_output_filter ] && filters+=(--ref-filter local/wer_output_filter --hyp-filter local/wer_output_filter)
+    [ -x local/wer_ref_filter ] && filters+=(--ref-filter local/wer_ref_filter)
+    [ -x local/wer_hyp_filter ] && filters+=(--hyp-filter local/wer_hyp_filter)
+    archive_dirs=()
+    for n in $(seq $num_jobs); do archive_dirs+=("$dir/archives.$n"); done
+    nbest-rescore kaldi-score --ref "$data/text" --lm-cost lmwt.interp "${filters[@]}" $scoring_opts \
+      --out "$dir" "${archive_dirs[@]}" > "$dir/log/kaldi_score.log" 2>&1 || \
+      die "nbest-rescore kaldi-score failed: $(tail -n 1 "$dir/log/kaldi_score.log") (log: $dir/log/kaldi_score.log)"
+  fi
+  [ -f "$dir/scoring_kaldi/best_wer" ] && log "best: $(cat "$dir/scoring_kaldi/best_wer")"
+fi
+log "done"
 exit 0
