@@ -111,6 +111,7 @@ def main(argv=None):
                 shutil.rmtree(out, ignore_errors=True)
                 cmd = ["bash", str(STEP), "--nj", str(nj), "--num-threads", str(threads),
                        "--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.629606",
+                       "--skip-scoring", "true",  # stages 0-3, as timed before stage 4 existed
                        os.path.abspath(args.lm), str(data), str(decode), str(out)]
                 t0 = time.perf_counter()
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
@@ -122,7 +123,7 @@ def main(argv=None):
                     reference = costs
                 elif set(costs) != set(reference) or max(abs(costs[k] - reference[k]) for k in costs) > 1e-4:
                     sys.exit(f"--nj {nj} --num-threads {threads}: the merged NN costs differ from the first run's")
-            wer_file = out / "wer_9.5"  # wer_<lm-weight>; its first line is compute-wer's %WER line
+            wer_file = out / "score" / "wer"  # its first line is compute-wer's %WER line
             wer = wer_file.read_text().splitlines()[0] if wer_file.exists() else None
             results[name] = {"nj": nj, "num_threads": threads, "seconds": times,
                              "median_seconds": statistics.median(times), "wer": wer}

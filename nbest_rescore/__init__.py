@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 # The public API (nbest_rescore.api) is re-exported lazily, so that ``nbest-rescore
 # --help`` does not import torch: ``nbest_rescore.score`` is ``nbest_rescore.api.score``.
-_API = ("AnalyzeJob", "LoadedLM", "NbestList", "NbestSet", "PerplexityJob", "PerplexityReport", "ScoreJob",
+_API = ("AnalyzeJob", "KaldiScoreJob", "KaldiScoreResult", "LoadedLM", "NbestList", "NbestSet", "PerplexityJob", "PerplexityReport", "ScoreJob",
         "ScoreResult", "TrainJob", "TrainResult", "TuneJob", "TuneResult", "Weights", "WerReport", "compute_wer",
         "load_lm", "load_nbest", "load_references", "perplexity", "score", "train", "tune", "write_score_outputs",
         "write_tune_outputs")

@@ -367,6 +367,46 @@ def merge(out, ref, job_dirs):
     click.echo(job.run().report(job.out))
 
 
+@main.command("kaldi-score", short_help="Kaldi's steps/score_kaldi.sh over N-best lists (LMWT x WIP sweep).")
+@click.option("--ref", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="References: the data folder's text (Kaldi text; a bare key is an empty reference).")
+@click.option("--lm-cost", required=True,
+              help="Name of the file inside each NBEST_DIR holding the LM-side graph cost of every hypothesis "
+                   "('<hyp-key> <cost>', e.g. lmwt.interp); the acoustic cost is the folder's acwt or ac_cost.")
+@click.option("--min-lmwt", type=int, default=7, show_default=True, help="Smallest LM weight (integer >= 1).")
+@click.option("--max-lmwt", type=int, default=17, show_default=True, help="Largest LM weight (integer >= min).")
+@click.option("--word-ins-penalty", default="0.0,0.5,1.0", show_default=True,
+              help="Word insertion penalties, comma-separated, in cost per word: positive = penalty (Kaldi's "
+                   "sign, the opposite of score's --word-ins-penalty). Kept as written: they name the files.")
+@click.option("--hyp-filter", default=None,
+              help="Shell command (bash -c) applied to each 1-best text, Kaldi text on stdin and stdout, "
+                   "e.g. local/wer_hyp_filter (default: none, i.e. cat).")
+@click.option("--ref-filter", default=None,
+              help="Shell command (bash -c) applied to --ref, giving scoring_kaldi/test_filt.txt "
+                   "(default: none, i.e. cat).")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="DIR (the decode folder): receives wer_LMWT_WIP and scoring_kaldi/ as score_kaldi.sh writes "
+                   "them; other files there are left alone, except old-style wer_?, wer_?? (and cer_), which "
+                   "score_kaldi.sh removes too.")
+@click.argument("nbest_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+def kaldi_score(ref, lm_cost, min_lmwt, max_lmwt, word_ins_penalty, hyp_filter, ref_filter, out, nbest_dirs):
+    """Score N-best archive folders NBEST_DIRS (read in order, concatenated) as Kaldi's
+    steps/score_kaldi.sh scores lattices: for every penalty WIP and LM weight LMWT the
+    1-best minimises acwt/LMWT + lm_cost + WIP * words; compute-wer --mode=present
+    into DIR/wer_LMWT_WIP, utils/best_wer.sh's pick into DIR/scoring_kaldi/best_wer
+    (also printed). All files are written as one set."""
+    from .api.kaldi_score_job import KaldiScoreJob, check_kaldi_score_options
+
+    try:
+        check_kaldi_score_options(min_lmwt, max_lmwt, word_ins_penalty)
+    except DataError as exc:
+        raise click.UsageError(str(exc)) from None
+    job = KaldiScoreJob(ref=ref, lm_cost=lm_cost, nbest_dirs=tuple(nbest_dirs), out=out, min_lmwt=min_lmwt,
+                        max_lmwt=max_lmwt, word_ins_penalty=word_ins_penalty, hyp_filter=hyp_filter,
+                        ref_filter=ref_filter)
+    click.echo(job.run().best_wer_line)
+
+
 @main.command("table", short_help="Markdown WER table from result files.")
 @click.argument("rows", nargs=-1, required=True)
 def table(rows):

@@ -160,3 +160,14 @@ def kaldi_real():
     if found is None:
         pytest.skip(SKIP_NO_KALDI)
     return found
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kaldi: needs the real Kaldi (kaldi_real); skipped without it "
+                                       "(`-m kaldi` runs only these, `-m 'not kaldi'` leaves them out)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # every test that takes the real Kaldi is marked for it
+        if "kaldi_real" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kaldi)

@@ -173,14 +173,13 @@ def test_non_contiguous_documents(tmp_path, DATA):
     assert_clean_failure(res, 1, "utt2doc", first_doc, "consecutive")
 
 
-# --- an empty reference: found before scoring, nothing written ---------------------------
+# --- references that are all empty (WER undefined): found before scoring, nothing written
+# (a single empty reference is valid: it is scored as Kaldi's compute-wer scores it)
 
-def test_empty_reference_found_before_scoring(tiny_lm, tmp_path, DATA, monkeypatch):
+def test_all_empty_references_found_before_scoring(tiny_lm, tmp_path, DATA, monkeypatch):
     ref = tmp_path / "ref.txt"
     lines = (DATA / "ci" / "ref.txt").read_text().splitlines()
-    empty_utt = lines[7].split()[0]
-    lines[7] = empty_utt
-    ref.write_text("\n".join(lines) + "\n")
+    ref.write_text("".join(line.split()[0] + "\n" for line in lines))
     import nbest_rescore.api.score_job as api_score
 
     def no_scoring(*a, **k):
@@ -189,7 +188,7 @@ def test_empty_reference_found_before_scoring(tiny_lm, tmp_path, DATA, monkeypat
     monkeypatch.setattr(api_score, "rescore", no_scoring)
     out = tmp_path / "out"
     res = invoke(["score", "--lm", tiny_lm, "--nbest", DATA / "ci", "--ref", ref, "--out", out, "--no-progress"])
-    assert_clean_failure(res, 1, "empty", empty_utt)
+    assert_clean_failure(res, 1, str(ref), "empty", "0 reference words", "undefined")
     assert not out.exists()
 
 

@@ -1,5 +1,6 @@
 """The public Python API: one function per job, and each CLI command as a frozen
-job value (``ScoreJob``, ``TuneJob``, ``PerplexityJob``, ``TrainJob``, ``AnalyzeJob``)
+job value (``ScoreJob``, ``TuneJob``, ``PerplexityJob``, ``TrainJob``, ``AnalyzeJob``,
+``KaldiScoreJob``)
 whose options are checked on construction, before anything is read.
 
 Example (a notebook; costs are negated natural logs, WER in percent)::
@@ -23,13 +24,15 @@ from ..rescoring.combine import Weights
 from ..training.trainer import TrainResult
 from ..types import NbestList, NbestSet
 from .inputs import LoadedLM, load_lm, load_nbest, load_references
+from .kaldi_score_job import KaldiScoreJob, KaldiScorePoint, KaldiScoreResult
 from .lm_jobs import AnalyzeJob, PerplexityJob, TrainJob, perplexity, train
 from .score_job import ScoreJob, ScoreResult, score, write_score_outputs
 from .tune_job import TuneJob, tune, write_tune_outputs
 
 __all__ = [
-    "AnalyzeJob", "LoadedLM", "MODEL_REGISTRY", "NbestList", "NbestSet", "PerplexityJob", "PerplexityReport",
-    "ScoreJob", "ScoreResult", "TrainJob", "TrainResult", "TuneJob", "TunePoint", "TuneResult", "Weights",
+    "AnalyzeJob", "KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult", "LoadedLM", "MODEL_REGISTRY", "NbestList",
+    "NbestSet", "PerplexityJob", "PerplexityReport", "ScoreJob", "ScoreResult", "TrainJob", "TrainResult", "TuneJob",
+    "TunePoint", "TuneResult", "Weights",
     "WerReport", "compute_wer", "format_wer_table", "load_lm", "load_nbest", "load_references", "model_row",
     "model_table", "oracle_choice", "perplexity", "score", "train", "tune", "wer_table", "write_score_outputs",
     "write_tune_outputs",

@@ -103,3 +103,31 @@ def parse_grid(spec: str, option: str) -> Tuple[float, ...]:
         values = tuple(numbers)
     check_grid(option, values)
     return values
+
+
+def parse_number_list(spec, option: str) -> Tuple[str, ...]:
+    """A comma-separated list of decimal numbers kept as written (Kaldi names files
+    after them: ``--word-ins-penalty 0.0,0.5,1.0`` -> ``penalty_0.0`` ...); commas and
+    white space separate items, as in Kaldi's scripts; a sequence of numbers or strings is taken item by item
+    (``str(0.5)`` = ``"0.5"``).
+
+    Raises:
+        DataError: an empty list, an item that is not a finite decimal number (``nan``,
+            ``1_0``, ``0x1``), or an item given twice (the message shows a valid example).
+    """
+    items = spec.replace(",", " ").split() if isinstance(spec, str) else [str(x).strip() for x in spec]
+    example = f"e.g. {_name(option)} 0.0,0.5,1.0"
+    if not items:
+        raise DataError(f"{_name(option)} {spec!r}: no values; {example}")
+    for x in items:
+        try:
+            ok = x.isascii() and "_" not in x and math.isfinite(float(x))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise DataError(f"{_name(option)} {spec!r}: {x!r} is not a finite decimal number (such as -0.5, 1 "
+                            f"or 1e-3); {example}")
+    dup = sorted({x for x in items if items.count(x) > 1})
+    if dup:
+        raise DataError(f"{_name(option)} {spec!r}: {', '.join(dup)} given twice; give each value once")
+    return tuple(items)

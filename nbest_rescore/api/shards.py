@@ -35,6 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import DataError, examples
+from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
 from ..io.kaldi_nbest import split_hyp_key
@@ -225,6 +226,8 @@ class MergeResult:
         sentence_errors: utterances whose 1-best differs from the reference (None
             without references).
         settings: the score settings the jobs share (from their run markers).
+        absent_refs: reference utterances with no merged 1-best (Kaldi's "not present
+            in hyp"; they are not scored).
     """
 
     jobs: Tuple[str, ...]
@@ -233,6 +236,7 @@ class MergeResult:
     wer: Optional[Dict[str, WerReport]]
     sentence_errors: Optional[int]
     settings: dict
+    absent_refs: int = 0
 
     def summary(self) -> dict:
         """JSON-ready record (the merged ``wer.json``)."""
@@ -241,18 +245,16 @@ class MergeResult:
         if self.wer is not None:
             out["wer"] = {name: r.to_dict() for name, r in self.wer.items()}
             out["sentence_errors"] = self.sentence_errors
+            out["absent_refs"] = self.absent_refs
         return out
 
     def kaldi_wer_lines(self) -> List[str]:
-        """``%WER`` and ``%SER`` lines in the format of Kaldi's ``compute-wer`` (rescored
-        1-best); empty without references."""
+        """What Kaldi's ``compute-wer --text --mode=present ark:REF ark,p:TEXT`` prints
+        for the merged 1-best (``%WER``, ``%SER`` and ``Scored`` lines); empty without
+        references."""
         if self.wer is None:
             return []
-        r, n = self.wer["rescored"], len(self.one_best)
-        return [f"%WER {r.wer:.2f} [ {r.errors} / {r.ref_words}, {r.insertions} ins, {r.deletions} del, "
-                f"{r.substitutions} sub ]",
-                f"%SER {100.0 * self.sentence_errors / n:.2f} [ {self.sentence_errors} / {n} ]",
-                f"Scored {n} sentences, 0 not present in hyp."]
+        return KaldiWer(self.wer["rescored"], self.sentence_errors, self.absent_refs).lines()
 
     def report(self, out_dir=None) -> str:
         """Printable report: counts and, with references, the Kaldi-style WER lines."""
@@ -304,8 +306,8 @@ def _sum_reports(reports: Sequence[dict]) -> WerReport:
     return WerReport(**{n: int(sum(r[n] for r in reports)) for n in names})
 
 
-def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, Sequence[str]]] = None
-                 ) -> MergeResult:
+def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, Sequence[str]]] = None,
+                 ref_source: str = "the references") -> MergeResult:
     """Concatenate the score outputs of ``job_dirs`` (in order) and, with ``out_dir``,
     write ``text``, ``nn_cost`` and (with ``refs``) ``wer.json`` there as one set.
 
@@ -313,6 +315,7 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
         job_dirs: the ``--out`` folders of the score jobs, in the order of the data.
         out_dir: output folder (replaced as a whole), or None to write nothing.
         refs: utterance id -> reference words, to compute the WER of the merged 1-best.
+        ref_source: names the references in messages (the ``--ref`` file).
     Returns:
         :class:`MergeResult`.
     Raises:
@@ -320,7 +323,8 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
             utterance or hypothesis key in two jobs (both folders named); a job whose
             ``nn_cost`` keys do not belong to its ``text`` utterances; jobs scored with
             different models, weights or history (their run markers); references
-            missing or empty for merged utterances. Nothing is written then.
+            missing for merged utterances, or all of them empty (an empty reference
+            is scored as Kaldi scores it). Nothing is written then.
     """
     job_dirs = [os.fspath(d) for d in job_dirs]
     _check_jobs(job_dirs)
@@ -361,14 +365,16 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
         owner_key.update(dict.fromkeys(costs, d))
     wer = None
     sentence_errors = None
+    absent = 0
     if refs is not None:
-        wer = {"rescored": compute_wer(refs, one_best)}
+        absent = sum(1 for u in refs if u not in one_best)
+        wer = {"rescored": compute_wer(refs, one_best, ref_source)}
         sentence_errors = sum(1 for u, h in one_best.items() if tuple(h) != tuple(refs[u]))
         job_wer = [_job_wer(d) for d in job_dirs]
         for name in ("first_pass", "oracle"):
             if all(w is not None and name in w for w in job_wer):
                 wer[name] = _sum_reports([w[name] for w in job_wer])
-    res = MergeResult(tuple(job_dirs), one_best, nn_cost, wer, sentence_errors, dict(settings or {}))
+    res = MergeResult(tuple(job_dirs), one_best, nn_cost, wer, sentence_errors, dict(settings or {}), absent)
     if out_dir is not None:
         with atomic_dir(out_dir, SCORE_OUTPUTS, settings=res.summary()) as tmp:
             write_kaldi_text(tmp / "text", one_best.items())
@@ -414,4 +420,4 @@ class MergeJob:
     def run(self) -> MergeResult:
         """Read, merge and write; returns the :class:`MergeResult`."""
         refs = load_references(self.ref) if self.ref else None
-        return merge_scores(self.jobs, self.out, refs)
+        return merge_scores(self.jobs, self.out, refs, self.ref or "the references")

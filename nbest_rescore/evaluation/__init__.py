@@ -1,7 +1,10 @@
-"""Evaluation: WER, oracle choice, weight tuning by grid search, plots.
+"""Evaluation: WER (counted as Kaldi's compute-wer counts it), oracle choice, weight
+tuning by grid search, Kaldi's score_kaldi.sh sweep over N-best lists, plots.
 
 WER values are in percent; costs are negated natural-log values.
 """
+from .edit_distance import kaldi_error_counts
+from .kaldi_scoring import KaldiWer, best_path_sweep, best_wer_line, kaldi_wers
 from .plots import plot_wer_heatmap
 from .tuning import FIRST_PASS_WIP, TunePoint, TuneResult, tune_grid
 from .wer import WerReport, compute_wer, hyp_errors, nbest_errors, oracle_choice
@@ -9,5 +12,6 @@ from .wer import WerReport, compute_wer, hyp_errors, nbest_errors, oracle_choice
 __all__ = [
     "WerReport", "compute_wer", "hyp_errors", "nbest_errors", "oracle_choice",
     "TunePoint", "TuneResult", "tune_grid", "FIRST_PASS_WIP",
+    "KaldiWer", "best_path_sweep", "best_wer_line", "kaldi_error_counts", "kaldi_wers",
     "plot_wer_heatmap",
 ]

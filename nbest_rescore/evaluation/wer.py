@@ -1,19 +1,24 @@
 """Word error rate of chosen hypotheses and per-hypothesis word errors of N-best lists.
 
 Units: WER is in **percent** (``errors / ref_words * 100``); error counts are word-level
-edit operations (substitutions + deletions + insertions). References and hypotheses are
-word tuples (``tuple[str, ...]``); an empty tuple is a valid hypothesis (every reference
-word is then a deletion) but an empty reference is rejected (WER is undefined for it).
+edit operations (substitutions + deletions + insertions), split into the three as
+Kaldi's ``compute-wer`` splits them (:mod:`~nbest_rescore.evaluation.edit_distance`).
+References and hypotheses are word tuples (``tuple[str, ...]``). Empty ones are scored
+as ``compute-wer`` scores them: an empty hypothesis makes every reference word a
+deletion; an empty reference (a bare key in Kaldi's ``data/text``) adds no reference
+word and makes every hypothesis word an insertion. Only a set of utterances whose
+references are *all* empty is refused: its WER is undefined (0 reference words).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import DataError, examples
 from ..types import FlatNbest, NbestSet, Words
+from .edit_distance import kaldi_error_counts
 
 
 @dataclass(frozen=True)
@@ -77,79 +82,62 @@ def _as_words(x) -> Words:
     return tuple(x)
 
 
-def _check_ref(utt_id: str, ref: Words) -> None:
-    if len(ref) == 0:
-        raise DataError(
-            f"utterance {utt_id}: the reference is empty; WER is undefined for an empty "
-            f"reference - remove the utterance or give it a reference transcript")
+def _no_ref_words(n: int, source: str) -> DataError:
+    return DataError(f"{source}: the references of all {n} scored utterances are empty (0 reference words), "
+                     f"so the WER is undefined; give them their transcripts (an empty reference is fine "
+                     f"as long as some other scored utterance has words)")
 
 
 def check_references(nbest: NbestSet, refs: Mapping[str, Sequence[str]], source="the references") -> None:
-    """Check, before any scoring, that every utterance of ``nbest`` has a non-empty
-    reference in ``refs`` (``source`` names the file in messages).
+    """Check, before any scoring, that every utterance of ``nbest`` has a reference in
+    ``refs`` and that they are not all empty (``source`` names the file in messages).
+
+    An empty reference is valid (Kaldi's ``compute-wer`` scores it: 0 reference words,
+    every hypothesis word an insertion).
 
     Raises:
-        DataError: utterances without a reference or with an empty one (a few listed).
+        DataError: utterances without a reference (a few listed), or every reference of
+            the utterances empty (WER undefined).
     """
     missing = [u for u in nbest.utt_ids if u not in refs]
     if missing:
         raise DataError(f"{len(missing)} of {len(nbest)} utterances of the N-best lists have no reference in "
                         f"{source}: {examples(missing)}; check that the reference file belongs to these lists "
                         f"(plain lists are keyed by utterance index unless --plain-utt-ids maps them)")
-    empty = [u for u in nbest.utt_ids if len(_as_words(refs[u])) == 0]
-    if empty:
-        raise DataError(f"{source}: {len(empty)} reference(s) are empty: {examples(empty)}; WER is undefined "
-                        f"for an empty reference - remove those utterances or give them a transcript")
+    if len(nbest) and not any(len(_as_words(refs[u])) for u in nbest.utt_ids):
+        raise _no_ref_words(len(nbest), source)
 
 
-def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]]) -> WerReport:
-    """Corpus WER of one hypothesis per utterance (``jiwer.process_words``).
+def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
+                source: str = "compute_wer") -> WerReport:
+    """Corpus WER of one hypothesis per utterance, counted as Kaldi's ``compute-wer``
+    counts it (:func:`~nbest_rescore.evaluation.edit_distance.kaldi_error_counts`).
 
     Args:
-        refs: utterance id -> reference words (extra utterances are ignored).
+        refs: utterance id -> reference words (extra utterances are ignored). An empty
+            reference adds 0 reference words; each word of its hypothesis is an insertion.
         hyps: utterance id -> hypothesis words; scored in this mapping's key order.
             An empty hypothesis counts every reference word as a deletion.
+        source: names the references in messages (e.g. the reference file).
     Returns:
         WerReport over the utterances of ``hyps`` (WER in percent).
     Raises:
-        DataError: a hypothesis utterance has no reference (a few ids listed), a
-            reference is empty, or ``hyps`` is empty.
+        DataError: a hypothesis utterance has no reference (a few ids listed), ``hyps``
+            is empty, or the references of all its utterances are empty (WER undefined).
     """
-    import jiwer
-
     if len(hyps) == 0:
         raise DataError("compute_wer: no hypotheses to score (empty hypothesis mapping)")
     missing = [k for k in hyps if k not in refs]
     if missing:
         raise DataError(
-            f"{len(missing)} of {len(hyps)} hypothesis utterances have no reference: "
+            f"{source}: {len(missing)} of {len(hyps)} hypothesis utterances have no reference: "
             f"{examples(missing)}; check that the reference file belongs to this data set")
-
-    ref_strs: List[str] = []
-    hyp_strs: List[str] = []
-    empty_hyp_ref_words = 0
-    ref_words = 0
-    for utt_id, hyp in hyps.items():
-        ref = _as_words(refs[utt_id])
-        _check_ref(utt_id, ref)
-        ref_words += len(ref)
-        hyp = _as_words(hyp)
-        if len(hyp) == 0:
-            # All deletions. Counted here so that the result does not depend on how the
-            # installed jiwer treats an empty hypothesis string (jiwer 4 handles it, older
-            # versions raised).
-            empty_hyp_ref_words += len(ref)
-            continue
-        ref_strs.append(" ".join(ref))
-        hyp_strs.append(" ".join(hyp))
-
-    s = d = i = h = 0
-    if ref_strs:
-        out = jiwer.process_words(ref_strs, hyp_strs)
-        s, d, i, h = (int(out.substitutions), int(out.deletions), int(out.insertions),
-                      int(out.hits))
-    d += empty_hyp_ref_words
-    return WerReport(errors=s + d + i, substitutions=s, deletions=d, insertions=i, hits=h,
+    pairs = [(_as_words(refs[u]), _as_words(h)) for u, h in hyps.items()]
+    ref_words = sum(len(r) for r, _ in pairs)
+    if ref_words == 0:
+        raise _no_ref_words(len(pairs), source)
+    i, d, s = (int(x) for x in kaldi_error_counts(pairs).sum(axis=0))
+    return WerReport(errors=s + d + i, substitutions=s, deletions=d, insertions=i, hits=ref_words - s - d,
                      ref_words=ref_words, num_utts=len(hyps))
 
 
@@ -187,7 +175,9 @@ def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optio
         set order; offsets int64 [U + 1], utterance ``u`` owns ``errors[offsets[u]:
         offsets[u + 1]]``; ref_words, the total number of reference words.
     Raises:
-        DataError: an utterance has no reference (a few ids listed) or an empty one.
+        DataError: an utterance has no reference (a few ids listed), or all of them
+            are empty (an empty reference is fine: its hypotheses' errors are their
+            lengths, all insertions).
     """
     check_references(nbest, refs)
     offsets = (flat or nbest.flat()).offsets

@@ -8,6 +8,10 @@
   files of one run are never mixed with those of another, even when the process is
   killed between two files. On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``
   call; elsewhere the old folder is renamed aside first (a window of two renames).
+* :func:`atomic_entries`: a set of files and folders written into a folder that also
+  holds files of others (a Kaldi decode folder): staged in a hidden folder inside it,
+  then each entry moved into place (files by rename, folders swapped as above). Errors
+  before the end leave the folder as it was; the moves themselves take a few renames.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from typing import IO, Iterable, Iterator, Optional
 
 from ..errors import DataError
 
-__all__ = ["atomic_write", "atomic_path", "atomic_dir", "check_output_dir", "RUN_MARKER"]
+__all__ = ["atomic_write", "atomic_path", "atomic_dir", "atomic_entries", "check_output_dir",
+           "check_writable_dir", "RUN_MARKER"]
 
 
 def _make_temp(path) -> str:
@@ -136,6 +141,26 @@ def _marked_files(folder: Path) -> set:
         return set()
 
 
+def check_writable_dir(path, option: str = "--out") -> Path:
+    """Check that ``path`` is a folder, or can be made one, where files can be written
+    (it may hold anything). Returns ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        DataError: ``path`` is a file, lies below a file, or the folder (or its nearest
+            existing parent) is not writable.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
+    base = _nearest_existing(target.absolute().parent if not target.exists() else target.absolute())
+    if not base.is_dir():
+        raise DataError(f"{option} {path}: {base} is a file, so no folder can be made below it; "
+                        f"choose another {option}")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise DataError(f"{option} {path}: {base} is not writable; choose another {option}")
+    return target
+
+
 def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out") -> Path:
     """Check, before any long work, that ``path`` can become a job's output folder.
 
@@ -148,15 +173,7 @@ def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out
         DataError: ``path`` is a file, lies below a file, holds other files (which a
             replacement would lose), or its nearest existing folder is not writable.
     """
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
-    base = _nearest_existing(target.absolute().parent if not target.exists() else target.absolute())
-    if not base.is_dir():
-        raise DataError(f"{option} {path}: {base} is a file, so no folder can be made below it; "
-                        f"choose another {option}")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise DataError(f"{option} {path}: {base} is not writable; choose another {option}")
+    target = check_writable_dir(path, option)
     if target.is_dir():
         names = set(os.listdir(target))
         foreign = sorted(names - set(replaceable) - {RUN_MARKER} - _marked_files(target))
@@ -212,6 +229,23 @@ def _remove_stale_partials(parent: Path, name: str) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
+def _swap_in(staged: Path, target: Path) -> None:
+    """Move ``staged`` to ``target``: over an existing folder by swapping the two
+    (``renameat2(RENAME_EXCHANGE)``, else the old one renamed aside first) and deleting
+    the old one; over a file, or where nothing is, by one rename."""
+    if target.is_dir():
+        if _exchange(str(staged), str(target)):
+            shutil.rmtree(staged, ignore_errors=True)  # now the old folder
+            return
+        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-old-"))
+        os.rmdir(old)
+        os.rename(target, old)
+        os.rename(staged, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staged, target)
+
+
 @contextlib.contextmanager
 def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] = None,
                option: str = "--out") -> Iterator[Path]:
@@ -240,17 +274,62 @@ def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] =
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o777 & ~mask)
-        if target.exists():
-            if _exchange(str(tmp), str(target)):
-                shutil.rmtree(tmp, ignore_errors=True)  # now the old set
-            else:
-                old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-old-"))
-                os.rmdir(old)
-                os.rename(target, old)
-                os.rename(tmp, target)
-                shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
+        _swap_in(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def atomic_entries(path, option: str = "--out") -> Iterator[Path]:
+    """Yield a fresh hidden staging folder inside ``path`` (created with its parents);
+    when the block succeeds, every top-level entry written there replaces the entry of
+    the same name in ``path`` (a file by :func:`os.replace`, a folder swapped as a
+    whole, as :func:`atomic_dir` does); other entries of ``path`` are left alone. When
+    the block raises, the staging folder is removed and ``path`` is left as it was.
+
+    Each entry appears complete or not at all; a process killed during the final moves
+    (one rename per entry) may leave some entries new and some old. Staging folders of
+    killed runs are removed by the next run into the same ``path``; folders this call
+    created are removed again when the block raises.
+
+    Raises:
+        DataError: as :func:`check_writable_dir`; a staged file would replace a folder
+            of the same name or the reverse (nothing is moved then).
+        OSError: the staging folder cannot be created or renamed.
+    """
+    folder = check_writable_dir(path, option).absolute()
+    existing = _nearest_existing(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_stale_partials(folder, "entries")
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=f".entries{_PARTIAL}{os.getpid()}-"))
+    except BaseException:
+        _remove_made(folder, existing)
+        raise
+    try:
+        yield tmp
+        staged = sorted(tmp.iterdir())
+        for entry in staged:
+            target = folder / entry.name
+            if target.exists() and target.is_dir() != entry.is_dir():
+                kind = "folder" if target.is_dir() else "file"
+                raise DataError(f"{option} {path}: {target} is a {kind}, but this job writes a "
+                                f"{'folder' if entry.is_dir() else 'file'} of that name; move it away")
+        for entry in staged:
+            _swap_in(entry, folder / entry.name)
+        os.rmdir(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_made(folder, existing)
+        raise
+
+
+def _remove_made(folder: Path, existing: Path) -> None:
+    """Remove the empty folders from ``folder`` up to (not including) ``existing``."""
+    while folder != existing and folder != folder.parent:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

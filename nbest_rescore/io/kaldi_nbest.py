@@ -165,7 +165,8 @@ def _check_same_keys(words_name: str, word_keys: Dict[str, Words], cost_name: st
                     f"{cost_name}: " + "; ".join(parts))
 
 
-def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None) -> NbestSet:
+def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
+                         lm_cost_name: Optional[str] = None) -> NbestSet:
     """Read an N-best directory into an :class:`~nbest_rescore.types.NbestSet`.
 
     See the module docstring for the file names looked for. Utterances keep the order
@@ -178,10 +179,14 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None) -
         path: the directory.
         log: called with one human-readable line saying which files and which document
             grouping were used (default: ``logging.getLogger(__name__).info``).
+        lm_cost_name: the name of a cost file in the directory (e.g. ``lmwt.interp``)
+            to read as ``lm_cost`` instead of looking for the n-gram cost files; the
+            graph cost is then zero.
 
     Raises:
         DataError: ``path`` is not a directory; no words / acoustic / n-gram cost file
-            (the message lists the names looked for); a malformed line in any file
+            (the message lists the names looked for), or no ``lm_cost_name`` file; a
+            malformed line in any file
             (``file:line``); a hypothesis key that is not ``<uttid>-<n>`` with n >= 1
             (``file:line``); an unknown word id; key sets that differ between the words
             file and a cost file (a few examples each way); a NaN/infinite cost (key);
@@ -222,7 +227,14 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None) -
     _check_same_keys(words_name, hyps, ac_name, ac, directory)
 
     graph: Optional[Dict[str, float]] = None
-    if os.path.isfile(p("lm_cost")):
+    if lm_cost_name is not None:
+        if not os.path.isfile(p(lm_cost_name)):
+            raise DataError(f"{p(lm_cost_name)}: file not found (the LM cost file asked for); expected a Kaldi "
+                            f"archive '<hyp-key> <cost>' for every key of {words_name}")
+        lm_desc = f"{lm_cost_name} (as asked), no graph cost"
+        lm = read_cost_ark(p(lm_cost_name))
+        _check_same_keys(words_name, hyps, lm_cost_name, lm, directory)
+    elif os.path.isfile(p("lm_cost")):
         lm_desc = "lm_cost"
         lm = read_cost_ark(p("lm_cost"))
         _check_same_keys(words_name, hyps, "lm_cost", lm, directory)

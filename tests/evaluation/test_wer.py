@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from nbest_rescore.errors import DataError
-from nbest_rescore.evaluation.wer import (WerReport, compute_wer, hyp_errors, nbest_errors,
+from nbest_rescore.evaluation.kaldi_scoring import kaldi_wers
+from nbest_rescore.evaluation.tuning import tune_grid
+from nbest_rescore.evaluation.wer import (WerReport, check_references, compute_wer, hyp_errors, nbest_errors,
                                           oracle_choice)
 from nbest_rescore.types import NbestList, NbestSet
 
@@ -103,3 +105,64 @@ def test_nbest_errors_missing_reference(ci):
         del partial[u]
     with pytest.raises(DataError, match=dropped[0]):
         nbest_errors(nbest, partial)
+
+
+# --- empty references, scored as Kaldi's compute-wer scores them -----------------------
+
+# Counted by hand: a: 1 insertion; b: empty reference, both words inserted (a sentence
+# error, 0 reference words); c: empty hypothesis, 2 deletions; d: 1 substitution; e:
+# empty reference and empty hypothesis, no error. 7 reference words, 6 errors, 4 of 5
+# sentences wrong; real compute-wer prints exactly these three lines for these files.
+HAND_REFS = {"a": ("x", "y", "z"), "b": (), "c": ("p", "q"), "d": ("m", "n"), "e": ()}
+HAND_HYPS = {"a": ("x", "y", "z", "w"), "b": ("u", "v"), "c": (), "d": ("m", "k"), "e": ()}
+HAND_LINES = ["%WER 85.71 [ 6 / 7, 3 ins, 2 del, 1 sub ]", "%SER 80.00 [ 4 / 5 ]",
+              "Scored 5 sentences, 0 not present in hyp."]
+
+
+def test_empty_references_counted_by_hand():
+    rep = compute_wer(HAND_REFS, HAND_HYPS)
+    assert (rep.insertions, rep.deletions, rep.substitutions, rep.errors) == (3, 2, 1, 6)
+    assert (rep.ref_words, rep.hits, rep.num_utts) == (7, 4, 5)
+    assert rep.wer == pytest.approx(600 / 7)
+    [kw] = kaldi_wers(HAND_REFS, [HAND_HYPS])
+    assert kw.report == rep and kw.sentence_errors == 4 and kw.lines() == HAND_LINES
+    # a reference without hypothesis is "not present" (mode=present), a hypothesis
+    # without reference is ignored
+    partial = {**{u: HAND_HYPS[u] for u in "abcd"}, "zz": ("q",)}
+    [kw] = kaldi_wers(HAND_REFS, [partial])
+    assert kw.lines() == ["%WER 85.71 [ 6 / 7, 3 ins, 2 del, 1 sub ] [PARTIAL]", "%SER 100.00 [ 4 / 4 ]",
+                          "Scored 4 sentences, 1 not present in hyp."]
+
+
+def test_kaldi_splits_tied_alignments_as_compute_wer():
+    # "a b" -> "b c": two substitutions, or delete a, keep b, insert c: 2 errors either
+    # way; real compute-wer prints "1 ins, 1 del, 0 sub" (jiwer says 2 substitutions)
+    rep = compute_wer({"u": ("a", "b")}, {"u": ("b", "c")})
+    assert (rep.insertions, rep.deletions, rep.substitutions, rep.hits) == (1, 1, 0, 1)
+
+
+def _hand_nbest():
+    def lst(utt, hyps):
+        n = len(hyps)
+        return NbestList(utt, "d", tuple(f"{utt}-{i + 1}" for i in range(n)), tuple(hyps),
+                         np.arange(n, dtype=float), np.zeros(n), np.zeros(n))
+
+    return NbestSet((lst("a", [("x", "w"), ("x", "y", "z")]), lst("b", [("u", "v"), (), ("u",)])))
+
+
+def test_empty_references_in_nbest_errors_oracle_and_tuning():
+    nbest = _hand_nbest()
+    refs = {"a": ("x", "y", "z"), "b": ()}
+    check_references(nbest, refs)  # an empty reference is fine
+    errors, offsets, ref_words = nbest_errors(nbest, refs)
+    assert errors.tolist() == [2, 0, 2, 0, 1] and ref_words == 3  # empty reference: errors = words
+    assert oracle_choice(nbest, refs) == {"a": ("x", "y", "z"), "b": ()}
+    # the acoustic cost ranks hypothesis 1 first: 2 + 2 errors over 3 reference words
+    res = tune_grid(nbest, refs, None, [1.0], [0.0], [0.0])
+    assert res.best.wer == pytest.approx(400 / 3)
+    # only when every reference is empty is the WER undefined
+    for call in (lambda: check_references(nbest, {"a": (), "b": ()}, "ref.txt"),
+                 lambda: nbest_errors(nbest, {"a": (), "b": ()}),
+                 lambda: compute_wer({"a": (), "b": ()}, {"a": ("x",), "b": ()})):
+        with pytest.raises(DataError, match=r"empty \(0 reference words\).*undefined"):
+            call()

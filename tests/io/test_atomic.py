@@ -173,3 +173,30 @@ def test_output_dir_checks(tmp_path):
     with atomic_dir(out, ["text"]) as tmp:
         (tmp / "text").write_text("done")
     assert (out / "text").read_text() == "done"
+
+
+def test_atomic_entries_replace_their_names_only(tmp_path):
+    from nbest_rescore.io.atomic import atomic_entries
+
+    dec = tmp_path / "exp" / "decode"
+    with pytest.raises(RuntimeError):
+        with atomic_entries(dec) as tmp:
+            (tmp / "wer_1").write_text("half")
+            raise RuntimeError("failed mid-way")
+    assert not (tmp_path / "exp").exists()  # the folders it made are gone again
+    dec.mkdir(parents=True)
+    (dec / "lat.1.gz").write_text("theirs")
+    (dec / "sub").mkdir()
+    (dec / "sub" / "old").write_text("old")
+    (dec / "wer_1").write_text("old")
+    with atomic_entries(dec) as tmp:
+        (tmp / "wer_1").write_text("new")
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "new").write_text("new")
+    assert sorted(os.listdir(dec)) == ["lat.1.gz", "sub", "wer_1"]
+    assert (dec / "wer_1").read_text() == "new" and os.listdir(dec / "sub") == ["new"]
+    with pytest.raises(DataError, match="is a folder, but this job writes a file"):
+        with atomic_entries(dec) as tmp:
+            (tmp / "wer_1").write_text("newer")
+            (tmp / "sub").write_text("a file")
+    assert (dec / "wer_1").read_text() == "new" and sorted(os.listdir(dec)) == ["lat.1.gz", "sub", "wer_1"]

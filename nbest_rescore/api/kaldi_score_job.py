@@ -1,0 +1,317 @@
+"""The ``kaldi-score`` job: Kaldi's ``steps/score_kaldi.sh`` over N-best lists, without
+lattices or Kaldi.
+
+For every word insertion penalty WIP (outer loop) and LM weight LMWT = min..max
+(inner loop) each utterance's 1-best is the hypothesis minimising
+``ac_cost / LMWT + lm_cost + WIP * num_words``
+(:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`; ``lm_cost`` is the
+``--lm-cost`` file of each N-best folder, ``ac_cost`` its ``acwt``/``ac_cost``); it is
+scored as ``compute-wer --text --mode=present`` scores it, and the lowest WER is
+picked as ``utils/best_wer.sh`` picks it. Written into ``DIR`` (``--out``) under
+score_kaldi.sh's names, as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`;
+other files of ``DIR`` are left alone)::
+
+    DIR/scoring_kaldi/test_filt.txt          the references through the ref filter
+    DIR/scoring_kaldi/penalty_WIP/LMWT.txt   1-best (Kaldi text) through the hyp filter
+    DIR/wer_LMWT_WIP                         compute-wer's stderr (its command line) + stdout
+    DIR/scoring_kaldi/best_wer               best_wer.sh's line, files named DIR/wer_L_W
+    DIR/scoring_kaldi/wer_details/lmwt, wip  the best point
+
+``DIR/scoring_kaldi`` is replaced as a whole (a Kaldi run's ``log/`` or
+``wer_details/per_utt`` there would no longer match the new best point). Like
+score_kaldi.sh at its end, the old-style files ``DIR/wer_?``, ``DIR/wer_??``,
+``DIR/cer_?`` and ``DIR/cer_??`` (one or two characters after the ``_``, written by
+older scoring scripts as ``wer_LMWT``) are deleted after a successful run, so that
+``grep WER DIR/wer_* | utils/best_wer.sh`` sees no stale results; ``wer_L_W`` files of
+other weights are kept, as Kaldi keeps them.
+
+Not produced: score_kaldi.sh's ``log/`` folders and its ``stats`` details
+(``wer_details/per_utt``, ``per_spk``, ``ops``, ``wer_bootci``), and the
+``local/wer_*_filter`` scripts are not looked up automatically: pass them as
+``hyp_filter``/``ref_filter``.
+
+Where Kaldi may differ: ``lattice-best-path`` adds float32 costs arc by arc and breaks
+an exact tie by the lower graph cost, whereas here the sum is float64 and a tie goes
+to the first hypothesis of the list, so two hypotheses within float32 rounding of each
+other may be picked differently. ``compute-wer`` reads the hypotheses permissively
+(``ark,p:``: a malformed line of the hyp filter's output is skipped with a warning);
+here it is an error naming the line. References that give 0 words in all (WER
+undefined: Kaldi prints ``nan``/``inf``) are an error too.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..errors import DataError, examples
+from ..evaluation.kaldi_scoring import (KaldiWer, best_index, best_path_sweep, best_wer_line, compute_wer_command,
+                                        kaldi_wers, sweep_grep_lines, wer_file_name)
+from ..io.atomic import atomic_entries, atomic_write, check_writable_dir
+from ..io.kaldi_nbest import read_kaldi_nbest_dir
+from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
+from ..types import NbestSet, Words
+from .checks import check_int, parse_number_list
+
+log = logging.getLogger("nbest_rescore")
+
+__all__ = ["KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult", "check_kaldi_score_options"]
+
+#: score_kaldi.sh's default word insertion penalties (as written: they name files).
+KALDI_WIPS = "0.0,0.5,1.0"
+#: The names score_kaldi.sh removes at its end (``rm $dir/wer_{?,??} $dir/cer_{?,??}``).
+_STALE = re.compile(r"[wc]er_.{1,2}", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class KaldiScorePoint:
+    """One (LMWT, WIP) of the sweep.
+
+    Attributes:
+        lmwt: the LM weight (the acoustic cost is divided by it).
+        wip: the word insertion penalty as given (names the files, e.g. ``"0.5"``).
+        one_best: utterance id -> 1-best words (after the hyp filter), in list order.
+        wer: what compute-wer counted (:class:`~nbest_rescore.evaluation.kaldi_scoring.KaldiWer`).
+        wer_file: ``DIR/wer_LMWT_WIP`` with ``DIR`` as given.
+    """
+
+    lmwt: int
+    wip: str
+    one_best: Mapping[str, Words] = field(repr=False)
+    wer: KaldiWer
+    wer_file: str
+
+
+@dataclass(frozen=True)
+class KaldiScoreResult:
+    """What :meth:`KaldiScoreJob.run` found and wrote.
+
+    Attributes:
+        out: ``DIR`` as given.
+        points: every point in score_kaldi.sh's order (WIP outer, LMWT inner).
+        best: the point best_wer.sh picked.
+        best_wer_line: best_wer.sh's line (``%WER 26.87 [ ... ] DIR/wer_12_0.5``).
+        removed: stale ``wer_?``/``wer_??``/``cer_?``/``cer_??`` files deleted from ``DIR``.
+    """
+
+    out: str
+    points: Tuple[KaldiScorePoint, ...]
+    best: KaldiScorePoint
+    best_wer_line: str
+    removed: Tuple[str, ...] = ()
+
+
+def check_kaldi_score_options(min_lmwt, max_lmwt, word_ins_penalty) -> Tuple[str, ...]:
+    """Check the sweep options (before anything is read) and return the penalties as
+    written (``"0.0,0.5,1.0"`` -> ``("0.0", "0.5", "1.0")``).
+
+    Raises:
+        DataError: an LM weight that is not an integer >= 1, ``min_lmwt > max_lmwt``, a
+            penalty that is not a finite decimal number or one given twice.
+    """
+    check_int("min_lmwt", min_lmwt)
+    check_int("max_lmwt", max_lmwt)
+    if min_lmwt > max_lmwt:
+        raise DataError(f"--min-lmwt {min_lmwt} is above --max-lmwt {max_lmwt} (the sweep would be empty); "
+                        f"e.g. --min-lmwt 7 --max-lmwt 17")
+    return parse_number_list(word_ins_penalty, "word_ins_penalty")
+
+
+def _run_filter(command: str, data: bytes, option: str, what: str) -> bytes:
+    """``bash -c command`` with ``data`` on stdin; its stdout."""
+    try:
+        proc = subprocess.run(["bash", "-c", command], input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              check=False)
+    except OSError as exc:
+        raise DataError(f"{option} {command!r}: cannot run bash: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise DataError(f"{option} {command!r} failed on {what} with exit status {proc.returncode}"
+                        f"{': ' + err[-1] if err else ''}; the filter must read Kaldi text on stdin and write "
+                        f"it on stdout")
+    if proc.stderr:
+        log.debug("%s %r on %s: %s", option, command, what, proc.stderr.decode("utf-8", "replace").strip())
+    return proc.stdout
+
+
+def _read_text(path: Path, shown: str, what: str) -> Dict[str, Words]:
+    """A staged Kaldi text file, errors naming it as ``shown`` (its final name)."""
+    try:
+        return read_kaldi_text(path)
+    except DataError as exc:
+        raise DataError(f"{str(exc).replace(str(path), shown)} ({what})") from None
+
+
+def _read_lists(dirs: Sequence[str], lm_cost: str) -> NbestSet:
+    """The N-best folders read in order and concatenated (an utterance in one only)."""
+    owner: Dict[str, str] = {}
+    utterances = []
+    for d in dirs:
+        part = read_kaldi_nbest_dir(d, log=log.info, lm_cost_name=lm_cost)
+        twice = [u for u in part.utt_ids if u in owner]
+        if twice:
+            raise DataError(f"{len(twice)} utterances are in both {owner[twice[0]]} and {d}: {examples(twice)}; "
+                            f"give each N-best archive folder once (each utterance must be in one folder only)")
+        owner.update(dict.fromkeys(part.utt_ids, d))
+        utterances.extend(part.utterances)
+    return NbestSet(tuple(utterances), "none", " ".join(dirs))
+
+
+def _write_best(scoring: Path, line: str, best: KaldiScorePoint) -> None:
+    """``scoring_kaldi/best_wer`` and ``scoring_kaldi/wer_details/{lmwt,wip}``."""
+    with atomic_write(scoring / "best_wer") as f:
+        f.write(line + "\n")
+    (scoring / "wer_details").mkdir()
+    for name, value in (("lmwt", best.lmwt), ("wip", best.wip)):
+        with atomic_write(scoring / "wer_details" / name) as f:
+            f.write(f"{value}\n")
+
+
+def _remove_stale(out: str) -> Tuple[str, ...]:
+    """Delete ``out/wer_{?,??}`` and ``out/cer_{?,??}`` (not folders), as score_kaldi.sh does."""
+    removed = []
+    for name in sorted(os.listdir(out)):
+        path = os.path.join(out, name)
+        if _STALE.fullmatch(name) and (os.path.islink(path) or not os.path.isdir(path)):
+            os.unlink(path)
+            removed.append(path)
+    return tuple(removed)
+
+
+@dataclass(frozen=True)
+class KaldiScoreJob:
+    """``nbest-rescore kaldi-score`` as a value; options and paths are checked on
+    construction, before anything is read.
+
+    Attributes:
+        ref: the references (Kaldi ``data/text``; a bare key is an empty reference).
+        lm_cost: the name of the file inside each N-best folder holding the LM-side
+            graph cost of every hypothesis (Kaldi text ark, negated natural log).
+        nbest_dirs: N-best archive folders (``words_text`` | ``words`` + ``words.txt``
+            ...; ``acwt`` | ``ac_cost``), read in order and concatenated.
+        out: ``DIR``: where score_kaldi.sh's files go (see the module docstring).
+        min_lmwt, max_lmwt: the LM weights swept (integers, inclusive).
+        word_ins_penalty: penalties in cost per word (positive = penalty: Kaldi's sign,
+            the opposite of ``score``'s ``--word-ins-penalty``), a string ``"0.0,0.5,1.0"``
+            or a sequence; kept as written, since they name files.
+        hyp_filter, ref_filter: shell commands (run with ``bash -c``) reading Kaldi text
+            on stdin and writing it on stdout, e.g. ``local/wer_hyp_filter``; None = ``cat``.
+    """
+
+    ref: str
+    lm_cost: str
+    nbest_dirs: Tuple[str, ...]
+    out: str
+    min_lmwt: int = 7
+    max_lmwt: int = 17
+    word_ins_penalty: Union[str, Sequence[Union[str, float]]] = KALDI_WIPS
+    hyp_filter: Optional[str] = None
+    ref_filter: Optional[str] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "word_ins_penalty",
+                           check_kaldi_score_options(self.min_lmwt, self.max_lmwt, self.word_ins_penalty))
+        object.__setattr__(self, "nbest_dirs", tuple(os.fspath(d) for d in self.nbest_dirs))
+        object.__setattr__(self, "out", os.fspath(self.out))
+        if not self.nbest_dirs:
+            raise DataError("kaldi-score: no NBEST_DIR given; name the N-best archive folders (archives.1 ...)")
+        if not os.path.isfile(self.ref):
+            raise DataError(f"--ref {self.ref}: no such file; give the data folder's text (references)")
+        if not self.lm_cost or os.sep in self.lm_cost:
+            raise DataError(f"--lm-cost {self.lm_cost!r}: expected a file name inside each NBEST_DIR, "
+                            f"e.g. --lm-cost lmwt.interp")
+        for d in self.nbest_dirs:
+            if not os.path.isdir(d):
+                raise DataError(f"NBEST_DIR {d}: no such folder")
+            if not os.path.isfile(os.path.join(d, self.lm_cost)):
+                raise DataError(f"--lm-cost {self.lm_cost}: {os.path.join(d, self.lm_cost)} not found; every "
+                                f"NBEST_DIR must hold it ('<hyp-key> <cost>' lines for all its hypotheses)")
+        for name in ("hyp_filter", "ref_filter"):
+            cmd = getattr(self, name)
+            if cmd is not None and not cmd.strip():
+                raise DataError(f"--{name.replace('_', '-')}: the command is empty; give e.g. "
+                                f"--{name.replace('_', '-')} local/wer_output_filter, or leave the option out")
+        check_writable_dir(self.out)
+
+    def _points(self) -> List[Tuple[int, str]]:
+        """(LMWT, WIP) in score_kaldi.sh's order: WIP outer, LMWT inner."""
+        return [(lmwt, wip) for wip in self.word_ins_penalty for lmwt in range(self.min_lmwt, self.max_lmwt + 1)]
+
+    def _sweep(self, nbest: NbestSet) -> List[Dict[str, Words]]:
+        """The 1-best (utterance id -> words, list order) of every point of :meth:`_points`."""
+        flat = nbest.flat()
+        lmwts = list(range(self.min_lmwt, self.max_lmwt + 1))
+        chosen = best_path_sweep(flat.ac_cost, flat.lm_cost, flat.num_words, flat.offsets, lmwts,
+                                 [float(w) for w in self.word_ins_penalty])
+        return [{u.utt_id: flat.hyps[i]
+                 for u, i in zip(nbest.utterances, chosen[lmwts.index(lmwt), self.word_ins_penalty.index(wip)])}
+                for lmwt, wip in self._points()]
+
+    def run(self) -> KaldiScoreResult:
+        """Read the lists and references, sweep, score, and write the set; returns the
+        :class:`KaldiScoreResult` (``best_wer_line`` is what score_kaldi.sh prints into
+        ``scoring_kaldi/best_wer``)."""
+        one_bests = self._sweep(_read_lists(self.nbest_dirs, self.lm_cost))
+        test_filt = f"{self.out}/scoring_kaldi/test_filt.txt"
+        with atomic_entries(self.out) as tmp:
+            scoring = tmp / "scoring_kaldi"
+            scoring.mkdir()
+            refs = self._references(scoring / "test_filt.txt")
+            hyp_sets = [self._one_best(scoring, lmwt, wip, one_best)
+                        for (lmwt, wip), one_best in zip(self._points(), one_bests)]
+            self._warn_unscored(refs, hyp_sets[0])
+            command = compute_wer_command(f"ark:{test_filt}")
+            points, texts = [], []
+            for (lmwt, wip), hyps, wer in zip(self._points(), hyp_sets, kaldi_wers(refs, hyp_sets, test_filt)):
+                text = command + "".join(line + "\n" for line in wer.lines())  # stderr, then stdout
+                with atomic_write(tmp / f"wer_{lmwt}_{wip}") as f:
+                    f.write(text)
+                points.append(KaldiScorePoint(lmwt, wip, hyps, wer, wer_file_name(self.out, lmwt, wip)))
+                texts.append((points[-1].wer_file, text))
+            line = best_wer_line(sweep_grep_lines(texts))
+            best = points[best_index([p.wer_file for p in points], line)]
+            _write_best(scoring, line, best)
+        removed = _remove_stale(self.out)
+        if removed:
+            log.info("removed old-style %s (as score_kaldi.sh does)", ", ".join(removed))
+        return KaldiScoreResult(self.out, tuple(points), best, line, removed)
+
+    def _references(self, staged: Path) -> Dict[str, Words]:
+        """``test_filt.txt``: ``--ref`` through the ref filter, written and read back."""
+        if self.ref_filter is None:
+            shutil.copyfile(self.ref, staged)
+            refs = read_kaldi_text(self.ref)
+        else:
+            with open(self.ref, "rb") as f:
+                staged.write_bytes(_run_filter(self.ref_filter, f.read(), "--ref-filter", self.ref))
+            refs = _read_text(staged, f"{self.out}/scoring_kaldi/test_filt.txt",
+                              f"the output of --ref-filter {self.ref_filter!r} on {self.ref}")
+        if not refs:
+            raise DataError(f"--ref {self.ref}: no references"
+                            f"{' after --ref-filter ' + repr(self.ref_filter) if self.ref_filter else ''}; "
+                            f"expected '<utterance-id> words...' lines")
+        return refs
+
+    def _one_best(self, scoring: Path, lmwt: int, wip: str, one_best: Dict[str, Words]) -> Dict[str, Words]:
+        """``penalty_WIP/LMWT.txt``: the 1-best through the hyp filter, written and read back."""
+        folder = scoring / f"penalty_{wip}"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{lmwt}.txt"
+        write_kaldi_text(path, one_best.items())
+        if self.hyp_filter is None:
+            return one_best
+        path.write_bytes(_run_filter(self.hyp_filter, path.read_bytes(), "--hyp-filter",
+                                     f"the 1-best at LMWT {lmwt}, WIP {wip}"))
+        return _read_text(path, f"{self.out}/scoring_kaldi/penalty_{wip}/{lmwt}.txt",
+                          f"the output of --hyp-filter {self.hyp_filter!r}")
+
+    def _warn_unscored(self, refs: Mapping[str, Words], hyps: Mapping[str, Words]) -> None:
+        extra = [u for u in hyps if u not in refs]
+        if extra:
+            log.warning("%d utterances of the N-best lists have no reference in %s and are not scored (as "
+                        "compute-wer --mode=present ignores them): %s", len(extra), self.ref, examples(extra))

@@ -1,0 +1,237 @@
+"""Kaldi's ``steps/score_kaldi.sh`` over N-best lists: the LM-weight x insertion-penalty
+sweep, ``compute-wer``'s output and ``utils/best_wer.sh``'s choice, byte for byte.
+
+* :func:`best_path_sweep`: for every (LMWT, WIP) the hypothesis each utterance's
+  ``lattice-scale --inv-acoustic-scale=LMWT | lattice-add-penalty
+  --word-ins-penalty=WIP | lattice-best-path`` would pick from a lattice holding
+  only the N-best paths: the one minimising ``ac_cost / LMWT + lm_cost + WIP *
+  num_words`` (costs are negated natural logs; WIP in cost units per word, positive =
+  penalty, Kaldi's sign). Vectorised over hypotheses; ties go to the first hypothesis
+  in list order.
+* :class:`KaldiWer` / :func:`kaldi_wers`: what ``compute-wer --text --mode=present
+  ark:REF ark,p:HYP`` counts and prints (references in file order; a reference
+  without hypothesis is "not present" and makes the ``%WER`` line ``[PARTIAL]``; a
+  hypothesis without reference is ignored). Percentages are computed as Kaldi does
+  (float32) and printed with two decimals.
+* :func:`compute_wer_command`: the command line ``compute-wer`` prints on stderr,
+  which ``score_kaldi.sh`` (``>&``) puts at the top of every ``wer_LMWT_WIP``.
+* :func:`best_wer_line`: ``utils/best_wer.sh`` on the ``grep WER`` lines
+  ``score_kaldi.sh`` feeds it: the first line of lowest printed ``%WER`` (compared as
+  the two-decimal number printed, so equal printed WERs go to the earlier file),
+  rewritten as ``%WER 26.87 [ ... ] DIR/wer_12_0.5``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import DataError
+from ..rescoring.combine import segment_argmax
+from .edit_distance import kaldi_error_counts
+from .wer import WerReport, _as_words
+
+__all__ = ["KaldiWer", "best_index", "best_path_sweep", "best_wer_line", "compute_wer_command", "kaldi_percent",
+           "kaldi_wers", "sweep_grep_lines", "wer_file_name"]
+
+
+def kaldi_percent(numerator: int, denominator: int) -> float:
+    """``100.0 * float(n) / float(d)`` rounded to float32, as ``compute-wer`` computes
+    ``percent_wer`` and ``percent_ser`` (BaseFloat), returned as a Python float so that
+    ``f"{x:.2f}"`` prints what Kaldi prints. ``denominator`` > 0."""
+    return float(np.float32(100.0 * float(np.float32(numerator)) / float(np.float32(denominator))))
+
+
+@dataclass(frozen=True)
+class KaldiWer:
+    """The statistics of one ``compute-wer --mode=present`` run.
+
+    Attributes:
+        report: word error counts over the scored sentences (Kaldi's ins/del/sub split).
+        sentence_errors: scored sentences whose hypothesis differs from the reference.
+        absent: reference sentences with no hypothesis (not scored).
+    """
+
+    report: WerReport
+    sentence_errors: int
+    absent: int = 0
+
+    @property
+    def percent_wer(self) -> float:
+        """WER in percent as Kaldi computes it (float32)."""
+        return kaldi_percent(self.report.errors, self.report.ref_words)
+
+    def lines(self) -> List[str]:
+        """The three lines ``compute-wer`` prints on stdout (without newlines)."""
+        r, n = self.report, self.report.num_utts
+        partial = " [PARTIAL]" if self.absent else ""
+        return [f"%WER {self.percent_wer:.2f} [ {r.errors} / {r.ref_words}, {r.insertions} ins, "
+                f"{r.deletions} del, {r.substitutions} sub ]{partial}",
+                f"%SER {kaldi_percent(self.sentence_errors, n):.2f} [ {self.sentence_errors} / {n} ]",
+                f"Scored {n} sentences, {self.absent} not present in hyp."]
+
+
+def kaldi_wers(refs: Mapping[str, Sequence[str]], hyp_sets: Sequence[Mapping[str, Sequence[str]]],
+               source: str = "the references") -> List[KaldiWer]:
+    """``compute-wer --mode=present`` of each hypothesis set against ``refs``.
+
+    All sets are aligned in one batch (a pair that recurs across sets is aligned once).
+
+    Args:
+        refs: utterance id -> reference words, in reference-file order.
+        hyp_sets: utterance id -> hypothesis words, one mapping per run.
+        source: names the references in messages.
+    Returns:
+        one :class:`KaldiWer` per set.
+    Raises:
+        DataError: a set shares no utterance with ``refs``, or the references it scores
+            are all empty (WER undefined: Kaldi would print ``nan``/``inf``).
+    """
+    refs_w = {u: _as_words(r) for u, r in refs.items()}
+    scored = [[u for u in refs_w if u in hyps] for hyps in hyp_sets]
+    pairs = [(refs_w[u], _as_words(hyps[u])) for hyps, utts in zip(hyp_sets, scored) for u in utts]
+    counts = kaldi_error_counts(pairs)
+    out: List[KaldiWer] = []
+    start = 0
+    for hyps, utts in zip(hyp_sets, scored):
+        if not utts:
+            raise DataError(f"{source}: none of its {len(refs_w)} utterances has a hypothesis (the hypotheses "
+                            f"are keyed {', '.join(list(hyps)[:3])} ...); check that the references belong to "
+                            f"these N-best lists")
+        ref_words = sum(len(refs_w[u]) for u in utts)
+        if ref_words == 0:
+            raise DataError(f"{source}: the references of all {len(utts)} scored utterances are empty (0 "
+                            f"reference words), so the WER is undefined; give them their transcripts")
+        i, d, s = (int(x) for x in counts[start:start + len(utts)].sum(axis=0))
+        start += len(utts)
+        report = WerReport(errors=i + d + s, substitutions=s, deletions=d, insertions=i,
+                           hits=ref_words - s - d, ref_words=ref_words, num_utts=len(utts))
+        sent = sum(1 for u in utts if _as_words(hyps[u]) != refs_w[u])
+        out.append(KaldiWer(report, sent, len(refs_w) - len(utts)))
+    return out
+
+
+def best_path_sweep(ac_cost: np.ndarray, lm_cost: np.ndarray, num_words: np.ndarray, offsets: np.ndarray,
+                    lmwts: Sequence[float], wips: Sequence[float]) -> np.ndarray:
+    """The best path of every utterance at every (LMWT, WIP), as ``lattice-scale
+    --inv-acoustic-scale=LMWT | lattice-add-penalty --word-ins-penalty=WIP |
+    lattice-best-path`` picks it from the N-best paths.
+
+    Args:
+        ac_cost: float [H] acoustic costs (negated natural log, unscaled).
+        lm_cost: float [H] LM-side graph costs (negated natural log).
+        num_words: int [H] words per hypothesis.
+        offsets: int [U + 1]: utterance ``u`` owns rows ``offsets[u]:offsets[u + 1]``
+            (every utterance non-empty).
+        lmwts: L language-model weights (> 0; the acoustic cost is divided by them).
+        wips: W word insertion penalties (cost per word; positive = penalty).
+    Returns:
+        int64 [L, W, U]: flat index of the chosen hypothesis, minimising
+        ``ac_cost / LMWT + lm_cost + WIP * num_words``; ties to the first in list order.
+    """
+    ac = np.asarray(ac_cost, dtype=np.float64)
+    lm = np.asarray(lm_cost, dtype=np.float64)
+    nw = np.asarray(num_words, dtype=np.float64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    out = np.empty((len(lmwts), len(wips), len(offsets) - 1), dtype=np.int64)
+    for a, lmwt in enumerate(lmwts):
+        scaled = ac / float(lmwt) + lm
+        for b, wip in enumerate(wips):
+            out[a, b] = segment_argmax(-(scaled + float(wip) * nw), offsets)
+    return out
+
+
+# ------------------------------------------------------------------ compute-wer's stderr
+
+_SHELL_OK = set("[]~#^_-+=:.,/")
+
+
+def _kaldi_escape(arg: str) -> str:
+    """An argument as Kaldi's ``ParseOptions::Escape`` prints it (bash quoting)."""
+    ok = arg != "" and all((c.isascii() and c.isalnum()) or c in _SHELL_OK for c in arg)
+    if ok:
+        return arg
+    if "'" in arg and not any(c in arg for c in "\"`$\\"):
+        return '"' + arg + '"'
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def compute_wer_command(ref_rspecifier: str, hyp_rspecifier: str = "ark,p:-") -> str:
+    """The line ``compute-wer --text --mode=present REF HYP`` writes on stderr when it
+    starts (each argument escaped as Kaldi does, each followed by a space), with the
+    newline."""
+    args = ["compute-wer", "--text", "--mode=present", ref_rspecifier, hyp_rspecifier]
+    return "".join(_kaldi_escape(a) + " " for a in args) + "\n"
+
+
+# ------------------------------------------------------------------ utils/best_wer.sh
+
+_BEST = re.compile(r"[WS]ER (\S+)", re.ASCII)
+_PERL_NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)", re.ASCII)
+
+
+def _perl_number(text: str) -> float:
+    """Perl's numeric value of a string: its leading decimal number, ``nan``/``inf``, or 0."""
+    m = _PERL_NUMBER.match(text)
+    if m:
+        return float(m.group(1))
+    low = text.strip().lower()
+    for word, value in (("nan", float("nan")), ("-nan", float("nan")), ("inf", float("inf")),
+                        ("-inf", float("-inf"))):
+        if low.startswith(word):
+            return value
+    return 0.0
+
+
+def _swap_at(line: str, sep: str, prefix: str) -> str:
+    """awk ``BEGIN{FS=sep} {if (NF == 2) print prefix $2 " " $1; else print $0}``."""
+    fields = line.split(sep)
+    return prefix + fields[1] + " " + fields[0] if len(fields) == 2 else line
+
+
+def best_wer_line(grep_lines: Iterable[str]) -> Optional[str]:
+    """What ``utils/best_wer.sh`` prints for ``grep WER FILE... /dev/null`` lines
+    (``FILE:%WER ...``; sclite lines are not handled), without the newline; None when
+    no line holds a WER.
+
+    The first line with the lowest number after ``WER `` (as printed, two decimals)
+    wins; the line is rewritten as best_wer.sh rewrites it: ``%WER`` part first, then
+    the file name, white space runs collapsed, the trailing ``:`` dropped.
+    """
+    best, best_line = None, None
+    for line in grep_lines:
+        line = re.sub(r"(\d)\|", r"\1 |", re.sub(r"\|(\d)", r"| \1", line, flags=re.ASCII), flags=re.ASCII)
+        m = _BEST.search(line)
+        if m and (best is None or best > _perl_number(m.group(1))):
+            best, best_line = _perl_number(m.group(1)), line
+    if best_line is None:
+        return None
+    line = _swap_at(_swap_at(best_line, "%WER", "%WER"), "Sum/Avg", "")
+    fields = line.split()
+    if not fields or "%WER" not in fields[0]:
+        line = "%WER " + (fields[8] if len(fields) > 8 else "") + " " + line
+    line = re.sub(r"\s+", " ", line, flags=re.ASCII)
+    line = re.sub(r":$", "", line)
+    return re.sub(r":\s*\|\s*$", "", line, flags=re.ASCII)
+
+
+def sweep_grep_lines(wer_files: Iterable[Tuple[str, str]]) -> List[str]:
+    """``grep WER FILE /dev/null`` over ``(file name, file text)`` pairs in order:
+    ``FILE:line`` for every line holding ``WER``."""
+    return [f"{name}:{line}" for name, text in wer_files for line in text.splitlines() if "WER" in line]
+
+
+def wer_file_name(out_dir: str, lmwt: int, wip: str) -> str:
+    """``score_kaldi.sh``'s ``$dir/wer_LMWT_WIP`` with ``out_dir`` as given."""
+    return f"{out_dir}/wer_{lmwt}_{wip}"
+
+
+def best_index(wer_files: Sequence[str], best_line: str) -> int:
+    """Index of the file of ``wer_files`` that ends ``best_line`` (score_kaldi.sh reads
+    the best LMWT and WIP from that name)."""
+    for i, name in enumerate(wer_files):
+        if best_line.endswith(" " + name):
+            return i
+    raise ValueError(f"best_wer line {best_line!r} names none of the wer files")
