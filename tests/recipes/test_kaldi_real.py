@@ -68,20 +68,21 @@ RUNS = [("lattices", "carpa", 1), ("lattices", "carpa", 3), ("lattices", "fst", 
 
 
 @pytest.mark.parametrize("kind,lm_name,nj", RUNS, ids=[f"{k}-{n}-nj{j}" for k, n, j in RUNS])
-def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path):
+def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path, request):
     b, lm = bed
     out = f"decode_{lm_name}_{kind}_nj{nj}"
     local = b.egs / "local"
     shutil.rmtree(local, ignore_errors=True)
+    local.mkdir()
     with_local_score = (kind, lm_name, nj) == ("lattices", "carpa", 3)
     if with_local_score:  # an egs directory whose local/score.sh is Kaldi's score_kaldi.sh
-        local.mkdir()
         (local / "score.sh").symlink_to(b.egs / "steps" / "score_kaldi.sh")
-    try:
-        res = run_step(b, lm, "--nj", nj, "--use-lattices", str(kind == "lattices").lower(),
-                       "--lang", f"lang_{lm_name}", *WEIGHTS, lm, "data", f"decode_{lm_name}", out)
-    finally:
-        shutil.rmtree(local, ignore_errors=True)
+    if (kind, lm_name, nj) == ("archives", "fst", 1):  # an egs directory with a WER output filter
+        (local / "wer_output_filter").write_text("#!/bin/sh\nsed -e 's/ the / /g'\n")
+        (local / "wer_output_filter").chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(local, ignore_errors=True))
+    res = run_step(b, lm, "--nj", nj, "--use-lattices", str(kind == "lattices").lower(),
+                   "--lang", f"lang_{lm_name}", *WEIGHTS, lm, "data", f"decode_{lm_name}", out)
     assert res.returncode == 0, res.stdout + res.stderr
     out = b.egs / out
     assert ("lattices" if kind == "lattices" else "N-best archives") in res.stdout.split("input: ")[1]
@@ -109,6 +110,8 @@ def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path):
 
     # scoring as Kaldi reports it: best_wer equals steps/score_kaldi.sh run by hand on the lattices
     best = (out / "scoring_kaldi" / "best_wer").read_text()
+    filtered = (out / "scoring_kaldi" / "test_filt.txt").read_text()
+    assert (" the " in filtered) == ((kind, lm_name, nj) != ("archives", "fst", 1))
     if with_local_score:
         assert "scoring with local/score.sh" in res.stdout
     else:
