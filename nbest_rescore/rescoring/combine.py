@@ -1,38 +1,49 @@
-"""Log-linear score combination (AMN thesis ``000`` section 5.2.2, eq. 5.1-5.3).
+"""Log-linear score combination (AMN thesis ``000`` section 5.2.2, eq. 5.1-5.3), with
+any number K of neural LMs.
 
 All inputs are *costs* (negated natural-log values, larger = worse). The combined
 score (larger = better) of a hypothesis ``w`` with ``|w|`` words is::
 
     s(w) = -acoustic_scale * ac_cost
-           + delta * [lambda * (-ngram_cost) + (1 - lambda) * (-nn_cost) - graph_cost]
+           + delta * [w_0 * (-ngram_cost) + sum_k w_k * (-nn_cost_k) - graph_cost]
            + wip * |w|
 
-``delta`` is the LM weight (grammar scale), ``lambda`` the interpolation weight of the
-n-gram (``lambda = 1``: n-gram only), ``wip`` the word insertion penalty per word
-(negative values penalise words). ``graph_cost`` is Kaldi's non-LM graph cost
-(``lmwt.nolm``), zero for lists that have none. With ``acoustic_scale = 1,
+with ``w_0 + w_1 + ... + w_K = 1``. ``delta`` is the LM weight (grammar scale),
+``w_0 = lambda`` the interpolation weight of the n-gram (``interp``; ``lambda = 1``:
+n-gram only), ``w_k`` the weight of neural LM k (``nn_weights``; with one LM it is
+``1 - lambda``, the classic two-model interpolation), ``wip`` the word insertion
+penalty per word (negative values penalise words). ``graph_cost`` is Kaldi's non-LM
+graph cost (``lmwt.nolm``), zero for lists that have none. With ``acoustic_scale = 1,
 delta = 9.5, wip = -0.629606, lambda = 1`` the benchmark's first-pass ranking is
 reproduced exactly.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
+
+#: How far ``w_0 + sum_k w_k`` may be from 1.
+WEIGHT_SUM_TOL = 1e-6
 
 
 @dataclass(frozen=True)
 class Weights:
     """Combination weights; see the module docstring for the formula.
 
-    Raises ValueError (on construction) when ``interp`` is outside [0, 1] or a
-    weight is not finite.
+    ``nn_weights`` are ``w_1 .. w_K``, one per neural LM in the order their costs are
+    given; None means one LM with weight ``1 - interp`` (the two-model case).
+
+    Raises ValueError (on construction) when ``interp`` or an NN weight is outside
+    [0, 1], a weight is not finite, or ``interp + sum(nn_weights)`` is not 1.
     """
 
     acoustic_scale: float = 1.0
     lm_weight: float = 9.5
     interp: float = 0.5
     word_ins_penalty: float = -0.629606
+    nn_weights: Optional[Tuple[float, ...]] = None
 
     def __post_init__(self):
         for name in ("acoustic_scale", "lm_weight", "interp", "word_ins_penalty"):
@@ -40,6 +51,31 @@ class Weights:
                 raise ValueError(f"{name} must be finite, got {getattr(self, name)}")
         if not 0.0 <= self.interp <= 1.0:
             raise ValueError(f"interp (lambda) must be in [0, 1], got {self.interp}")
+        if self.nn_weights is not None:
+            object.__setattr__(self, "nn_weights", tuple(float(w) for w in self.nn_weights))
+            bad = [w for w in self.nn_weights if not (np.isfinite(w) and 0.0 <= w <= 1.0)]
+            if bad:
+                raise ValueError(f"NN LM weights must be in [0, 1], got {list(self.nn_weights)}")
+            total = self.interp + sum(self.nn_weights)
+            if abs(total - 1.0) > WEIGHT_SUM_TOL:
+                raise ValueError(f"the n-gram weight {self.interp:g} and the NN LM weights "
+                                 f"{list(self.nn_weights)} must sum to 1, they sum to {total:g}")
+
+    @property
+    def lm_weights_per_model(self) -> Tuple[float, ...]:
+        """``(w_1, .., w_K)``: the NN LM weights, ``(1 - interp,)`` for one LM."""
+        return self.nn_weights if self.nn_weights is not None else (1.0 - self.interp,)
+
+
+def _nn_costs(nn_cost, k: int) -> Sequence[np.ndarray]:
+    """The K cost arrays of ``nn_cost`` (one array for K = 1, else a sequence of K
+    arrays or a [K, ...] array)."""
+    if k == 1 and not (isinstance(nn_cost, (list, tuple)) and len(nn_cost) == 1):
+        return [np.asarray(nn_cost, dtype=np.float64)]
+    costs = [np.asarray(c, dtype=np.float64) for c in nn_cost]
+    if len(costs) != k:
+        raise ValueError(f"{k} NN LM weights but {len(costs)} NN cost arrays")
+    return costs
 
 
 def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, graph_cost=None) -> np.ndarray:
@@ -50,19 +86,24 @@ def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, grap
         ngram_cost: [...] n-gram costs (``</s>`` included).
         num_words: [...] word counts (``</s>`` not counted).
         weights: the combination weights.
-        nn_cost: [...] neural LM costs, or None when ``weights.interp == 1``.
+        nn_cost: neural LM costs: one [...] array (one LM), or K arrays / a [K, ...]
+            array in the order of ``weights.nn_weights``; None when no NN weight is > 0.
         graph_cost: [...] optional non-LM graph costs (scaled by the LM weight).
     Raises:
-        ValueError: ``nn_cost`` is None while ``interp < 1``.
+        ValueError: ``nn_cost`` is None while an NN weight is > 0, or the number of
+            cost arrays differs from the number of NN weights.
     """
     ac = np.asarray(ac_cost, dtype=np.float64)
     ng = np.asarray(ngram_cost, dtype=np.float64)
     lam = weights.interp
     lm_score = -lam * ng if lam != 0.0 else np.zeros_like(ng)
-    if lam < 1.0:
+    ws = weights.lm_weights_per_model
+    if any(w != 0.0 for w in ws):
         if nn_cost is None:
-            raise ValueError("nn_cost is needed when interp (lambda) < 1")
-        lm_score = lm_score - (1.0 - lam) * np.asarray(nn_cost, dtype=np.float64)
+            raise ValueError("nn_cost is needed when an NN LM weight is > 0 (interp (lambda) < 1)")
+        for w, cost in zip(ws, _nn_costs(nn_cost, len(ws))):
+            if w != 0.0:
+                lm_score = lm_score - w * cost
     if graph_cost is not None:
         lm_score = lm_score - np.asarray(graph_cost, dtype=np.float64)
     return (-weights.acoustic_scale * ac + weights.lm_weight * lm_score
@@ -71,11 +112,17 @@ def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, grap
 
 def flat_scores(flat, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndarray:
     """:func:`combine` over the rows ``sl`` of a :class:`~nbest_rescore.types.FlatNbest`
-    (``nn_cost``: float64 [H] over all its rows, or None when ``interp == 1``).
+    (``nn_cost``: float64 [H] over all its rows for one LM, K such arrays or a [K, H]
+    array for several, or None when no NN weight is > 0).
     Returns float64 scores (natural log, larger = better) of the selected rows."""
     graph = flat.graph_cost[sl]
-    return combine(flat.ac_cost[sl], flat.lm_cost[sl], flat.num_words[sl], weights,
-                   None if nn_cost is None else np.asarray(nn_cost)[sl], graph if np.any(graph) else None)
+    nn = None
+    if nn_cost is not None:
+        k = len(weights.lm_weights_per_model)
+        nn = [c[sl] for c in _nn_costs(nn_cost, k)]
+        nn = nn[0] if k == 1 else nn
+    return combine(flat.ac_cost[sl], flat.lm_cost[sl], flat.num_words[sl], weights, nn,
+                   graph if np.any(graph) else None)
 
 
 def best_index(scores) -> int:
