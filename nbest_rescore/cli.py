@@ -24,10 +24,12 @@ HISTORY_CHOICES = ["first-pass", "rescored", "interpolated", "none"]
 log = logging.getLogger("nbest_rescore")
 
 SCORE_FORMULA = """\b
-Score of a hypothesis (natural log; costs are -log):
+Score of a hypothesis with K NN LMs (natural log; costs are -log):
   -acoustic_scale * ac_cost
-  + lm_weight * (interp * -ngram_cost + (1 - interp) * -nn_cost)
-  + word_ins_penalty * number_of_words"""
+  + lm_weight * (w_0 * -ngram_cost + sum_k w_k * -nn_cost_k - graph_cost)
+  + word_ins_penalty * number_of_words
+w_0 = --interp, w_1..w_K = --nn-weights (default: 1 - interp split
+equally), w_0 + w_1 + .. + w_K = 1; one LM: w_1 = 1 - interp."""
 
 
 class _Main(click.Group):
@@ -257,24 +259,70 @@ def analyze(**kw):
     click.echo(f"wrote {', '.join(paths)}")
 
 
-@main.command(short_help="Rescore N-best lists with a neural LM.", epilog=SCORE_FORMULA)
-@click.option("--lm", required=True, type=click.Path(exists=True, dir_okay=False), help="Checkpoint (.pt).")
+def _nn_weights(ctx, param, value):
+    """Click callback: ``--nn-weights 0.3,0.2`` parsed at once (a usage error if malformed)."""
+    if value is None:
+        return None
+    from .api.score_job import parse_nn_weights
+
+    try:
+        return parse_nn_weights(value)
+    except DataError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+_WEIGHT_OPTIONS = ("acoustic_scale", "lm_weight", "interp", "word_ins_penalty", "nn_weights")
+
+
+def _check_score_usage(ctx, kw) -> None:
+    """Usage errors of ``score`` found before anything is read: the --history count and
+    the weights (sum, range, one per --lm); --weights overriding weight options is logged."""
+    from .api.score_job import lm_histories, score_weights
+
+    try:
+        lm_histories(kw["history"], len(kw["lm"]))
+        if not kw["weights_file"]:
+            score_weights(*(kw[k] for k in _WEIGHT_OPTIONS), len(kw["lm"]))
+    except DataError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    given = [k for k in _WEIGHT_OPTIONS if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT]
+    if kw["weights_file"] and given:
+        log.warning("--weights %s overrides %s", kw["weights_file"],
+                    ", ".join("--" + k.replace("_", "-") for k in given))
+
+
+@main.command(short_help="Rescore N-best lists with one or several neural LMs.", epilog=SCORE_FORMULA)
+@click.option("--lm", required=True, multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Checkpoint (.pt); repeat for several NN LMs, each scored in its own pass. An LM is named by "
+                   "its file name (exp/gru.pt: gru; a repeated name gets _2, _3 ...): its costs go to "
+                   "OUT/nn_cost.NAME when there are several.")
 @_apply(_nbest_options)
 @click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs) and wer.json; "
-                   "replaced as a whole. Without it the new 1-best is printed to stdout (Kaldi text).")
+              help="Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; nn_cost.NAME per LM "
+                   "with several --lm) and wer.json; replaced as a whole. Without it the new 1-best is printed "
+                   "to stdout (Kaldi text).")
 @click.option("--ref", type=click.Path(exists=True, dir_okay=False), default=None,
               help="References (Kaldi text '<utterance-id> words...') to report WER: rescored, first pass "
                    "and oracle.")
 @click.option("--lm-weight", type=float, default=9.5, show_default=True,
               help="LM weight (grammar scale) delta: multiplies the interpolated LM log-probability.")
 @click.option("--interp", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="Interpolation weight lambda of the n-gram (1 = n-gram only, 0 = NN only).")
+              help="Interpolation weight lambda (w_0) of the n-gram (1 = n-gram only, 0 = NN only).")
+@click.option("--nn-weights", default=None, callback=_nn_weights,
+              help="Weights w_1..w_K of the --lm models, comma-separated in --lm order, each in [0, 1], with "
+                   "--interp summing to 1 (e.g. --interp 0.5 --nn-weights 0.3,0.2). Default: 1 - interp split "
+                   "equally.")
+@click.option("--weights", "weights_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="tune.json (its 'weights' block: acoustic_scale, lm_weight, word_ins_penalty, ngram and nn "
+                   "weights by LM name, names matching the --lm ones): replaces the weight options.")
 @click.option("--ngram-arpa", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Recompute the n-gram costs from this ARPA file (kenlm) instead of the lists' lm_cost.")
-@click.option("--history", type=click.Choice(HISTORY_CHOICES), default="first-pass", show_default=True,
+@click.option("--history", type=click.Choice(HISTORY_CHOICES), multiple=True, default=("first-pass",),
+              show_default=True,
               help="Which 1-best of the previous utterances of the document conditions the NN LM: "
-                   "first-pass (acoustic + n-gram), rescored (acoustic + NN), interpolated (full score), none.")
+                   "first-pass (acoustic + n-gram), rescored (acoustic + NN), interpolated (full score), none. "
+                   "Once for every --lm, or once per --lm in the same order; with several LMs the rescored / "
+                   "interpolated 1-best of each is its own (as if scored alone).")
 @_device_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
               help="Most hypotheses per forward pass.")
@@ -295,10 +343,12 @@ def analyze(**kw):
 @_apply(_cache_options)
 @click.pass_obj
 def score(obj, no_progress, **kw):
-    """Rescore N-best lists with a neural LM conditioned on the 1-best history of the
-    document; write (or print) the new 1-best and the NN costs, and report WER."""
+    """Rescore N-best lists with one or several neural LMs conditioned on the 1-best
+    history of the document; write (or print) the new 1-best and the NN costs, and
+    report WER."""
     from .api import ScoreJob
 
+    _check_score_usage(click.get_current_context(), kw)
     job = ScoreJob(**_nbest_kwargs(kw), **kw, seed=obj["seed"])
     bar = _Bar("hyp", no_progress)
     res = job.run(progress=bar)
@@ -308,12 +358,19 @@ def score(obj, no_progress, **kw):
     click.echo(res.report(job.out), err=job.out is None)
 
 
-@main.command(short_help="Grid-search lambda, LM weight and insertion penalty.")
+@main.command(short_help="Tune the n-gram/NN LM weights, LM weight and insertion penalty.")
 @_apply(_nbest_options)
 @click.option("--ref", required=True, type=click.Path(exists=True, dir_okay=False),
               help="References (Kaldi text '<utterance-id> words...').")
-@click.option("--nn-cost", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="NN costs written by 'score' (OUT/nn_cost). Without it only lambda = 1 (n-gram only) is searched.")
+@click.option("--nn-cost", type=click.Path(exists=True, dir_okay=False), multiple=True,
+              help="NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for several neural LMs "
+                   "(named by the part after 'nn_cost.', else 'nn'). Without it only lambda = 1 (n-gram only) "
+                   "is searched.")
+@click.option("--search", type=click.Choice(["grid", "line"]), default=None,
+              help="grid: every point of the grids (for K LMs the weights on the simplex at the --interps "
+                   "spacing); line: Och's exact line search (MERT). Default: grid for up to two LMs, else line.")
+@click.option("--restarts", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Line search: random restarts around the start point (seeded by the global --seed).")
 @click.option("--interps", default="0:1:0.1", show_default=True, callback=_grid,
               help="Interpolation weight lambda grid: start:stop:step (inclusive) or a,b,c; values in [0, 1].")
 @click.option("--lm-weights", default="5:14:0.5", show_default=True, callback=_grid,
@@ -321,19 +378,31 @@ def score(obj, no_progress, **kw):
 @click.option("--word-ins-penalties", default=None, callback=_grid,
               help="Word insertion penalty grid in nats per word (default: only --word-ins-penalty).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Write tune.json and the WER heat map tune_wer.png into this folder (replaced as a whole).")
-def tune(**kw):
-    """Grid-search the interpolation weight lambda, the LM weight delta (and the word
-    insertion penalty) by WER on stored NN costs; no neural LM is run."""
+              help="Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this folder "
+                   "(replaced as a whole).")
+@click.pass_obj
+def tune(obj, **kw):
+    """Search the weights of the n-gram and of one or more neural LMs, the LM weight
+    delta (and the word insertion penalty) by WER on stored NN costs: an exhaustive grid
+    or Och's exact line search (--search line, seeded by --seed). No neural LM is run."""
     from .api import TuneJob
+    from .api.tune_job import has_heatmap
 
-    res = TuneJob(**_nbest_kwargs(kw), **kw).run()
+    costs = kw.pop("nn_cost")
+    nn_cost = None if not costs else (costs[0] if len(costs) == 1 else costs)
+    res = TuneJob(**_nbest_kwargs(kw), **kw, nn_cost=nn_cost, seed=obj["seed"]).run()
     click.echo(res.table())
     b = res.best
-    click.echo(f"best: WER {b.wer:.2f}% at interp {b.interp:g}, lm-weight {b.lm_weight:g}, "
-               f"word-ins-penalty {b.word_ins_penalty:g}")
+    if res.multi:
+        click.echo(f"best: WER {b.wer:.2f}% at {res.describe(b)} ({res.search} search: {res.evaluations} "
+                   f"{'line minimisations' if res.search == 'line' else 'points'}, {res.hypotheses} hypotheses "
+                   f"visited, {res.seconds:.2f} s)")
+    else:
+        click.echo(f"best: WER {b.wer:.2f}% at interp {b.interp:g}, lm-weight {b.lm_weight:g}, "
+                   f"word-ins-penalty {b.word_ins_penalty:g}")
     if kw["out"]:
-        click.echo(f"wrote {kw['out']}/tune.json and {kw['out']}/tune_wer.png")
+        plot = f" and {kw['out']}/tune_wer.png" if has_heatmap(res) else " (no heat map for several LMs or a line search)"
+        click.echo(f"wrote {kw['out']}/tune.json{plot}")
 
 
 @main.command("split", short_help="Split N-best lists into shards of whole documents.")
@@ -353,7 +422,8 @@ def split(nj, nbest_dir, out_dir):
 
 @main.command("merge", short_help="Merge the outputs of score jobs run on shards.")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
-              help="Output folder for the merged text, nn_cost and (with --ref) wer.json; replaced as a whole.")
+              help="Output folder for the merged text, nn_cost (jobs of several LMs: each nn_cost.NAME, merged "
+                   "per name) and (with --ref) wer.json; replaced as a whole.")
 @click.option("--ref", type=click.Path(exists=True, dir_okay=False), default=None,
               help="References (Kaldi text) to compute the WER of the merged 1-best.")
 @click.argument("job_dirs", nargs=-1, required=True, type=click.Path())

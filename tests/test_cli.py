@@ -299,3 +299,17 @@ def test_kaldi_score_bad_options_and_input(DATA, tmp_path):
     res = run(base + [arch], ok=False)
     assert res.exit_code == 1 and lines[0].split()[0] in res.output and "lmwt.interp" in res.output
     assert not out.exists()
+
+
+def test_score_help_and_usage_errors_with_several_lms(DATA, tmp_path):
+    """--lm repeatable; --nn-weights / --history counts checked before any file is read
+    (the --lm files here are not even checkpoints)."""
+    help_text = run(["score", "--help"]).output
+    assert "--nn-weights" in help_text and "--weights" in help_text and "sum_k w_k * -nn_cost_k" in help_text
+    not_lm = DATA / "ci" / "ref.txt"
+    base = ["score", "--lm", not_lm, "--nbest", DATA / "ci", "--out", tmp_path / "o"]
+    res = run(base + ["--history", "none", "--history", "rescored"], ok=False)
+    assert res.exit_code == 2 and "--history is given 2 times for 1 --lm checkpoints" in res.output, res.output
+    res = run(base + ["--lm", not_lm, "--interp", "0.2", "--nn-weights", "0.5,0.5"], ok=False)
+    assert res.exit_code == 2 and "must sum to 1, they sum to 1.2; e.g. --nn-weights 0.4,0.4" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "o").exists()

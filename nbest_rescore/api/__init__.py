@@ -23,7 +23,7 @@ from ..models import MODEL_REGISTRY
 from ..rescoring.combine import Weights
 from ..training.trainer import TrainResult
 from ..types import NbestList, NbestSet
-from .inputs import LoadedLM, load_lm, load_nbest, load_references
+from .inputs import LoadedLM, load_lm, load_nbest, load_references, read_weights_file
 from .kaldi_score_job import KaldiScoreJob, KaldiScorePoint, KaldiScoreResult
 from .lm_jobs import AnalyzeJob, PerplexityJob, TrainJob, perplexity, train
 from .score_job import ScoreJob, ScoreResult, score, write_score_outputs
@@ -34,6 +34,6 @@ __all__ = [
     "NbestSet", "PerplexityJob", "PerplexityReport", "ScoreJob", "ScoreResult", "TrainJob", "TrainResult", "TuneJob",
     "TunePoint", "TuneResult", "Weights",
     "WerReport", "compute_wer", "format_wer_table", "load_lm", "load_nbest", "load_references", "model_row",
-    "model_table", "oracle_choice", "perplexity", "score", "train", "tune", "wer_table", "write_score_outputs",
-    "write_tune_outputs",
+    "model_table", "oracle_choice", "perplexity", "read_weights_file", "score", "train", "tune", "wer_table",
+    "write_score_outputs", "write_tune_outputs",
 ]

@@ -1,10 +1,13 @@
-"""Loading the inputs of a job: N-best lists, references and a neural LM."""
+"""Loading the inputs of a job: N-best lists, references, neural LMs and a weights file."""
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from pathlib import Path
+from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..io.kaldi_nbest import read_kaldi_nbest_dir
@@ -13,6 +16,8 @@ from ..io.references import read_references
 from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
+from ..evaluation.tuning import unique_names
+from ..rescoring.combine import WEIGHT_SUM_TOL, Weights
 from ..threads import thread_policy
 from ..types import NbestSet, Words
 from ..vocab import Vocabulary
@@ -108,6 +113,64 @@ def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3
     model = with_cache(model, cache_size, cache_theta, cache_lambda)
     model.eval()
     return LoadedLM(model, vocab, info, dev, os.fspath(path))
+
+
+def lm_names(paths: Sequence) -> Tuple[str, ...]:
+    """Names of NN LMs from their checkpoint paths, in order: the file name without its
+    suffix (``gru`` for ``exp/gru.pt``), a repeated name made unique as ``gru_2``,
+    ``gru_3`` ... These name the ``nn_cost.<name>`` outputs and the ``nn`` weights."""
+    return unique_names([Path(os.fspath(p)).stem or "lm" for p in paths])
+
+
+#: The keys of a weights file's ``weights`` block (``tune.json``).
+WEIGHT_KEYS = ("acoustic_scale", "lm_weight", "word_ins_penalty", "ngram", "nn")
+
+
+def read_weights_file(path) -> Tuple[Weights, Tuple[str, ...]]:
+    """The combination weights of a ``tune.json`` (its ``weights`` block) or of a file
+    holding that block alone: ``{"acoustic_scale": a, "lm_weight": delta,
+    "word_ins_penalty": wip, "ngram": w_0, "nn": {"<lm name>": w_k, ...}}``.
+
+    Returns:
+        ``(Weights(a, delta, w_0, wip, nn_weights=(w_1..w_K)), (name_1..name_K))``, the
+        NN LMs in the file's order.
+    Raises:
+        DataError: unreadable JSON, a missing key, a number that is not finite, a
+            weight outside [0, 1], no NN LM, or weights not summing to 1 (file and key
+            named).
+    """
+    path = os.fspath(path)
+    fix = "give the tune.json that 'nbest-rescore tune' wrote, or fix the file"
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"--weights {path}: cannot read it as JSON ({exc}); {fix}") from None
+    block = data.get("weights", data) if isinstance(data, dict) else None
+    missing = [k for k in WEIGHT_KEYS if not isinstance(block, dict) or k not in block]
+    if missing:
+        raise DataError(f"--weights {path}: expected a 'weights' object with the keys {', '.join(WEIGHT_KEYS)} "
+                        f"('nn': LM name -> weight); missing {', '.join(missing)}; {fix}")
+    nn = block["nn"]
+    if not isinstance(nn, dict) or not nn:
+        raise DataError(f"--weights {path}: 'nn' must map each NN LM name to its weight, e.g. "
+                        f'{{"gru": 0.3, "amn": 0.2}}; got {nn!r}')
+
+    def number(key, value, lo=-math.inf, hi=math.inf):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not (ok and lo <= value <= hi):
+            rng = f" in [{lo:g}, {hi:g}]" if math.isfinite(lo) else ""
+            raise DataError(f"--weights {path}: '{key}' must be a finite number{rng}, got {value!r}; {fix}")
+        return float(value)
+
+    a, delta, wip = (number(k, block[k]) for k in ("acoustic_scale", "lm_weight", "word_ins_penalty"))
+    w0 = number("ngram", block["ngram"], 0.0, 1.0)
+    ws = tuple(number(f"nn.{name}", w, 0.0, 1.0) for name, w in nn.items())
+    total = w0 + sum(ws)
+    if abs(total - 1.0) > WEIGHT_SUM_TOL:
+        raise DataError(f"--weights {path}: the n-gram weight {w0:g} and the NN LM weights {list(ws)} must sum "
+                        f"to 1, they sum to {total:g}; {fix}")
+    return Weights(a, delta, w0, wip, nn_weights=ws), tuple(str(n) for n in nn)
 
 
 def set_threads(threads: Optional[int]) -> int:

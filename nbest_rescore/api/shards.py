@@ -16,7 +16,8 @@ the costs and 1-best of one run over the whole set.
   balanced greedily by number of hypotheses. Costs are written with 6 decimals
   (:func:`~nbest_rescore.io.score_ark.write_cost_ark`).
 * ``merge``: the ``text`` and ``nn_cost`` files that ``score --out`` writes
-  (:data:`~nbest_rescore.api.score_job.SCORE_OUTPUTS`), concatenated in job order;
+  (:data:`~nbest_rescore.api.score_job.SCORE_OUTPUTS`), concatenated in job order
+  (jobs of several LMs: each ``nn_cost.<name>`` file merged per name);
   with references, the WER of the merged 1-best is computed again (and the
   first-pass and oracle counts of the jobs' ``wer.json`` files, when every job has
   one, are summed: word error counts over disjoint utterances add up).
@@ -43,14 +44,15 @@ from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
 from ..types import NbestSet, Words
 from .inputs import load_nbest, load_references
-from .score_job import SCORE_OUTPUTS
+from .score_job import SCORE_OUTPUTS, cost_files
 
 __all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores", "plan_shards", "split_nbest"]
 
-#: The files of a score job that :func:`merge_scores` needs (``wer.json`` is optional).
+#: The files of a score job that :func:`merge_scores` needs (``wer.json`` is optional;
+#: a job of several LMs has ``nn_cost.<name>`` files instead of ``nn_cost``).
 MERGED_INPUTS = ("text", "nn_cost")
 #: Settings of the score runs that must agree for their outputs to be merged.
-_SAME_SETTINGS = ("lm", "model", "history", "weights", "cache", "ngram_arpa")
+_SAME_SETTINGS = ("lm", "model", "lms", "history", "weights", "cache", "ngram_arpa")
 
 
 # --------------------------------------------------------------------------- split
@@ -219,7 +221,8 @@ class MergeResult:
     Attributes:
         jobs: the job folders, in merge order.
         one_best: utterance id -> merged 1-best words (job order, then each job's order).
-        nn_cost: hypothesis key -> NN cost (negated natural log), in the same order.
+        nn_cost: hypothesis key -> NN cost (negated natural log), in the same order
+            (empty for jobs of several LMs: see ``nn_costs_by_lm``).
         wer: with references: ``rescored`` (recomputed on the merged 1-best) and, when
             every job wrote a ``wer.json``, ``first_pass`` and ``oracle`` (the jobs'
             counts summed); WER in percent. None without references.
@@ -228,6 +231,8 @@ class MergeResult:
         settings: the score settings the jobs share (from their run markers).
         absent_refs: reference utterances with no merged 1-best (Kaldi's "not present
             in hyp"; they are not scored).
+        nn_costs_by_lm: jobs of several LMs: LM name -> (hypothesis key -> NN cost),
+            from the ``nn_cost.<name>`` files; empty for one-LM jobs.
     """
 
     jobs: Tuple[str, ...]
@@ -237,10 +242,19 @@ class MergeResult:
     sentence_errors: Optional[int]
     settings: dict
     absent_refs: int = 0
+    nn_costs_by_lm: Mapping[str, Mapping[str, float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def cost_files(self) -> Tuple[str, ...]:
+        """The merged NN cost files: ``nn_cost``, or ``nn_cost.<name>`` per LM."""
+        return cost_files(tuple(self.nn_costs_by_lm))
+
+    def _hypotheses(self) -> int:
+        return len(next(iter(self.nn_costs_by_lm.values()))) if self.nn_costs_by_lm else len(self.nn_cost)
 
     def summary(self) -> dict:
         """JSON-ready record (the merged ``wer.json``)."""
-        out = {"jobs": list(self.jobs), "utterances": len(self.one_best), "hypotheses": len(self.nn_cost),
+        out = {"jobs": list(self.jobs), "utterances": len(self.one_best), "hypotheses": self._hypotheses(),
                **self.settings}
         if self.wer is not None:
             out["wer"] = {name: r.to_dict() for name, r in self.wer.items()}
@@ -258,9 +272,10 @@ class MergeResult:
 
     def report(self, out_dir=None) -> str:
         """Printable report: counts and, with references, the Kaldi-style WER lines."""
-        where = f" into {out_dir}/text and {out_dir}/nn_cost" if out_dir else ""
+        costs = ", ".join(f"{out_dir}/{n}" for n in self.cost_files)
+        where = f" into {out_dir}/text and {costs}" if out_dir else ""
         lines = [f"merged {len(self.jobs)} jobs{where} ({len(self.one_best)} utterances, "
-                 f"{len(self.nn_cost)} hypotheses)"]
+                 f"{self._hypotheses()} hypotheses)"]
         return "\n".join(lines + self.kaldi_wer_lines())
 
 
@@ -286,9 +301,18 @@ def _check_jobs(job_dirs: Sequence[str]) -> None:
             raise DataError(f"merge: job folder {d} not found: every score job must have finished (its --out "
                             f"folder holds {' and '.join(MERGED_INPUTS)}); rerun the missing job")
         for name in MERGED_INPUTS:
-            if not os.path.isfile(os.path.join(d, name)):
+            if not os.path.isfile(os.path.join(d, name)) and not (name == "nn_cost" and _job_cost_files(d)):
                 raise DataError(f"merge: {os.path.join(d, name)} not found: {d} is not a finished score job "
-                                f"(expected {', '.join(MERGED_INPUTS)}); rerun that job")
+                                f"(expected {', '.join(MERGED_INPUTS)}, or nn_cost.NAME per LM); rerun that job")
+
+
+def _job_cost_files(job_dir: str) -> Tuple[str, ...]:
+    """The NN cost files of a score job folder: ``("nn_cost",)``, or its
+    ``nn_cost.<name>`` files (one per LM), sorted."""
+    if os.path.isfile(os.path.join(job_dir, "nn_cost")):
+        return ("nn_cost",)
+    return tuple(sorted(n for n in os.listdir(job_dir)
+                        if n.startswith("nn_cost.") and os.path.isfile(os.path.join(job_dir, n))))
 
 
 def _check_out(out_dir, job_dirs: Sequence[str]) -> None:
@@ -309,7 +333,8 @@ def _sum_reports(reports: Sequence[dict]) -> WerReport:
 def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, Sequence[str]]] = None,
                  ref_source: str = "the references") -> MergeResult:
     """Concatenate the score outputs of ``job_dirs`` (in order) and, with ``out_dir``,
-    write ``text``, ``nn_cost`` and (with ``refs``) ``wer.json`` there as one set.
+    write ``text``, ``nn_cost`` (jobs of several LMs: each ``nn_cost.<name>``, merged
+    per name) and (with ``refs``) ``wer.json`` there as one set.
 
     Args:
         job_dirs: the ``--out`` folders of the score jobs, in the order of the data.
@@ -321,8 +346,9 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
     Raises:
         DataError: no jobs, a job folder given twice, a missing job folder or file; an
             utterance or hypothesis key in two jobs (both folders named); a job whose
-            ``nn_cost`` keys do not belong to its ``text`` utterances; jobs scored with
-            different models, weights or history (their run markers); references
+            ``nn_cost`` keys do not belong to its ``text`` utterances, or whose LMs'
+            cost files differ in keys; jobs with other NN cost files (other LMs), or
+            scored with different models, weights or history (their run markers); references
             missing for merged utterances, or all of them empty (an empty reference
             is scored as Kaldi scores it). Nothing is written then.
     """
@@ -330,25 +356,27 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
     _check_jobs(job_dirs)
     if out_dir is not None:
         _check_out(out_dir, job_dirs)
+    files = _job_cost_files(job_dirs[0])
     one_best: Dict[str, Words] = {}
-    nn_cost: Dict[str, float] = {}
+    merged: Dict[str, Dict[str, float]] = {f: {} for f in files}
     owner_utt: Dict[str, str] = {}
     owner_key: Dict[str, str] = {}
     settings: Optional[dict] = None
     settings_from = None
     for d in job_dirs:
         text = read_kaldi_text(os.path.join(d, "text"))
-        costs = read_cost_ark(os.path.join(d, "nn_cost"))
-        for what, entries, owner in (("utterance", text, owner_utt), ("hypothesis key", costs, owner_key)):
+        costs = _read_job_costs(d, files, job_dirs[0])
+        keys = costs[files[0]]
+        for what, entries, owner in (("utterance", text, owner_utt), ("hypothesis key", keys, owner_key)):
             dup = [k for k in entries if k in owner]
             if dup:
                 raise DataError(f"merge: {len(dup)} {what}s are in both {owner[min(dup)]} and {d}: "
                                 f"{examples(dup)}; each utterance must be scored by exactly one job (split "
                                 f"with 'nbest-rescore split' and merge each shard's output once)")
-        stray = sorted({k for k in costs if _utt_of(k, d) not in text})
+        stray = sorted({k for k in keys if _utt_of(k, d) not in text})
         if stray:
-            raise DataError(f"merge: {d}: {len(stray)} keys of nn_cost belong to no utterance of its text: "
-                            f"{examples(stray)}; text and nn_cost come from different runs - rerun that job")
+            raise DataError(f"merge: {d}: {len(stray)} keys of {files[0]} belong to no utterance of its text: "
+                            f"{examples(stray)}; text and {files[0]} come from different runs - rerun that job")
         run = _run_settings(d)
         if run:
             mine = {k: run.get(k) for k in _SAME_SETTINGS}
@@ -360,9 +388,10 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
                                 f"({', '.join(f'{k} {settings[k]!r} vs {mine[k]!r}' for k in diff)}); "
                                 f"rescore every job with the same options")
         one_best.update(text)
-        nn_cost.update(costs)
+        for name in files:
+            merged[name].update(costs[name])
         owner_utt.update(dict.fromkeys(text, d))
-        owner_key.update(dict.fromkeys(costs, d))
+        owner_key.update(dict.fromkeys(keys, d))
     wer = None
     sentence_errors = None
     absent = 0
@@ -374,15 +403,35 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
         for name in ("first_pass", "oracle"):
             if all(w is not None and name in w for w in job_wer):
                 wer[name] = _sum_reports([w[name] for w in job_wer])
-    res = MergeResult(tuple(job_dirs), one_best, nn_cost, wer, sentence_errors, dict(settings or {}), absent)
+    by_lm = {name[len("nn_cost."):]: c for name, c in merged.items() if name != "nn_cost"}
+    res = MergeResult(tuple(job_dirs), one_best, merged.get("nn_cost", {}), wer, sentence_errors,
+                      dict(settings or {}), absent, by_lm)
     if out_dir is not None:
-        with atomic_dir(out_dir, SCORE_OUTPUTS, settings=res.summary()) as tmp:
+        with atomic_dir(out_dir, SCORE_OUTPUTS + files, settings=res.summary()) as tmp:
             write_kaldi_text(tmp / "text", one_best.items())
-            write_cost_ark(tmp / "nn_cost", nn_cost.items())
+            for name in files:
+                write_cost_ark(tmp / name, merged[name].items())
             if wer is not None:
                 with atomic_write(tmp / "wer.json") as f:
                     json.dump(res.summary(), f, indent=2)
     return res
+
+
+def _read_job_costs(job_dir: str, files: Tuple[str, ...], first: str) -> Dict[str, Dict[str, float]]:
+    """Cost file name -> (hypothesis key -> NN cost) of a job, for the cost files
+    ``files`` of the first job ``first`` (the job must have the same ones, each with
+    the same keys in the same order). Raises DataError otherwise."""
+    mine = _job_cost_files(job_dir)
+    if mine != files:
+        raise DataError(f"merge: {first} has {', '.join(files)} but {job_dir} has {', '.join(mine)}: the jobs were "
+                        f"scored with different --lm checkpoints; rescore every job with the same --lm options")
+    costs = {f: read_cost_ark(os.path.join(job_dir, f)) for f in files}
+    keys = list(costs[files[0]])
+    for f in files[1:]:
+        if list(costs[f]) != keys:
+            raise DataError(f"merge: {job_dir}: {f} and {files[0]} hold different hypothesis keys; they come from "
+                            f"different runs - rerun that job")
+    return costs
 
 
 def _utt_of(key: str, job_dir: str) -> str:

@@ -1,5 +1,6 @@
-"""The ``tune`` job: grid search of the interpolation weight lambda, the LM weight
-(grammar scale) and the word insertion penalty by WER, on stored NN costs."""
+"""The ``tune`` job: search of the n-gram and neural LM weights, the LM weight (grammar
+scale) and the word insertion penalty by WER, on stored NN costs of K >= 0 neural LMs:
+an exhaustive grid or Och's exact line search."""
 from __future__ import annotations
 
 import json
@@ -8,41 +9,80 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
-from ..evaluation.tuning import TuneResult, tune_grid
+from ..evaluation.tuning import NnCosts, TuneResult, tune_grid, tune_line, unique_names
 from ..evaluation.wer import check_references
+from ..rescoring.combine import Weights
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
 from ..io.score_ark import read_cost_ark
 from ..types import NbestSet
-from .checks import check_float, check_grid, check_paths, parse_grid
+from .checks import check_choice, check_float, check_grid, check_int, check_paths, parse_grid
 from .inputs import PLAIN_PATHS, load_job_nbest, load_references
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
+SEARCHES = ("grid", "line")
 Grid = Union[str, Sequence[float]]
 
 
-def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: Optional[Mapping[str, float]] = None, *,
+def default_search(k: int) -> str:
+    """``grid`` for up to two neural LMs, ``line`` for three or more."""
+    return "grid" if k <= 2 else "line"
+
+
+def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = None, *,
          interps: Sequence[float] = (0.0, 0.5, 1.0), lm_weights: Sequence[float] = (9.5,),
-         word_ins_penalties: Optional[Sequence[float]] = None, acoustic_scale: float = 1.0) -> TuneResult:
-    """WER (percent) at every grid point; the best point is ``result.best``.
+         word_ins_penalties: Optional[Sequence[float]] = None, acoustic_scale: float = 1.0,
+         search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
+         seed: int = 0, lm_weight: float = 9.5, word_ins_penalty: Optional[float] = None,
+         labels: Optional[Sequence[str]] = None) -> TuneResult:
+    """Search the weights by WER (percent); the best point is ``result.best``.
 
     Args:
         nn_cost: hypothesis key -> NN cost (``ScoreResult.nn_costs()`` or a stored
-            ``nn_cost`` ark); None searches ``interp = 1`` (n-gram only) alone.
+            ``nn_cost`` ark), or a sequence of K such maps (one per neural LM); None
+            searches ``interp = 1`` (n-gram only) alone.
         interps, lm_weights, word_ins_penalties: the grid (penalty None = the
-            benchmark's first-pass value).
+            benchmark's first-pass value); with K >= 2 LMs the n-gram and LM weights
+            run over the simplex at the ``interps`` spacing.
+        search: ``grid`` or ``line`` (Och's exact line search); None = grid for K <= 2.
+        names: the LM names (for tune.json's weights block); default ``nn``, ``nn_2`` ...
+        restarts, seed, lm_weight, word_ins_penalty: line search: random restarts, their
+            seed, the start LM weight and penalty (None: the first-pass value).
     Raises:
-        DataError: an empty or non-finite grid, interp outside [0, 1], references
-            missing or empty, NN costs missing for some hypotheses.
+        DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
+            search, restarts < 0, references missing or empty, NN costs missing for
+            some hypotheses.
     """
+    k = 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost))
+    search = search or default_search(k)
+    check_choice("search", search, SEARCHES)
+    check_float("acoustic_scale", acoustic_scale)
+    if search == "line":
+        check_int("restarts", restarts, minimum=0)
+        check_int("seed", seed, minimum=0)
+        check_float("lm_weight", lm_weight, 0.0)
+        check_float("word_ins_penalty", word_ins_penalty, allow_none=True)
+        return tune_line(nbest, refs, nn_cost, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
+                         acoustic_scale=acoustic_scale, restarts=restarts, seed=seed, names=names, labels=labels)
     if nn_cost is None:
         interps = (1.0,)
     check_grid("interps", interps, 0.0, 1.0)
     check_grid("lm_weights", lm_weights)
     if word_ins_penalties is not None:
         check_grid("word_ins_penalties", word_ins_penalties)
-    check_float("acoustic_scale", acoustic_scale)
-    return tune_grid(nbest, refs, nn_cost, interps, lm_weights, word_ins_penalties, acoustic_scale)
+    return tune_grid(nbest, refs, nn_cost, interps, lm_weights, word_ins_penalties, acoustic_scale,
+                     names=names, labels=labels)
+
+
+def cost_file_names(paths: Sequence[str]) -> Tuple[str, ...]:
+    """The LM name of each cost file: the part after ``nn_cost.`` in its file name, else
+    ``nn``; repeated names get ``_2``, ``_3``, ..."""
+    names = []
+    for p in paths:
+        base = os.path.basename(str(p))
+        names.append(base[len("nn_cost."):] if base.startswith("nn_cost.") and len(base) > 8 else "nn")
+    return unique_names(names)
 
 
 def _score_run(nn_cost_path) -> dict:
@@ -55,22 +95,36 @@ def _score_run(nn_cost_path) -> dict:
 
 
 def plot_title(nbest_path, nn_cost_path=None) -> str:
-    """``"<model> (<checkpoint>) on <lists>, history <policy>"`` for plots."""
+    """``"<model> (<checkpoint>) on <lists>, history <policy>"`` for plots (several
+    cost files: ``"<K> neural LMs on <lists>"``)."""
     if nn_cost_path is None:
         return f"n-gram only on {nbest_path}"
+    if not isinstance(nn_cost_path, (str, os.PathLike)):
+        if len(nn_cost_path) != 1:
+            return f"{len(nn_cost_path)} neural LMs on {nbest_path}"
+        nn_cost_path = nn_cost_path[0]
     run = _score_run(nn_cost_path)
     model = f"{run.get('model', '?')} ({os.path.basename(str(run.get('lm', nn_cost_path)))})"
     return f"{model} on {nbest_path}, history {run.get('history', '?')}"
 
 
+def has_heatmap(result: TuneResult) -> bool:
+    """Whether ``tune_wer.png`` is drawn: one LM (or none) searched on a grid. Several
+    LMs or a line search get ``tune.json`` alone (a lambda x delta map does not fit)."""
+    return not result.multi
+
+
 def write_tune_outputs(result: TuneResult, out_dir, title: Optional[str] = None) -> List[str]:
-    """``tune.json`` and the WER heat map ``tune_wer.png`` (titled ``title``), written
-    into ``out_dir`` as one set (see :func:`~nbest_rescore.io.atomic.atomic_dir`)."""
+    """``tune.json`` and (see :func:`has_heatmap`) the WER heat map ``tune_wer.png``
+    (titled ``title``), written into ``out_dir`` as one set (see
+    :func:`~nbest_rescore.io.atomic.atomic_dir`). Returns the paths written."""
+    names = TUNE_OUTPUTS if has_heatmap(result) else TUNE_OUTPUTS[:1]
     with atomic_dir(out_dir, TUNE_OUTPUTS, settings={"title": title}) as tmp:
         with atomic_write(tmp / "tune.json") as f:
             json.dump({**result.to_dict(), "title": title}, f, indent=2)
-        plot_wer_heatmap(result, tmp / "tune_wer.png", title=title)
-    return [os.path.join(out_dir, n) for n in TUNE_OUTPUTS]
+        if has_heatmap(result):
+            plot_wer_heatmap(result, tmp / "tune_wer.png", title=title)
+    return [os.path.join(out_dir, n) for n in names]
 
 
 def _grid(option: str, value: Optional[Grid]) -> Optional[Tuple[float, ...]]:
@@ -82,11 +136,14 @@ def _grid(option: str, value: Optional[Grid]) -> Optional[Tuple[float, ...]]:
 @dataclass(frozen=True)
 class TuneJob:
     """``nbest-rescore tune`` as a value; options checked on construction. Grids are
-    ``"start:stop:step"``/``"x,y,z"`` strings or sequences of numbers."""
+    ``"start:stop:step"``/``"x,y,z"`` strings or sequences of numbers. ``nn_cost``: one
+    path or a sequence of paths (one per neural LM; names from :func:`cost_file_names`).
+    ``search``: ``grid``/``line``/None (grid for up to two LMs); ``restarts`` and
+    ``seed``: the line search's random restarts."""
 
     nbest: str
     ref: str
-    nn_cost: Optional[str] = None
+    nn_cost: Union[None, str, Sequence[str]] = None
     interps: Grid = "0:1:0.1"
     lm_weights: Grid = "5:14:0.5"
     word_ins_penalties: Optional[Grid] = None
@@ -98,6 +155,16 @@ class TuneJob:
     plain_costs: bool = False
     plain_utt2doc: Optional[str] = None
     plain_utt_ids: Optional[str] = None
+    search: Optional[str] = None
+    restarts: int = 5
+    seed: int = 0
+
+    @property
+    def cost_paths(self) -> Tuple[str, ...]:
+        """The NN cost files, in order."""
+        if self.nn_cost is None:
+            return ()
+        return (self.nn_cost,) if isinstance(self.nn_cost, (str, os.PathLike)) else tuple(self.nn_cost)
 
     def __post_init__(self):
         interps = _grid("interps", self.interps)
@@ -108,7 +175,15 @@ class TuneJob:
             check_grid("word_ins_penalties", wips)
         check_float("word_ins_penalty", self.word_ins_penalty)
         check_float("acoustic_scale", self.acoustic_scale)
-        check_paths(self, ("nbest", "ref", "nn_cost", *PLAIN_PATHS))
+        check_paths(self, ("nbest", "ref", *PLAIN_PATHS))
+        for p in self.cost_paths:
+            if not os.path.exists(p):
+                raise DataError(f"--nn-cost {p}: no such file or folder")
+        if self.search is not None:
+            check_choice("search", self.search, SEARCHES)
+        check_int("restarts", self.restarts, minimum=0)
+        if (self.search or default_search(len(self.cost_paths))) == "line":
+            check_int("seed", self.seed, minimum=0)
         if self.out is not None:
             check_output_dir(self.out, TUNE_OUTPUTS)
 
@@ -117,10 +192,14 @@ class TuneJob:
         nbest = load_job_nbest(self)
         refs = load_references(self.ref)
         check_references(nbest, refs, self.ref)
-        nn = read_cost_ark(self.nn_cost) if self.nn_cost else None
+        paths = self.cost_paths
+        nn = [read_cost_ark(p) for p in paths]
+        nn = None if not nn else (nn[0] if isinstance(self.nn_cost, (str, os.PathLike)) else nn)
         wips = _grid("word_ins_penalties", self.word_ins_penalties) or (self.word_ins_penalty,)
         res = tune(nbest, refs, nn, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
-                   word_ins_penalties=wips, acoustic_scale=self.acoustic_scale)
+                   word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
+                   names=cost_file_names(paths), restarts=self.restarts, seed=self.seed,
+                   word_ins_penalty=self.word_ins_penalty, labels=[f"--nn-cost {p}" for p in paths])
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.nn_cost))
         return res

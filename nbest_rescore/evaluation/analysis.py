@@ -39,7 +39,8 @@ import torch
 
 from ..errors import DataError
 from ..models.base import LanguageModel, detach_state
-from ..training.streams import Streams, encode_document, make_streams, nll_of_streams, run_segment, segments
+from ..training.streams import (Streams, encode_document, make_streams, model_documents, nll_of_streams,
+                                run_segment, segments)
 from ..vocab import Vocabulary
 
 __all__ = ["AMN_MODELS", "WINDOW_MODELS", "WordEntropy", "AMNAnalysis", "WindowAnalysis",
@@ -311,7 +312,9 @@ def analyze_model(model: LanguageModel, vocab: Vocabulary, documents: Sequence, 
     if name in WINDOW_MODELS and not hasattr(model, "record_attention"):
         raise DataError(f"model {name!r} does not implement attention recording "
                         f"(attributes record_attention / recorded_attention)")
-    encoded = [encode_document(d, vocab) for d in documents if d]
+    # (a backward model reads the documents reversed, as in corpus_perplexity)
+    docs = model_documents(documents, getattr(model, "direction", "forward"))
+    encoded = [encode_document(d, vocab) for d in docs if d]
     if not encoded:
         raise DataError("analyze: no sentences to score")
     streams = make_streams(encoded, batch_size)

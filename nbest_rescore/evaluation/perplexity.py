@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from ..models.base import LanguageModel
-from ..training.streams import encode_document, make_streams, nll_of_streams
+from ..training.streams import encode_document, make_streams, model_documents, nll_of_streams
 from ..vocab import Vocabulary
 
 
@@ -51,12 +51,16 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
     """Perplexity of ``documents`` (lists of word-tuple sentences) under ``model``.
 
     Documents are scored as parallel streams (``batch_size`` of them), each from the
-    initial state. ``progress(done, total)`` is called per segment of ``bptt``
+    initial state. A backward model (``model.direction == "backward"``) reads each
+    document reversed (:func:`~nbest_rescore.training.streams.model_documents`): its
+    perplexity is the one a forward model with the same weights gets on the reversed
+    text (same tokens: every word and one ``</s>`` per sentence).
+    ``progress(done, total)`` is called per segment of ``bptt``
     positions. Raises ValueError if there is nothing to score.
     """
     was_training = model.training
     model.eval()
-    encoded = [encode_document(d, vocab) for d in documents if d]
+    encoded = [encode_document(d, vocab) for d in model_documents(documents, model.direction) if d]
     if not encoded:
         raise ValueError("no sentences to score")
     streams = make_streams(encoded, batch_size, align=bptt)

@@ -52,7 +52,8 @@ def wer_table(specs: Iterable[str]) -> str:
 
 
 def model_row(path: str) -> dict:
-    """Facts of one checkpoint for a model-size table: name, parameters (total and
+    """Facts of one checkpoint for a model-size table: name, reading direction
+    (``forward`` or ``backward``, ``model_config.direction``), parameters (total and
     without the input/output embedding matrices), epochs, training minutes and best
     validation perplexity (None where the checkpoint does not record them).
 
@@ -63,7 +64,7 @@ def model_row(path: str) -> dict:
     model, vocab, info = load_model(path)
     params = model.num_parameters()
     seconds = info.get("seconds")
-    return {"path": str(path), "model": model.name, "vocab": len(vocab),
+    return {"path": str(path), "model": model.name, "direction": model.direction, "vocab": len(vocab),
             "parameters": params["total"], "without_embeddings": params["without_embeddings"],
             "epochs": info.get("epochs"), "minutes": None if seconds is None else seconds / 60.0,
             "best_valid_ppl": info.get("best_valid_ppl")}
@@ -71,16 +72,16 @@ def model_row(path: str) -> dict:
 
 def model_table(paths: Iterable[str]) -> str:
     """Markdown table of :func:`model_row` for checkpoints (parameters in millions)."""
-    lines = ["| checkpoint | model | vocabulary | parameters (M) | without embeddings (M) | epochs | "
-             "training (min) | best valid ppl |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| checkpoint | model | direction | vocabulary | parameters (M) | without embeddings (M) | "
+             "epochs | training (min) | best valid ppl |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
 
     def fmt(v, spec):
         return "" if v is None else format(v, spec)
 
     for p in paths:
         r = model_row(p)
-        lines.append(f"| {r['path']} | {r['model']} | {r['vocab']} | {r['parameters'] / 1e6:.2f} | "
-                     f"{r['without_embeddings'] / 1e6:.2f} | {fmt(r['epochs'], 'd')} | "
+        lines.append(f"| {r['path']} | {r['model']} | {r['direction']} | {r['vocab']} | "
+                     f"{r['parameters'] / 1e6:.2f} | {r['without_embeddings'] / 1e6:.2f} | {fmt(r['epochs'], 'd')} | "
                      f"{fmt(r['minutes'], '.1f')} | {fmt(r['best_valid_ppl'], '.1f')} |")
     return "\n".join(lines)
 

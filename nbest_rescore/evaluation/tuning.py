@@ -1,5 +1,6 @@
-"""Grid search of the combination weights (LM weight, interpolation, word insertion penalty)
-by the WER of the re-ranked N-best lists.
+"""Search of the combination weights (LM weight, the n-gram and K neural LM weights, word
+insertion penalty) by the WER of the re-ranked N-best lists: an exhaustive grid
+(:func:`tune_grid`) or Och's exact line search (:func:`tune_line`).
 
 The score of every hypothesis is :func:`nbest_rescore.rescoring.combine.combine` (costs
 are negated natural-log values); the per-hypothesis word errors are computed once, so a
@@ -8,50 +9,96 @@ WER is in percent.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from itertools import product
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..errors import DataError, examples
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..types import NbestSet
+from .line_search import LinearScores, box, initial_point, och_search, split_point
 from .wer import nbest_errors
 
 #: The benchmark's first-pass word insertion penalty at acoustic scale 1 (nats per word).
 FIRST_PASS_WIP = -0.629606
+#: Bound of the line search: ``0 <= delta * w_k <= LINE_LIMIT`` and ``|wip| <= LINE_LIMIT``.
+LINE_LIMIT = 100.0
+
+NnCosts = Union[None, Mapping[str, float], Sequence[Mapping[str, float]]]
 
 
 @dataclass(frozen=True)
 class TunePoint:
-    """One grid point: weights and the resulting WER (percent)."""
+    """One searched point: weights and the resulting WER (percent). ``interp`` is the
+    n-gram weight w_0; ``nn_weights`` (w_1 .. w_K) is None for one neural LM (weight
+    ``1 - interp``) or none."""
 
     interp: float
     lm_weight: float
     word_ins_penalty: float
     wer: float
+    nn_weights: Optional[Tuple[float, ...]] = None
 
-    def to_dict(self) -> Dict[str, float]:
-        return asdict(self)
+    def to_dict(self) -> Dict[str, object]:
+        d = asdict(self)
+        if self.nn_weights is None:
+            del d["nn_weights"]
+        else:
+            d["nn_weights"] = list(self.nn_weights)
+        return d
 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """All grid points in grid order (interp, then lm_weight, then word_ins_penalty),
-    the best point (lowest WER, ties to the first in grid order) and the fixed
-    acoustic scale."""
+    """The searched points and the best (lowest WER, ties to the first).
+
+    Grid: every point in grid order (interp, then the other NN weights, then lm_weight,
+    then word_ins_penalty). Line search: the final point of every start (the start
+    point, then the restarts). ``names``: the neural LMs (K of them; () for the n-gram
+    alone); ``evaluations``: grid points or line minimisations; ``hypotheses``:
+    hypotheses scored or visited by the envelope sweeps; ``seconds``: search time.
+    """
 
     points: Tuple[TunePoint, ...]
     best: TunePoint
     acoustic_scale: float
+    names: Tuple[str, ...] = ("nn",)
+    search: str = "grid"
+    evaluations: int = 0
+    hypotheses: int = 0
+    seconds: float = 0.0
+    seed: Optional[int] = None
+
+    @property
+    def multi(self) -> bool:
+        """Several neural LMs or a line search: the extended table and no heat map."""
+        return len(self.names) > 1 or self.search != "grid"
 
     def best_weights(self) -> Weights:
-        """The best point as :class:`Weights`."""
-        return Weights(acoustic_scale=self.acoustic_scale, lm_weight=self.best.lm_weight,
-                       interp=self.best.interp, word_ins_penalty=self.best.word_ins_penalty)
+        """The best point as :class:`Weights` (``nn_weights`` set for K >= 2 LMs)."""
+        b = self.best
+        return Weights(acoustic_scale=self.acoustic_scale, lm_weight=b.lm_weight, interp=b.interp,
+                       word_ins_penalty=b.word_ins_penalty, nn_weights=b.nn_weights)
+
+    def lm_weights_of(self, p: TunePoint) -> Tuple[float, ...]:
+        """``(w_1 .. w_K)`` of a point (``(1 - interp,)`` for one LM, () for none)."""
+        if p.nn_weights is not None:
+            return p.nn_weights
+        return (round(1.0 - p.interp, 12),) if self.names else ()
+
+    def describe(self, p: TunePoint) -> str:
+        """``"ngram 0.3, a 0.2, b 0.5, lm_weight 10.1, wip -0.63"`` for a point."""
+        ws = ", ".join(f"{n} {w:.4g}" for n, w in zip(self.names, self.lm_weights_of(p)))
+        return (f"ngram {p.interp:.4g}{', ' + ws if ws else ''}, lm_weight {p.lm_weight:.4g}, "
+                f"wip {p.word_ins_penalty:.6g}")
 
     def table(self) -> str:
-        """Printable text table of all points in grid order; the best row is marked ``*``."""
+        """Printable text table of all points; the best row is marked ``*``."""
+        if self.multi:
+            return self._multi_table()
         lines = [f"acoustic scale {self.acoustic_scale:g}",
                  f"{'interp':>8} {'lm_weight':>10} {'wip':>10} {'WER%':>8}"]
         marked = False
@@ -66,10 +113,55 @@ class TuneResult:
                      f"wip {b.word_ins_penalty:g}, WER {b.wer:.2f}%")
         return "\n".join(lines)
 
+    def _multi_table(self) -> str:
+        what = "start" if self.search == "line" else "point"
+        seed = f", seed {self.seed}" if self.seed is not None else ""
+        lines = [f"acoustic scale {self.acoustic_scale:g}; search {self.search}{seed}: {self.evaluations} "
+                 f"{'line minimisations' if self.search == 'line' else 'points'}, {self.hypotheses} hypotheses "
+                 f"visited, {self.seconds:.2f} s",
+                 " ".join([f"{what:>6}", f"{'ngram':>8}", *[f"{n:>8}" for n in self.names],
+                           f"{'lm_weight':>10}", f"{'wip':>10}", f"{'WER%':>8}"])]
+        marked = False
+        for i, p in enumerate(self.points):
+            mark = ""
+            if not marked and p == self.best:
+                mark, marked = "  *", True
+            ws = [f"{w:>8.4g}" for w in self.lm_weights_of(p)]
+            lines.append(" ".join([f"{i:>6}", f"{p.interp:>8.4g}", *ws, f"{p.lm_weight:>10.4g}",
+                                   f"{p.word_ins_penalty:>10.6g}", f"{p.wer:>8.2f}{mark}"]))
+        lines.append(f"best: {self.describe(self.best)}, WER {self.best.wer:.2f}%")
+        return "\n".join(lines)
+
+    def weights_block(self) -> Dict[str, object]:
+        """The ``"weights"`` block of ``tune.json`` (what ``score --weights`` reads)."""
+        b = self.best
+        return {"acoustic_scale": self.acoustic_scale, "lm_weight": b.lm_weight,
+                "word_ins_penalty": b.word_ins_penalty, "ngram": b.interp,
+                "nn": dict(zip(self.names, self.lm_weights_of(b)))}
+
     def to_dict(self) -> Dict[str, object]:
-        """JSON-serialisable form: acoustic_scale, best and points (list of dicts)."""
-        return {"acoustic_scale": self.acoustic_scale, "best": self.best.to_dict(),
-                "points": [p.to_dict() for p in self.points]}
+        """JSON-serialisable form: acoustic_scale, best, points (list of dicts), weights
+        (:meth:`weights_block`), search, evaluations, hypotheses, seconds (and seed for
+        the line search)."""
+        d = {"acoustic_scale": self.acoustic_scale, "best": self.best.to_dict(),
+             "points": [p.to_dict() for p in self.points], "weights": self.weights_block(),
+             "search": self.search, "evaluations": self.evaluations, "hypotheses": self.hypotheses,
+             "seconds": self.seconds}
+        if self.seed is not None:
+            d["seed"] = self.seed
+        return d
+
+
+def unique_names(names: Sequence[str]) -> Tuple[str, ...]:
+    """``names`` with repeats renamed ``NAME_2``, ``NAME_3``, ... (first kept)."""
+    out: List[str] = []
+    for n in names:
+        k, new = 1, n
+        while new in out:
+            k += 1
+            new = f"{n}_{k}"
+        out.append(new)
+    return tuple(out)
 
 
 def _floats(name: str, values) -> Tuple[float, ...]:
@@ -81,25 +173,86 @@ def _floats(name: str, values) -> Tuple[float, ...]:
     return vals
 
 
-def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]],
-              nn_cost: Optional[Mapping[str, float]],
+@dataclass(frozen=True)
+class _Prepared:
+    flat: object
+    nn: Optional[np.ndarray]  # float64 [K, H], or None
+    errors: np.ndarray
+    offsets: np.ndarray
+    ref_words: int
+    names: Tuple[str, ...]
+
+
+def _nn_list(nn_cost: NnCosts) -> List[Mapping[str, float]]:
+    if nn_cost is None:
+        return []
+    return [nn_cost] if isinstance(nn_cost, Mapping) else list(nn_cost)
+
+
+def _prepare(nbest: NbestSet, refs, nn_cost: NnCosts, names, labels) -> _Prepared:
+    """Flat arrays, NN costs [K, H] in key order, per-hypothesis errors; checks."""
+    if len(nbest) == 0:
+        raise DataError("tune: the N-best set has no utterances")
+    costs = _nn_list(nn_cost)
+    names = unique_names(names if names is not None else ["nn"] * len(costs))
+    if len(names) != len(costs):
+        raise ValueError(f"tune: {len(costs)} NN cost maps but {len(names)} names")
+    labels = list(labels) if labels is not None else (["nn_cost"] if len(costs) == 1 else
+                                                      [f"nn_cost {n}" for n in names])
+    flat = nbest.flat()  # per-hypothesis arrays in set order, built once
+    keys = flat.keys
+    rows = []
+    for cost, label in zip(costs, labels):
+        missing = [k for k in keys if k not in cost]
+        if missing:
+            raise DataError(
+                f"{label} lacks {len(missing)} of {len(keys)} hypothesis keys: "
+                f"{examples(missing)}; score every hypothesis of the lists with the neural LM")
+        rows.append(np.array([cost[k] for k in keys], dtype=np.float64))
+    checks = [(label, r) for label, r in zip(labels, rows)]
+    for name, arr in (*checks, ("ac_cost", flat.ac_cost), ("lm_cost", flat.lm_cost),
+                      ("graph_cost", flat.graph_cost)):
+        if not np.all(np.isfinite(arr)):
+            bad_keys = [k for k, v in zip(keys, arr) if not np.isfinite(v)]
+            raise DataError(f"{name} has non-finite values for {examples(bad_keys)}")
+    errors, offsets, ref_words = nbest_errors(nbest, refs, flat)
+    return _Prepared(flat, np.vstack(rows) if rows else None, errors, offsets, ref_words, names)
+
+
+def _simplex(interps: Tuple[float, ...], k: int):
+    """``(w_0, (w_1 .. w_K))`` with w_0 .. w_{K-1} from ``interps`` and
+    ``w_K = 1 - sum >= 0``, in lexicographic grid order (K >= 2)."""
+    for head in product(interps, repeat=k):
+        rest = round(1.0 - sum(head), 10)
+        if rest >= -1e-9:
+            yield head[0], (*head[1:], max(rest, 0.0))
+
+
+def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts,
               interps: Sequence[float], lm_weights: Sequence[float],
               word_ins_penalties: Optional[Sequence[float]] = None,
-              acoustic_scale: float = 1.0) -> TuneResult:
-    """WER of every (interp, lm_weight, word_ins_penalty) combination; pick the best.
+              acoustic_scale: float = 1.0, *, names: Optional[Sequence[str]] = None,
+              labels: Optional[Sequence[str]] = None) -> TuneResult:
+    """WER of every grid point; pick the best.
+
+    One neural LM (or none): every (interp, lm_weight, word_ins_penalty). K >= 2 LMs:
+    the weights ``(w_0 .. w_{K-1})`` each from ``interps`` with ``w_K = 1 - sum >= 0``
+    (the simplex at that spacing), times lm_weights, times penalties.
 
     Args:
         nbest: the N-best lists (H hypotheses in all).
         refs: utterance id -> reference words.
         nn_cost: hypothesis key -> neural LM cost (negated natural log, ``</s>``
-            included); must cover every hypothesis key. May be None only when every
-            interp is 1 (n-gram only).
-        interps: interpolation weights lambda of the n-gram, each in [0, 1].
+            included), or a sequence of K such maps; each must cover every hypothesis
+            key. May be None only when every interp is 1 (n-gram only).
+        interps: interpolation weights lambda (w_0) of the n-gram, each in [0, 1].
         lm_weights: LM weights (grammar scale) delta.
         word_ins_penalties: per-word penalties (nats; negative penalises words). None
             means the benchmark's first-pass value scaled to ``acoustic_scale``:
             ``(-0.629606 * acoustic_scale,)``.
         acoustic_scale: fixed acoustic scale.
+        names: the LM names (default ``nn``, ``nn_2``, ...); repeats get ``_2``, ``_3``.
+        labels: how error messages name each cost map (default from the names).
     Returns:
         TuneResult; WER in percent; best = lowest WER, ties to the first in grid order
         (interp outermost, word_ins_penalty innermost).
@@ -109,6 +262,7 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]],
         ValueError: empty or non-finite grid values, interp outside [0, 1], or
             ``nn_cost`` None while some interp < 1.
     """
+    t0 = time.perf_counter()
     interps_t = _floats("interps", interps)
     lms_t = _floats("lm_weights", lm_weights)
     if word_ins_penalties is None:
@@ -120,37 +274,77 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]],
     if nn_cost is None and any(v != 1.0 for v in interps_t):
         raise ValueError("tune_grid: nn_cost is needed when an interp (lambda) is < 1; "
                          "give neural LM costs or use interps=[1.0]")
-    if len(nbest) == 0:
-        raise DataError("tune_grid: the N-best set has no utterances")
-
-    flat = nbest.flat()  # per-hypothesis arrays in set order, built once
-    keys = flat.keys
-    nn = None
-    if nn_cost is not None:
-        missing = [k for k in keys if k not in nn_cost]
-        if missing:
-            raise DataError(
-                f"nn_cost lacks {len(missing)} of {len(keys)} hypothesis keys: "
-                f"{examples(missing)}; score every hypothesis of the lists with the neural LM")
-        nn = np.array([nn_cost[k] for k in keys], dtype=np.float64)
-    for name, arr in (("nn_cost", nn), ("ac_cost", flat.ac_cost), ("lm_cost", flat.lm_cost),
-                      ("graph_cost", flat.graph_cost)):
-        if arr is not None and not np.all(np.isfinite(arr)):
-            bad_keys = [k for k, v in zip(keys, arr) if not np.isfinite(v)]
-            raise DataError(f"{name} has non-finite values for {examples(bad_keys)}")
-
-    errors, offsets, ref_words = nbest_errors(nbest, refs, flat)
-
+    prep = _prepare(nbest, refs, nn_cost, names, labels)
+    k = len(prep.names)
+    if k >= 2:
+        weights = list(_simplex(interps_t, k))
+        nn = list(prep.nn)
+    else:
+        weights = [(lam, None) for lam in interps_t]
+        nn = prep.nn[0] if k == 1 else None
     points = []
-    for lam in interps_t:
+    for lam, ws in weights:
         for delta in lms_t:
             for wip in wips_t:
                 w = Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta,
-                            interp=lam, word_ins_penalty=wip)
-                scores = flat_scores(flat, w, nn)
-                chosen = segment_argmax(scores, offsets)
-                wer = float(errors[chosen].sum()) / ref_words * 100.0
+                            interp=lam, word_ins_penalty=wip, nn_weights=ws)
+                chosen = segment_argmax(flat_scores(prep.flat, w, nn), prep.offsets)
+                wer = float(prep.errors[chosen].sum()) / prep.ref_words * 100.0
                 points.append(TunePoint(interp=lam, lm_weight=delta, word_ins_penalty=wip,
-                                        wer=wer))
+                                        wer=wer, nn_weights=ws))
     best = min(points, key=lambda p: p.wer)  # min keeps the first of equal WERs
-    return TuneResult(points=tuple(points), best=best, acoustic_scale=float(acoustic_scale))
+    return TuneResult(points=tuple(points), best=best, acoustic_scale=float(acoustic_scale),
+                      names=prep.names, search="grid", evaluations=len(points),
+                      hypotheses=len(points) * len(prep.errors), seconds=time.perf_counter() - t0)
+
+
+def linear_scores(flat, nn: Optional[np.ndarray], errors, offsets, acoustic_scale: float) -> LinearScores:
+    """The scores as ``base + F @ [a_0 .. a_K, wip]`` with ``a_k = delta * w_k``:
+    base = -acoustic_scale * ac_cost, F = [-ngram - graph, -nn_k - graph, num_words]
+    (equal to :func:`~nbest_rescore.rescoring.combine.combine` up to rounding)."""
+    graph = np.asarray(flat.graph_cost, dtype=np.float64)
+    cols = [-np.asarray(flat.lm_cost, np.float64) - graph]
+    cols += [-c - graph for c in (nn if nn is not None else [])]
+    cols.append(np.asarray(flat.num_words, dtype=np.float64))
+    return LinearScores(base=-float(acoustic_scale) * np.asarray(flat.ac_cost, np.float64),
+                        features=np.column_stack(cols), offsets=np.asarray(offsets), errors=np.asarray(errors))
+
+
+def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts, *,
+              lm_weight: float = 9.5, word_ins_penalty: Optional[float] = None, acoustic_scale: float = 1.0,
+              restarts: int = 5, seed: int = 0, names: Optional[Sequence[str]] = None,
+              labels: Optional[Sequence[str]] = None) -> TuneResult:
+    """Exact line search (Och 2003) of ``a_k = delta * w_k`` (k = 0 .. K) and the
+    penalty at a fixed acoustic scale, from ``delta = lm_weight``, equal weights
+    ``w_k = 1 / (K + 1)`` and ``word_ins_penalty`` (None: the first-pass value scaled to
+    ``acoustic_scale``), plus ``restarts`` seeded random starts around it (``a_k``
+    spread by ``delta / (K + 1)``, the penalty by 1 nat). Bounds: ``0 <= a_k <=
+    LINE_LIMIT``, ``|wip| <= LINE_LIMIT``.
+
+    Returns:
+        TuneResult with ``search="line"``: one point per start (WER in percent, weights
+        normalised: ``lm_weight = delta = sum a``, ``interp = w_0``), the best, the line
+        minimisations (``evaluations``), hypotheses visited and seconds.
+    Raises:
+        DataError: as :func:`tune_grid`. ValueError: restarts < 0.
+    """
+    t0 = time.perf_counter()
+    if restarts < 0:
+        raise ValueError(f"tune_line: restarts must be >= 0, got {restarts}")
+    prep = _prepare(nbest, refs, nn_cost, names, labels)
+    k = len(prep.names)
+    wip0 = FIRST_PASS_WIP * float(acoustic_scale) if word_ins_penalty is None else float(word_ins_penalty)
+    problem = linear_scores(prep.flat, prep.nn, prep.errors, prep.offsets, acoustic_scale)
+    x0 = initial_point(k, float(lm_weight), wip0)
+    lower, upper = box(k, LINE_LIMIT)
+    spread = np.r_[np.full(k + 1, float(lm_weight) / (k + 1)), 1.0]
+    res = och_search(problem, x0, lower, upper, restarts=restarts, seed=seed, spread=spread)
+    points = []
+    for run in res.runs:
+        delta, w, wip = split_point(run.x, k)
+        points.append(TunePoint(interp=w[0], lm_weight=delta, word_ins_penalty=wip,
+                                wer=run.errors / prep.ref_words * 100.0,
+                                nn_weights=tuple(w[1:]) if k >= 2 else None))
+    return TuneResult(points=tuple(points), best=points[res.best], acoustic_scale=float(acoustic_scale),
+                      names=prep.names, search="line", evaluations=res.line_minimizations,
+                      hypotheses=res.visited, seconds=time.perf_counter() - t0, seed=int(seed))

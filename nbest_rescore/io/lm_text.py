@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple
 from ..errors import DataError
 from ._common import iter_lines, split_fields
 
-__all__ = ["read_lm_text"]
+__all__ = ["read_lm_text", "reverse_documents"]
 
 
 def read_lm_text(path, max_words: Optional[int] = None) -> List[List[Tuple[str, ...]]]:
@@ -50,3 +50,18 @@ def read_lm_text(path, max_words: Optional[int] = None) -> List[List[Tuple[str, 
         raise DataError(f"{path}: no sentences (the file is empty or holds only blank "
                         f"lines); expected one sentence per line")
     return docs
+
+
+def reverse_documents(documents) -> List[List[Tuple[str, ...]]]:
+    """The documents as a backward LM reads them: each document's sentences in reverse
+    order, the words of each sentence reversed (``[[("a", "b"), ("c",)]]`` ->
+    ``[[("c",), ("b", "a")]]``). Documents keep their order; an empty document or
+    sentence stays empty. Reversing twice gives the documents back.
+
+    Args:
+        documents: documents of sentences, each a sequence of words (as
+            :func:`read_lm_text` returns).
+    Returns:
+        a new list of lists of word tuples.
+    """
+    return [[tuple(s)[::-1] for s in reversed(list(doc))] for doc in documents]

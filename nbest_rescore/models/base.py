@@ -99,6 +99,8 @@ def detach_state(state: State) -> State:
 
 
 OUTPUT_LAYERS = ("softmax", "adaptive")
+#: reading directions of a model (``model_config.direction``)
+DIRECTIONS = ("forward", "backward")
 
 
 @dataclass
@@ -126,6 +128,17 @@ class ModelConfig:
         < cutoffs[0]); None: chosen by the trainer from the training word frequencies
         (:func:`default_adaptive_cutoffs`) and stored in the checkpoint.
     adaptive_div_value: each tail cluster i projects to D / div_value**(i+1) units.
+    direction: ``"forward"`` or ``"backward"`` (:data:`DIRECTIONS`). A backward model
+        is the same network reading the data reversed: every sentence word-reversed
+        and the sentences of a document in reverse order, so the stream of a document
+        s_1 .. s_n is ``</s> rev(s_n) </s> .. rev(s_1) </s>`` (it predicts w_k .. w_1
+        and then ``</s>``, i.e. the sentence start: the mirror of the forward
+        model's ``</s>`` after w_k), and its state runs from the document's last
+        sentence to its first. The model code ignores this field: the reversal is
+        done on the data by training (:func:`~nbest_rescore.training.streams.model_documents`),
+        ``ppl`` and rescoring (:func:`~nbest_rescore.rescoring.backward.reverse_nbest`:
+        each utterance is conditioned on the 1-best of the FOLLOWING utterances).
+        Stored in the checkpoint's config (a checkpoint without it is forward).
     """
 
     embedding_dim: int = 256
@@ -135,10 +148,11 @@ class ModelConfig:
     output: str = "softmax"
     adaptive_cutoffs: Optional[List[int]] = None
     adaptive_div_value: float = 4.0
+    direction: str = "forward"
 
     _SECTION = "model_config"
     _RANGES = {"adaptive_div_value": ">= 1"}
-    _CHOICES = {"output": OUTPUT_LAYERS}
+    _CHOICES = {"output": OUTPUT_LAYERS, "direction": DIRECTIONS}
     _EXAMPLES = {"adaptive_cutoffs": [2000, 10000]}
 
     def __post_init__(self):
@@ -248,6 +262,13 @@ class LanguageModel(nn.Module):
             if getattr(config, "tie_weights", False):
                 self.decoder.weight = self.embedding.weight
             nn.init.zeros_(self.decoder.bias)
+
+    @property
+    def direction(self) -> str:
+        """``"forward"`` or ``"backward"`` (see :class:`ModelConfig`): the order in which
+        the model reads the words and the sentences of a document. The model itself
+        reads whatever tokens it is given; callers reverse the data of a backward model."""
+        return getattr(self.config, "direction", "forward")
 
     # -- to implement ---------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:

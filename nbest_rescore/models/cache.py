@@ -100,6 +100,11 @@ class CachedLM(LanguageModel):
         """``"<wrapped name>+cache"`` (not a registered model name)."""
         return f"{self.model.name}+cache"
 
+    @property
+    def direction(self) -> str:
+        """The wrapped model's reading direction (the cache follows the same stream)."""
+        return self.model.direction
+
     # -- refused: training and checkpoints ---------------------------------------------
     def train(self, mode: bool = True):
         """Eval mode only: DataError for ``mode=True`` (the cache is never trained)."""

@@ -12,6 +12,14 @@ chosen 1-best of the previous utterances of the same document (each followed by
 
 For ``rescored`` and ``interpolated`` the documents advance in parallel, one
 utterance position at a time. The final 1-best always uses the full weights.
+
+A backward model (``model_config.direction: backward``) conditions each utterance on
+the FOLLOWING utterances of its document instead: the set is reversed
+(:func:`~.backward.reverse_nbest`: utterances of each document last first, hypotheses
+word-reversed), rescored with the same machinery, and the costs and 1-bests mapped
+back to the original keys. So the history of utterance i is the chosen 1-best of
+utterances n .. i+1 (for ``rescored`` / ``interpolated`` the documents are processed
+from their last utterance to their first).
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import torch
 from ..errors import DataError, examples
 from ..models.base import align_slots, cat_states, select_state
 from ..types import NbestSet
+from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
 from .scorer import NnScorer
 
@@ -73,13 +82,41 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
         history: one of :data:`HISTORY_MODES`.
         ngram_cost: float64 [H] n-gram costs replacing the lists' ``lm_cost``.
         progress: called with the number of hypotheses scored so far, if given.
+
+    Backward model (``scorer.model.direction == "backward"``): every hypothesis is
+    scored reversed and conditioned on the following utterances of its document (see
+    the module docstring); the results are in the original order all the same.
+
     Raises:
-        ValueError: unknown history policy.
+        ValueError: unknown history policy; ``ngram_cost`` not [H].
         NonFiniteCostError: the model gave a NaN or infinite cost (checked per batch,
             before any 1-best is picked from it).
     """
     if history not in HISTORY_MODES:
         raise ValueError(f"history {history!r}: expected one of {HISTORY_MODES}")
+    if getattr(scorer.model, "direction", "forward") == "backward":
+        return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress)
+    return _rescore(nbest, scorer, weights, history, ngram_cost, progress)
+
+
+def _rescore_backward(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
+                      ngram_cost: Optional[np.ndarray], progress) -> RescoreResult:
+    """:func:`rescore` of a backward model: the forward machinery on the reversed set
+    (:func:`~.backward.reverse_nbest`), results mapped back to the original order."""
+    flat = nbest.flat(ngram_cost)  # (checks ngram_cost's shape)
+    rev = reverse_nbest(nbest)
+    log.info("backward LM: documents read from their last utterance to their first, hypotheses reversed")
+    res = _rescore(rev.nbest, scorer, weights, history,
+                   None if ngram_cost is None else flat.lm_cost[rev.flat_index], progress)
+    best = np.empty_like(res.best)
+    best[rev.utt_index] = rev.flat_index[res.best]
+    one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
+    return RescoreResult(rev.to_original(res.nn_cost), flat.offsets, best, one_best, history)
+
+
+def _rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
+             ngram_cost: Optional[np.ndarray], progress) -> RescoreResult:
+    """:func:`rescore` reading the set in the given order (a forward model)."""
     flat = nbest.flat(ngram_cost)
     docs = nbest.documents()
     n_utts = len(nbest)

@@ -104,6 +104,11 @@ def trained_self_norm_weight(info: Optional[dict]) -> Optional[float]:
 class NnScorer:
     """Scores hypotheses with ``model`` on ``device`` (see the module docstring).
 
+    The hypotheses are read in the order given, whatever ``model.direction``: for a
+    backward model :func:`~.history.rescore` reverses the lists and histories first
+    (:func:`~.backward.reverse_nbest`); direct callers of :meth:`costs` and
+    :meth:`advance` must hand them reversed themselves.
+
     Args:
         model: a trained language model (put in eval mode here).
         vocab: its vocabulary (unknown words map to ``<unk>``).
@@ -167,9 +172,10 @@ class NnScorer:
         self.max_segment = max_segment
 
     def settings(self) -> dict:
-        """What ``score`` records in ``wer.json``: mode, output, quantize, dtype and the
-        batch limits."""
-        return {"mode": self.mode, "output": self.output, "quantize": self.quantize, "dtype": self.dtype,
+        """What ``score`` records in ``wer.json``: the model's direction (``forward`` /
+        ``backward``), mode, output, quantize, dtype and the batch limits."""
+        return {"direction": self.model.direction, "mode": self.mode, "output": self.output,
+                "quantize": self.quantize, "dtype": self.dtype,
                 "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment}
 
     def _log_probs(self, inputs, targets, state, lengths=None):

@@ -116,8 +116,11 @@ def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
         raise DataError(f"{opt} {path}: is a {payload['model']!r} model but the config trains {cfg.model!r}")
     if resume:
         stored = payload.get("info", {}).get("train_config", {}).get("model_config")
-        mine = {k: v for k, v in cfg.model_config.items() if k != "adaptive_cutoffs"}
-        theirs = {k: v for k, v in (stored or {}).items() if k != "adaptive_cutoffs"}
+        # (direction: forward is the default, written or not)
+        mine = {k: v for k, v in cfg.model_config.items()
+                if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
+        theirs = {k: v for k, v in (stored or {}).items()
+                  if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
         if stored is not None and mine != theirs:
             raise DataError(f"--resume {path}: was trained with model_config {theirs}, the config gives {mine}; "
                             f"resume with the run's own config")

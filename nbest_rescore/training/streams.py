@@ -5,7 +5,8 @@ A document of sentences s_1..s_n becomes the token stream ``</s> s_1 </s> s_2 ..
 and every ``</s>`` is predicted. Whole documents are dealt to ``B`` parallel streams
 (each to the currently shortest stream), so the recurrent state can be carried from
 one BPTT segment to the next and reset exactly where a new document starts
-(``000`` section 5.1).
+(``000`` section 5.1). A backward model (``model_config.direction: backward``) gets
+the documents reversed first (:func:`model_documents`).
 """
 from __future__ import annotations
 
@@ -16,8 +17,25 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..models.base import LanguageModel, State, detach_state, reset_state
+from ..io.lm_text import reverse_documents
+from ..models.base import DIRECTIONS, LanguageModel, State, detach_state, reset_state
 from ..vocab import Vocabulary
+
+
+def model_documents(documents: Sequence[Sequence[Sequence[str]]], direction: str) -> list:
+    """The documents in the order a model of ``direction`` reads them: unchanged for
+    ``"forward"``; for ``"backward"`` each document's sentences in reverse order, each
+    sentence word-reversed (:func:`~nbest_rescore.io.lm_text.reverse_documents`), so
+    that :func:`encode_document` gives ``</s> rev(s_n) </s> .. rev(s_1) </s>``.
+
+    Raises:
+        ValueError: another direction (not in :data:`~nbest_rescore.models.base.DIRECTIONS`).
+    """
+    if direction == "forward":
+        return list(documents)
+    if direction == "backward":
+        return reverse_documents(documents)
+    raise ValueError(f"direction {direction!r}: expected one of {', '.join(DIRECTIONS)}")
 
 
 def encode_document(sentences: Sequence[Sequence[str]], vocab: Vocabulary) -> np.ndarray:

@@ -10,7 +10,10 @@ autocast and TF32 on CUDA; the learning rate warms up and decays over the planne
 length (:mod:`.schedule`); early stopping on validation perplexity keeps the best
 weights. After every epoch the best weights are written to ``--out`` and the full
 training state to ``<out>.last.pt`` (:mod:`.checkpointing`), from which ``train
---resume`` continues exactly. Started by ``torchrun``, each process trains its share
+--resume`` continues exactly. A backward model (``model_config.direction: backward``)
+trains on the reversed documents (:func:`~.streams.model_documents`: sentences
+word-reversed, a document's sentences from its last to its first; ``data.max_words``
+takes its prefix of the text before the reversal). Started by ``torchrun``, each process trains its share
 of the streams under DistributedDataParallel (:mod:`.distributed`).
 """
 from __future__ import annotations
@@ -40,7 +43,7 @@ from ..models.registry import config_from_dict, get_model_class
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
 from .schedule import LRSchedule
-from .streams import Streams, encode_document, make_streams, nll_of_streams, run_segment
+from .streams import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment
 
 log = logging.getLogger(__name__)
 
@@ -442,7 +445,8 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     device = world.device
     if world.main:  # (the only process that writes)
         checkpointing.check_writable(out_path)
-    config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)  # bad model_config: fail before reading data
+    # bad model_config: fail before reading data
+    direction = config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
     if o.dtype == "bfloat16" and device.type != "cuda":
         raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
                         f"{device}: use --device cuda or --dtype float32")
@@ -453,8 +457,10 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     if o.threads:
         torch.set_num_threads(o.threads)
     loaded = checkpointing.load_start(resume or init_from, cfg, resume=bool(resume)) if (resume or init_from) else None
-    train_docs = read_lm_text(cfg.data.train, cfg.data.max_words)
-    valid_docs = read_lm_text(cfg.data.valid, cfg.data.max_valid_words) if cfg.data.valid else None
+    # a backward model reads every document reversed (after the max_words prefix is taken)
+    train_docs = model_documents(read_lm_text(cfg.data.train, cfg.data.max_words), direction)
+    valid_docs = (model_documents(read_lm_text(cfg.data.valid, cfg.data.max_valid_words), direction)
+                  if cfg.data.valid else None)
     vocab = loaded.vocab if loaded else build_vocab(cfg, train_docs)
     encoded = [encode_document(d, vocab) for d in train_docs]
     if cfg.model_config.get("output") == "adaptive" and not cfg.model_config.get("adaptive_cutoffs"):

@@ -8,7 +8,7 @@ import pytest
 
 from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.plots import plot_wer_heatmap
-from nbest_rescore.evaluation.tuning import TunePoint, TuneResult, tune_grid
+from nbest_rescore.evaluation.tuning import TunePoint, TuneResult, tune_grid, tune_line
 from nbest_rescore.evaluation.wer import compute_wer
 from nbest_rescore.rescoring.combine import Weights, combine
 
@@ -153,3 +153,60 @@ def test_heatmap_title_names_model_and_data(tmp_path, monkeypatch):
     assert lines[1].startswith("WER (%) at word insertion penalty 0") and "best (red): lambda 0.5" in lines[2]
     untitled = plots.wer_heatmap_figure(_hand_made_result()).axes[0].get_title().splitlines()
     assert untitled == lines[1:]
+
+
+# --- several neural LMs, line search; one-LM output frozen -----------------------------
+
+def _noisy(nbest, seed, scale=0.9, sigma=2.0):
+    rng = np.random.default_rng(seed)
+    return {k: float(c * scale + e) for u in nbest.utterances
+            for k, c, e in zip(u.keys, u.lm_cost, rng.normal(0.0, sigma, size=len(u)))}
+
+
+def test_one_lm_grid_output_frozen(ci, nn_cost):
+    """Table and tune.json points/best of the one-LM grid as computed by the code before
+    multi-LM tuning (sha256 frozen then)."""
+    import hashlib
+    import json
+
+    nbest, refs = ci
+    res = tune_grid(nbest, refs, nn_cost, interps=[round(0.1 * i, 10) for i in range(11)],
+                    lm_weights=[5.0, 7.5, 9.5, 12.0], word_ins_penalties=[-1.0, -0.629606, 0.0])
+    assert hashlib.sha256(res.table().encode()).hexdigest() == (
+        "389543d72d9a004d82f70a2ec6f1baa661e7284c8f7b901f136f7e3a7c6fb0a1")
+    d = res.to_dict()
+    old = {k: d[k] for k in ("acoustic_scale", "best", "points")}
+    assert d["best"] == {"interp": 1.0, "lm_weight": 9.5, "word_ins_penalty": -1.0, "wer": 31.327433628318584}
+    assert hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest() == (
+        "c81f5575c2cdad9bba9d4a85932c1d08d9346261ff2ca755a8685ad67f7c5db9")
+    assert d["weights"] == {"acoustic_scale": 1.0, "lm_weight": 9.5, "word_ins_penalty": -1.0, "ngram": 1.0,
+                            "nn": {"nn": 0.0}}
+    assert d["search"] == "grid" and d["evaluations"] == 132 and "seed" not in d
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_line_search_at_least_as_good_as_grid(ci, nn_cost, k):
+    nbest, refs = ci
+    costs = [nn_cost, _noisy(nbest, 99, 0.95, 1.5)][:k]
+    grid = tune_grid(nbest, refs, costs, interps=[round(0.1 * i, 10) for i in range(11)],
+                     lm_weights=np.arange(5.0, 14.01, 0.5), word_ins_penalties=[-0.629606])
+    line = tune_line(nbest, refs, costs, restarts=3, seed=0)
+    assert line.best.wer <= grid.best.wer
+    assert line.search == "line" and line.seed == 0 and len(line.points) == 4 and line.evaluations > 0
+    # the reported WER is the combination's at the reported (normalised) weights
+    w = line.best_weights()
+    loop = compute_wer(refs, _loop_choice(nbest, w, costs[0]) if k == 1 else _loop_choice_multi(nbest, w, costs)).wer
+    assert line.best.wer == pytest.approx(loop, abs=1e-9)
+    if k == 2:
+        assert len(grid.points) == 66 * 19  # (w0, w1) on the 0.1 simplex x 19 LM weights
+        assert all(abs(p.interp + sum(p.nn_weights) - 1) < 1e-9 for p in grid.points)
+        assert line.weights_block()["nn"].keys() == {"nn", "nn_2"}
+
+
+def _loop_choice_multi(nbest, weights, costs):
+    out = {}
+    for u in nbest.utterances:
+        nn = [np.array([c[k] for k in u.keys]) for c in costs]
+        s = combine(u.ac_cost, u.lm_cost, u.num_words, weights, nn_cost=nn, graph_cost=u.graph_cost)
+        out[u.utt_id] = u.hyps[int(np.argmax(s))]
+    return out
