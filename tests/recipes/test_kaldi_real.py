@@ -24,18 +24,19 @@ def bed(kaldi_real, DATA, ci_nbest, tmp_path_factory):
     root = tmp_path_factory.mktemp("kaldi_real")
     b = build(root, DATA, kaldi_real)
     lm = small_checkpoint(ci_nbest, root / "small.pt")
+    small_checkpoint(ci_nbest, root / "lstm.pt", "lstm")  # the second LM of the two-LM run
     return b, lm
 
 
-def run_step(b, lm, *args):
+def run_step(b, *args):
     cmd = ["nice", "-n", "10", "bash", "steps/nbest_rescore.sh", *map(str, args)]
     return subprocess.run(cmd, cwd=b.egs, env=b.env, capture_output=True, text=True, timeout=600)
 
 
-def expected_score(b, lm, name, DATA, tmp_path):
+def expected_score(b, lms, name, DATA, tmp_path, nn_weights=None):
     nbest = nr.load_nbest(lists_dir(b, name, DATA, tmp_path / f"lists_{name}"))
-    return nr.score(nbest, nr.load_lm(lm), lm_weight=LMWT, interp=0.5, word_ins_penalty=0.0, acoustic_scale=1.0,
-                    history="first-pass")
+    return nr.score(nbest, [nr.load_lm(lm) for lm in lms], lm_weight=LMWT, interp=0.5, word_ins_penalty=0.0,
+                    acoustic_scale=1.0, history="first-pass", nn_weights=nn_weights)
 
 
 def recovered_lists(out, num_jobs=3):
@@ -62,9 +63,10 @@ def input_lists(b, name, DATA):
     return {u: sorted(v) for u, v in lists.items()}
 
 
-# input kind x first-pass LM removal x --nj
+# input kind x first-pass LM removal x --nj (archives-carpa-nj3 with two LMs: a GRU and an LSTM)
 RUNS = [("lattices", "carpa", 1), ("lattices", "carpa", 3), ("lattices", "fst", 3), ("lattices", "fst", 1),
         ("archives", "carpa", 3), ("archives", "fst", 1)]
+TWO_LMS = ("archives", "carpa", 3)
 
 
 @pytest.mark.parametrize("kind,lm_name,nj", RUNS, ids=[f"{k}-{n}-nj{j}" for k, n, j in RUNS])
@@ -81,8 +83,11 @@ def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path, request):
         (local / "wer_output_filter").write_text("#!/bin/sh\nsed -e 's/ the / /g'\n")
         (local / "wer_output_filter").chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(local, ignore_errors=True))
-    res = run_step(b, lm, "--nj", nj, "--use-lattices", str(kind == "lattices").lower(),
-                   "--lang", f"lang_{lm_name}", *WEIGHTS, lm, "data", f"decode_{lm_name}", out)
+    lms, extra = [lm], []
+    if (kind, lm_name, nj) == TWO_LMS:
+        lms, extra = [lm, lm.parent / "lstm.pt"], ["--nn-weights", "0.3,0.2"]
+    res = run_step(b, "--nj", nj, "--use-lattices", str(kind == "lattices").lower(), *extra,
+                   "--lang", f"lang_{lm_name}", *WEIGHTS, ",".join(map(str, lms)), "data", f"decode_{lm_name}", out)
     assert res.returncode == 0, res.stdout + res.stderr
     out = b.egs / out
     assert ("lattices" if kind == "lattices" else "N-best archives") in res.stdout.split("input: ")[1]
@@ -96,7 +101,16 @@ def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path, request):
         assert np.allclose([g[1:] for g in got[u]], [w[1:] for w in want[u]], atol=1e-3, rtol=0), u
 
     # the new 1-best is nbest-rescore score's on the same lists
-    whole = expected_score(b, lm, lm_name, DATA, tmp_path)
+    whole = expected_score(b, lms, lm_name, DATA, tmp_path, (0.3, 0.2) if len(lms) == 2 else None)
+    nn_files = ["lmwt.nn.small", "lmwt.nn.lstm"] if len(lms) == 2 else ["lmwt.nn"]
+    for j in (1, 2, 3):
+        a = out / f"archives.{j}"
+        assert sorted(p.name for p in a.glob("lmwt.nn*")) == sorted(nn_files)
+        li, nolm, withlm = read_ark(a / "lmwt.interp"), read_ark(a / "lmwt.nolm"), read_ark(a / "lmwt.withlm")
+        nns = [read_ark(a / f) for f in nn_files]
+        ws = (0.3, 0.2) if len(lms) == 2 else (0.5,)
+        for k in li:  # lmwt.interp = nolm + 0.5 * (withlm - nolm) + sum_k w_k * nn_k, by hand
+            assert abs(li[k] - (nolm[k] + 0.5 * (withlm[k] - nolm[k]) + sum(w * c[k] for w, c in zip(ws, nns)))) < 2e-6
     text = {p[0]: tuple(p[1:]) for p in (line.split() for line in open(out / "text"))}
     assert text == whole.one_best
     # ... and the best path of the rebuilt lattices at LMWT (Kaldi's lattice-best-path)
@@ -128,7 +142,7 @@ def test_reruns_leave_the_input_byte_identical(bed):
     b, lm = bed
     before = checksums(b.egs / "decode_carpa")
     for use in ("false", "true", "false", "true"):
-        res = run_step(b, lm, "--use-lattices", use, "--lang", "lang_carpa", "--skip-scoring", "true", *WEIGHTS,
+        res = run_step(b, "--use-lattices", use, "--lang", "lang_carpa", "--skip-scoring", "true", *WEIGHTS,
                        lm, "data", "decode_carpa", "decode_rerun")
         assert res.returncode == 0, res.stdout + res.stderr
         assert checksums(b.egs / "decode_carpa") == before
@@ -142,7 +156,7 @@ def test_lattices_that_were_rescored_are_refused(bed, tmp_path):
     dec = b.egs / "decode_rescored"
     shutil.copytree(b.egs / "decode_carpa", dec)
     (dec / "archives.2" / "lmwt.rnn").write_text((dec / "archives.2" / "lmwt.nolm").read_text())
-    res = run_step(b, lm, "--use-lattices", "true", "--lang", "lang_carpa", *WEIGHTS, lm, "data", dec.name,
+    res = run_step(b, "--use-lattices", "true", "--lang", "lang_carpa", *WEIGHTS, lm, "data", dec.name,
                    "decode_rescored_nn")
     assert res.returncode == 1
     assert "archives.2/lmwt.rnn" in res.stderr and "counted twice" in res.stderr and "--use-lattices false" in res.stderr

@@ -23,10 +23,11 @@ RUN_PL = REPO / "recipes" / "kaldi" / "utils" / "run.pl"
 WEIGHTS = ["--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--history", "first-pass"]
 
 
-def small_checkpoint(nbest, path):
-    """A random GRU of tests/tiny_models.py's size over the 300 most frequent list words."""
+def small_checkpoint(nbest, path, family="gru"):
+    """A random LM (GRU by default) of tests/tiny_models.py's size over the 300 most
+    frequent list words."""
     import torch
-    from tiny_models import SMALL
+    from tiny_models import EXTRA, SMALL
 
     from nbest_rescore.models import build_model, save_model
     from nbest_rescore.vocab import Vocabulary
@@ -34,7 +35,8 @@ def small_checkpoint(nbest, path):
     counts = Counter(w for u in nbest.utterances for h in u.hyps for w in h)
     vocab = Vocabulary(["</s>", "<unk>"] + sorted(w for w, _ in counts.most_common(300)))
     torch.manual_seed(0)
-    save_model(path, build_model("gru", SMALL, len(vocab)).eval(), vocab, {"note": "random, for tests"})
+    save_model(path, build_model(family, {**SMALL, **EXTRA.get(family, {})}, len(vocab)).eval(), vocab,
+               {"note": "random, for tests"})
     return path
 
 
@@ -250,3 +252,15 @@ def test_use_lattices_default_and_refusals(kaldi, ci_nbest, tmp_path):
     assert not (tmp_path / "decode_nn2" / "archives.1").exists()
     res = step(tmp_path, "--use-lattices", "yes", *WEIGHTS, lm, "data", "decode", "decode_nn2")
     assert res.returncode == 1 and "--use-lattices takes true or false" in res.stderr
+
+
+def test_several_lms_weights_are_checked_before_any_work(kaldi, tmp_path):
+    root, lm, _ = kaldi
+    (tmp_path / "decode").mkdir()
+    two = f"{lm},{lm}"
+    res = step(tmp_path, "--nn-weights", "0.5", two, root / "data", "decode", "out")
+    assert res.returncode == 1 and "--nn-weights has 1 weights for 2 LMs" in res.stderr
+    res = step(tmp_path, "--nn-weights", "0.3,0.3", two, root / "data", "decode", "out")
+    assert res.returncode == 1 and "--interp 0.5 and --nn-weights 0.3,0.3 must sum to 1" in res.stderr
+    res = step(tmp_path, f"{lm},{tmp_path}/missing.pt", root / "data", "decode", "out")
+    assert res.returncode == 1 and f"the LM checkpoint {tmp_path}/missing.pt does not exist" in res.stderr

@@ -4,7 +4,9 @@
 # the previous utterances of its document, and put the new LM costs back in Kaldi's
 # N-best archive layout.
 #
-# Usage: steps/nbest_rescore.sh [options] <lm.pt> <data-dir> <input-decode-dir> <output-decode-dir>
+# Usage: steps/nbest_rescore.sh [options] <lm.pt[,lm2.pt,...]> <data-dir> <input-decode-dir> <output-decode-dir>
+#   Several NN LMs (a comma-separated list) are combined log-linearly with the n-gram:
+#   weights --interp (n-gram) and --nn-weights (one per LM, summing to 1 with --interp).
 #   e.g. steps/nbest_rescore.sh --cmd "$decode_cmd" --lm-weight 12 --interp 0.5 \
 #          exp/nnlm/gru.pt data/dev exp/tri3/decode_dev exp/tri3/decode_dev_gru
 #
@@ -58,6 +60,7 @@
 # For every hypothesis key
 #
 #   lmwt.interp = lmwt.nolm + interp * lmwt.lmonly + (1 - interp) * lmwt.nn
+#   (several LMs: + sum_k w_k * lmwt.nn.<name_k> with the --nn-weights w_k instead)
 #
 # with lmwt.lmonly = lmwt.withlm - lmwt.nolm the first-pass n-gram cost and
 # lmwt.nolm the rest of the graph cost (transition and pronunciation costs; 0 for
@@ -86,6 +89,7 @@ lang=                     # lattices: lang dir with words.txt and G.fst or G.car
 history=first-pass        # first-pass, rescored, interpolated or none (nbest-rescore score --history)
 lm_weight=10              # LM weight (LMWT, grammar scale)
 interp=0.5                # weight of the n-gram in the interpolation (1 = n-gram only, 0 = NN only)
+nn_weights=               # several LMs: their weights, comma-separated (default: 1 - interp split equally)
 acoustic_scale=1.0
 word_ins_penalty=0.0      # nats per word, negative = penalty
 device=cpu                # cpu, cuda or cuda:N
@@ -109,6 +113,7 @@ Options:
   --history <policy>            # first-pass, rescored, interpolated, none (default: $history)
   --lm-weight <x>               # LM weight (LMWT) (default: $lm_weight)
   --interp <x>                  # weight of the n-gram, in [0, 1] (default: $interp)
+  --nn-weights <w1,w2,...>      # several LMs: one weight each, interp + sum = 1 (default: equal split)
   --acoustic-scale <x>          # (default: $acoustic_scale)
   --word-ins-penalty <x>        # nats per word, negative = penalty (default: $word_ins_penalty)
   --device <cpu|cuda|cuda:N>    # (default: $device)
@@ -146,7 +151,26 @@ dir=$4
 [ -z "$nj" ] || [[ $nj =~ ^[1-9][0-9]*$ ]] || die "--nj must be an integer >= 1, got '$nj'"
 [[ $num_threads =~ ^[1-9][0-9]*$ ]] || die "--num-threads must be an integer >= 1, got '$num_threads'"
 [[ $N =~ ^[1-9][0-9]*$ ]] || die "--N must be an integer >= 1, got '$N'"
-[ -f "$lm" ] || die "the LM checkpoint $lm does not exist"
+# the NN LMs: names as nbest-rescore score gives them (file stem, repeats made unique)
+IFS=, read -r -a lms <<< "$lm"
+[ ${#lms[@]} -ge 1 ] || die "no LM checkpoint given"
+lm_names=()
+for f in "${lms[@]}"; do
+  [ -f "$f" ] || die "the LM checkpoint $f does not exist"
+  stem=$(basename "$f"); stem=${stem%.*}; name=$stem; i=1
+  while [[ " ${lm_names[*]} " == *" $name "* ]]; do i=$((i + 1)); name=${stem}_$i; done
+  lm_names+=("$name")
+done
+if [ -z "$nn_weights" ]; then
+  nn_weights=$(awk -v L="$interp" -v k=${#lms[@]} 'BEGIN { for (i = 1; i <= k; i++) printf "%s%.10g", (i > 1 ? "," : ""), (1 - L) / k }')
+fi
+IFS=, read -r -a nn_w <<< "$nn_weights"
+[ ${#nn_w[@]} -eq ${#lms[@]} ] || die "--nn-weights has ${#nn_w[@]} weights for ${#lms[@]} LMs ($lm): give one per LM"
+awk -v L="$interp" -v w="$nn_weights" 'BEGIN { n = split(w, a, ","); s = L; for (i = 1; i <= n; i++) s += a[i]
+  exit !(s > 1 - 1e-6 && s < 1 + 1e-6) }' || die "--interp $interp and --nn-weights $nn_weights must sum to 1"
+lm_opts=()
+for f in "${lms[@]}"; do lm_opts+=(--lm "$f"); done
+[ ${#lms[@]} -gt 1 ] && lm_opts+=(--nn-weights "$nn_weights")
 [ -d "$data" ] || die "the data directory $data does not exist"
 [ -d "$indir" ] || die "the input decode directory $indir does not exist"
 command -v nbest-rescore >/dev/null || \
@@ -179,7 +203,7 @@ esac
 if $use_lattices; then
   # lattices beside NN LM costs were rescored already (steps/rnnlmrescore.sh, or this step):
   # converting them again would count the old NN score twice
-  for f in lmwt.interp lmwt.rnn lmwt.nn; do
+  for f in lmwt.interp lmwt.rnn lmwt.nn 'lmwt.nn.*'; do
     for a in "$indir"/archives.*/$f; do
       [ -e "$a" ] && die "the lattices of $indir sit beside $a: they already hold an NN LM score, which would be counted twice; use --use-lattices false to read the N-best archives (their first-pass lmwt.withlm / lmwt.nolm), or give the first-pass decode directory"
     done
@@ -242,7 +266,7 @@ if [ $stage -le 0 ]; then
       a=$dir/archives.$n
       rm -rf "$a" && mkdir -p "$a" || die "cannot create $a"
       for f in "$indir/archives.$n"/*; do
-        case "$(basename "$f")" in lmwt.nn|lmwt.interp*|temp) continue ;; esac
+        case "$(basename "$f")" in lmwt.nn|lmwt.nn.*|lmwt.interp*|temp) continue ;; esac
         [ -f "$f" ] && ln -s "$(abs "$f")" "$a/"
       done
       words_file "$a" >/dev/null || die "$indir/archives.$n has no hypotheses: expected text, words_text, or words + words.txt"
@@ -275,7 +299,7 @@ if [ $stage -le 1 ]; then
   for n in $(seq $num_jobs); do [ -d "$dir/archives.$n" ] || die "$dir/archives.$n not found: run stage 0 first"; done
   # a rerun never leaves the merged outputs of an earlier run beside new partial ones
   rm -rf "$dir/score" "$dir/text" "$dir"/wer_* "$dir"/score.* "$dir/rescore_src" "$dir/scoring_kaldi" "$dir"/lat.*.gz
-  for n in $(seq $num_jobs); do rm -f "$dir/archives.$n/lmwt.nn" "$dir/archives.$n/lmwt.interp"; done
+  for n in $(seq $num_jobs); do rm -f "$dir/archives.$n/lmwt.nn" "$dir/archives.$n"/lmwt.nn.* "$dir/archives.$n/lmwt.interp"; done
 
   reshard=false
   if [ "$nj" -ne "$num_jobs" ]; then
@@ -330,9 +354,9 @@ if [ $stage -le 1 ]; then
   fi
   echo $nj > "$dir/rescore_nj"
 
-  log "rescoring with $lm in $nj jobs (history $history, lm-weight $lm_weight, interp $interp)"
+  log "rescoring with $lm in $nj jobs (history $history, lm-weight $lm_weight, interp $interp$([ ${#lms[@]} -gt 1 ] && echo ", nn-weights $nn_weights"))"
   $cmd --num-threads $num_threads JOB=1:$nj "$dir/log/rescore.JOB.log" \
-    nbest-rescore -v score --lm "$lm" --nbest "$src" --out "$dir/score.JOB" --threads $num_threads --no-progress \
+    nbest-rescore -v score "${lm_opts[@]}" --nbest "$src" --out "$dir/score.JOB" --threads $num_threads --no-progress \
       --device "$device" --history "$history" --lm-weight "$lm_weight" --interp "$interp" \
       --acoustic-scale "$acoustic_scale" --word-ins-penalty "$word_ins_penalty" $score_opts \
     || die "rescoring failed: see the log(s) named above ($dir/log/rescore.JOB.log); nothing was merged"
@@ -349,10 +373,17 @@ if [ $stage -le 2 ]; then
   nbest-rescore merge --out "$dir/score" "${ref_opt[@]}" "${job_dirs[@]}" > "$dir/log/merge.log" 2>&1 || \
     die "nbest-rescore merge failed: $(tail -n 1 "$dir/log/merge.log") (log: $dir/log/merge.log)"
 
-  log "writing archives.JOB/lmwt.nn and archives.JOB/lmwt.interp (interp $interp)"
+  # the merged NN costs: score/nn_cost for one LM, score/nn_cost.<name> for several;
+  # written per Kaldi job as lmwt.nn, or lmwt.nn.<name>
+  nn_in=() nn_out=()
+  if [ ${#lms[@]} -eq 1 ]; then nn_in=("$dir/score/nn_cost"); nn_out=(lmwt.nn)
+  else for name in "${lm_names[@]}"; do nn_in+=("$dir/score/nn_cost.$name"); nn_out+=("lmwt.nn.$name"); done
+  fi
+  for f in "${nn_in[@]}"; do [ -f "$f" ] || die "$f not found after merging (the LM names of nbest-rescore and this step differ?)"; done
+  log "writing archives.JOB/${nn_out[*]} and archives.JOB/lmwt.interp (interp $interp$([ ${#lms[@]} -gt 1 ] && echo ", nn-weights $nn_weights"))"
   for n in $(seq $num_jobs); do
     a=$dir/archives.$n
-    rm -f "$a/lmwt.nn" "$a/lmwt.interp"
+    rm -f "$a/lmwt.nn" "$a"/lmwt.nn.* "$a/lmwt.interp"
     # the n-gram and graph costs, chosen as nbest-rescore reads them
     if [ -f "$a/lm_cost" ]; then ng=$a/lm_cost; graph=; sub=0
     elif [ -f "$a/lmwt.lmonly" ]; then ng=$a/lmwt.lmonly; graph=; sub=0; [ -f "$a/lmwt.nolm" ] && graph=$a/lmwt.nolm
@@ -360,22 +391,29 @@ if [ $stage -le 2 ]; then
     else die "$a has no n-gram costs (lm_cost, lmwt.lmonly, or lmwt.withlm + lmwt.nolm)"
     fi
     for f in $ng $graph; do is_binary "$f" && die "$f is a binary archive: lmwt.interp is computed from text archives (write it with ark,t:)"; done
-    awk -v L="$interp" -v nnf="$dir/score/nn_cost" -v gf="$graph" -v sub_graph=$sub \
-        -v out_nn="$a/lmwt.nn" -v out_interp="$a/lmwt.interp" '
+    # lmwt.interp = graph + interp * n-gram + sum_k w_k * nn_k
+    awk -v L="$interp" -v weights="$(IFS=,; echo "${nn_w[*]}")" -v nnfiles="${nn_in[*]}" \
+        -v outs="${nn_out[*]}" -v dir="$a" -v K=${#nn_in[@]} -v gf="$graph" -v sub_graph=$sub \
+        -v out_interp="$a/lmwt.interp" '
+      BEGIN { split(weights, w, ","); split(outs, o, " ") }
       function val() { return ($2 == "[") ? $3 : $2 }
-      FILENAME == nnf { nn[$1] = val(); nnt[$1] = $2; next }
+      FNR == 1 { file++ }
+      file <= K { nn[file, $1] = val(); nnt[file, $1] = $2; next }
       gf != "" && FILENAME == gf { g[$1] = val(); next }
       { k = $1
-        if (!(k in nn)) { print "hypothesis " k " of " FILENAME " has no NN cost in " nnf > "/dev/stderr"; exit 1 }
         gr = 0
         if (gf != "") {
           if (!(k in g)) { print "hypothesis " k " of " FILENAME " is not in " gf > "/dev/stderr"; exit 1 }
           gr = g[k]
         }
-        lmonly = val() - (sub_graph ? gr : 0)
-        print k, nnt[k] > out_nn
-        printf "%s %.6f\n", k, gr + L * lmonly + (1 - L) * nn[k] > out_interp }' \
-      "$dir/score/nn_cost" $graph "$ng" || die "cannot write the LM costs of $a (message above)"
+        s = gr + L * (val() - (sub_graph ? gr : 0))
+        for (i = 1; i <= K; i++) {
+          if (!((i, k) in nn)) { print "hypothesis " k " of " FILENAME " has no NN cost in the merged file " i " of: " nnfiles > "/dev/stderr"; exit 1 }
+          print k, nnt[i, k] > (dir "/" o[i])
+          s += w[i] * nn[i, k]
+        }
+        printf "%s %.6f\n", k, s > out_interp }' \
+      "${nn_in[@]}" $graph "$ng" || die "cannot write the LM costs of $a (message above)"
   done
 
   if command -v linear-to-nbest >/dev/null && command -v nbest-to-lattice >/dev/null && \
