@@ -5,12 +5,18 @@
 # the WER table. Kaldi-style stages; run from the repository root:
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
-#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal|cpu-twins] [--models "gru amn ..."] [--device cpu|cuda]
+#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal|cpu-twins|cpu-ensemble] [--models "gru amn ..."] [--device cpu|cuda]
 #        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."]
 #
 # Stages: 0 check the data, 1 train, 2 lm_valid perplexity, 3 rescore dev, 4 tune on
 # dev, 5 tables (wer_table.md, model_table.md, ppl_table.txt, summary.md), 6 score
-# the --eval-sets at the weights tuned on dev (eval_table.md).
+# the --eval-sets at the weights tuned on dev (eval_table.md), 7 model combination
+# (with two or more models): every non-empty subset of the models combined
+# log-linearly with the n-gram (first-pass history), tuned on dev by the grid (one or
+# two LMs, the word insertion penalty fixed as in stage 4) and by the exact line search
+# (any number, the penalty tuned too), into $exp/ensemble_first-pass/ and the table
+# $exp/ensemble_table.md (each model alone, each pair, all; the words each model
+# trained on; how often the single models' 1-bests disagree).
 #
 # Each model m trains from $conf/$m.yaml into $exp/$m.pt. A model written "m+cache"
 # is the trained m wrapped at scoring time in the neural cache (--cache-size,
@@ -29,6 +35,10 @@
 # --conf-set gpu-equal|cpu-equal: GRU, LSTM and AMN at equal parameter counts without
 # embeddings (conf/gpu-equal, conf/cpu-equal; the counts are in their headers), and the AMN
 # with Drop-Mem, annealing and the ITL (amn-anneal.yaml, the same size).
+#
+# --conf-set cpu-ensemble: a forward GRU, a backward GRU and an AMN (adaptive softmax,
+# 43k vocabulary, 2 epochs capped at 30 minutes each, one thread each); train them side
+# by side (one run.sh --stop-stage 1 per model), then run stages 2-7 once.
 #
 # --conf-set cpu-twins: the same GRU 256 with the adaptive softmax (gru-adaptive) and
 # the full softmax (gru-softmax), 30 minutes each; train them side by side with
@@ -96,7 +106,8 @@ if [ -n "$conf_set" ]; then
     gpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cuda ;;
     cpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cpu ;;
     cpu-twins) set_models="gru-adaptive gru-softmax"; set_device=cpu ;;
-    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal or cpu-twins, got '$conf_set'" >&2; exit 2 ;;
+    cpu-ensemble) set_models="gru-fwd gru-bwd amn"; set_device=cpu ;;
+    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal, cpu-twins or cpu-ensemble, got '$conf_set'" >&2; exit 2 ;;
   esac
   [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
   [[ $given == *" --models "* ]] || models=$set_models
@@ -303,4 +314,32 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
       cat "$exp/eval_table.md"
     fi
   fi
+fi
+
+if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ] && [ ${#model_list[@]} -ge 2 ]; then
+  h=first-pass
+  ens=$exp/ensemble_$h
+  mkdir -p "$ens/costs"
+  for m in "${model_list[@]}"; do  # nn_cost.<m>: tune names each LM after its cost file
+    [ -f "$exp/score_${m}_$h/nn_cost" ] || { echo "missing $exp/score_${m}_$h/nn_cost: run stage 3 first" >&2; exit 1; }
+    ln -sfn "$(cd "$exp/score_${m}_$h" && pwd)/nn_cost" "$ens/costs/nn_cost.$m"
+  done
+  n=${#model_list[@]}
+  for ((mask = 1; mask < (1 << n); mask++)); do
+    args=() name=
+    for ((i = 0; i < n; i++)); do
+      if (( (mask >> i) & 1 )); then
+        args+=(--nn-cost "$ens/costs/nn_cost.${model_list[i]}"); name+=${name:++}${model_list[i]}
+      fi
+    done
+    searches="line"; [ ${#args[@]} -le 4 ] && searches="grid line"
+    for search in $searches; do
+      out=$ens/$name/$search
+      if [ -f "$out/tune.json" ]; then log 7 "$out exists, skipping"; continue; fi
+      log 7 "tune $name by $search search"
+      nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" "${args[@]}" --search "$search" \
+        --interps 0:1:0.1 --lm-weights 5:15:0.5 --out "$out" | tail -n 1
+    done
+  done
+  python3 recipes/abc-nbest/local/ensemble_table.py "$exp" "$data/dev" "$h" "${model_list[@]}" | tee "$exp/ensemble_table.md"
 fi
