@@ -27,6 +27,10 @@ from nbest_rescore.rescoring.combine import flat_scores, segment_argmax
 
 
 def _words_trained(ckpt: Path):
+    """(tokens trained, seconds, best validation perplexity) of a checkpoint; None for
+    what it does not record (all None when it is missing)."""
+    if not ckpt.is_file():
+        return None, None, None
     info = load_checkpoint(str(ckpt)).get("info") or {}
     hist = info.get("history") or []
     return (hist[-1].get("tokens") if hist else None), info.get("seconds"), info.get("best_valid_ppl")
