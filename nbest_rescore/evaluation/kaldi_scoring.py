@@ -168,53 +168,30 @@ def compute_wer_command(ref_rspecifier: str, hyp_rspecifier: str = "ark,p:-") ->
 
 # ------------------------------------------------------------------ utils/best_wer.sh
 
-_BEST = re.compile(r"[WS]ER (\S+)", re.ASCII)
-_PERL_NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)", re.ASCII)
-
-
-def _perl_number(text: str) -> float:
-    """Perl's numeric value of a string: its leading decimal number, ``nan``/``inf``, or 0."""
-    m = _PERL_NUMBER.match(text)
-    if m:
-        return float(m.group(1))
-    low = text.strip().lower()
-    for word, value in (("nan", float("nan")), ("-nan", float("nan")), ("inf", float("inf")),
-                        ("-inf", float("-inf"))):
-        if low.startswith(word):
-            return value
-    return 0.0
-
-
-def _swap_at(line: str, sep: str, prefix: str) -> str:
-    """awk ``BEGIN{FS=sep} {if (NF == 2) print prefix $2 " " $1; else print $0}``."""
-    fields = line.split(sep)
-    return prefix + fields[1] + " " + fields[0] if len(fields) == 2 else line
+#: ``FILE:%WER N rest`` as ``grep WER FILE /dev/null`` prints compute-wer's line
+_GREP_WER = re.compile(r"^(.*?):(%WER\s+(\S+).*)$", re.ASCII)
 
 
 def best_wer_line(grep_lines: Iterable[str]) -> Optional[str]:
-    """What ``utils/best_wer.sh`` prints for ``grep WER FILE... /dev/null`` lines
-    (``FILE:%WER ...``; sclite lines are not handled), without the newline; None when
-    no line holds a WER.
+    """What ``utils/best_wer.sh`` prints for ``grep WER FILE... /dev/null`` lines of
+    compute-wer's output (``FILE:%WER 26.87 [ ... ]``; sclite lines are not handled),
+    without the newline; None when no line holds a ``%WER``.
 
-    The first line with the lowest number after ``WER `` (as printed, two decimals)
-    wins; the line is rewritten as best_wer.sh rewrites it: ``%WER`` part first, then
-    the file name, white space runs collapsed, the trailing ``:`` dropped.
+    The first line with the lowest WER (compared as numbers, as printed) wins; it is
+    rewritten as ``%WER ... FILE`` with runs of white space collapsed.
     """
     best, best_line = None, None
     for line in grep_lines:
-        line = re.sub(r"(\d)\|", r"\1 |", re.sub(r"\|(\d)", r"| \1", line, flags=re.ASCII), flags=re.ASCII)
-        m = _BEST.search(line)
-        if m and (best is None or best > _perl_number(m.group(1))):
-            best, best_line = _perl_number(m.group(1)), line
-    if best_line is None:
-        return None
-    line = _swap_at(_swap_at(best_line, "%WER", "%WER"), "Sum/Avg", "")
-    fields = line.split()
-    if not fields or "%WER" not in fields[0]:
-        line = "%WER " + (fields[8] if len(fields) > 8 else "") + " " + line
-    line = re.sub(r"\s+", " ", line, flags=re.ASCII)
-    line = re.sub(r":$", "", line)
-    return re.sub(r":\s*\|\s*$", "", line, flags=re.ASCII)
+        m = _GREP_WER.match(line)
+        if m is None:
+            continue
+        try:
+            wer = float(m.group(3))
+        except ValueError:
+            continue
+        if best is None or wer < best:
+            best, best_line = wer, re.sub(r"\s+", " ", f"{m.group(2)} {m.group(1)}", flags=re.ASCII).strip()
+    return best_line
 
 
 def sweep_grep_lines(wer_files: Iterable[Tuple[str, str]]) -> List[str]:
