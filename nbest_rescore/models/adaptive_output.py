@@ -55,6 +55,9 @@ def adaptive_log_probs_at(adaptive: nn.AdaptiveLogSoftmaxWithLoss, features: Ten
     if rows.numel() == 0:
         return torch.zeros(0, dtype=torch.float32, device=features.device)
     dev = features.device
+    param = next(adaptive.parameters(), None)  # None: int8 modules (they take float32)
+    if param is not None and features.dtype != param.dtype:
+        features = features.to(param.dtype)  # e.g. a bfloat16 output layer after float32 recurrence
     cuts, shortlist = adaptive.cutoffs, adaptive.shortlist_size
     head_logp = torch.log_softmax(adaptive.head(features).float(), dim=-1)  # [N, c_0 + n_clusters]
     cluster = cluster_of(adaptive, targets)

@@ -25,6 +25,7 @@ from torch.nn import functional as F
 from ..validation import check_fields
 from ..errors import DataError
 from .adaptive_output import adaptive_log_probs_at
+from .fused_output import SOFTMAX_IMPLS, fused_linear_cross_entropy, fused_log_probs_at
 
 State = Tuple[Tensor, ...]
 
@@ -336,8 +337,74 @@ class LanguageModel(nn.Module):
             dtype = next((p.dtype for p in self.adaptive.parameters()), torch.float32)
             with torch.autocast(flat.device.type, enabled=False):
                 return self.adaptive(flat.to(dtype), tgt).output.float().view(targets.shape)
+        if self.fused_output_active(training=torch.is_grad_enabled() and self.training):
+            w, b = self._output_weights()
+            if torch.is_grad_enabled():
+                return -fused_linear_cross_entropy(flat, w, b, tgt).view(targets.shape)
+            rows = torch.arange(flat.shape[0], device=flat.device)
+            return fused_log_probs_at(flat, w, b, rows, tgt).view(targets.shape)
         logits = self.decoder(flat).float()
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
+
+    #: exact full-softmax scoring (``ppl``, N-best costs): ``"fused"`` (the product in
+    #: vocabulary blocks with an online log-sum-exp, :mod:`.fused_output`) or ``"plain"``
+    #: (``log_softmax`` / ``cross_entropy`` of the whole [N, V] product). Set per model
+    #: instance (``NnScorer(softmax_impl=...)``, ``score --softmax-impl``).
+    softmax_impl: str = "fused"
+    #: the training loss through :func:`~.fused_output.fused_linear_cross_entropy`
+    #: (``optim.fused_softmax``): no [N, V] logits or gradient kept, one more block
+    #: product per step (slower on the 2-core CPU measured, see README)
+    fused_training: bool = False
+    #: bfloat16 copy of the output layer's weights for the fused product
+    #: (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`), or None
+    output_weights_bf16: Optional[Tuple[Tensor, Optional[Tensor]]] = None
+
+    def fused_output_active(self, training: bool = False) -> bool:
+        """Whether the full-softmax output goes through :mod:`.fused_output`: a plain
+        ``nn.Linear`` decoder (not int8), not overridden ``logits``, and
+        ``softmax_impl == "fused"`` (inference) or ``fused_training`` (training)."""
+        if type(self).logits is not LanguageModel.logits \
+                or type(getattr(self, "decoder", None)) is not nn.Linear:
+            return False
+        if self.softmax_impl not in SOFTMAX_IMPLS:
+            raise ValueError(f"softmax_impl {self.softmax_impl!r}: expected one of {SOFTMAX_IMPLS}")
+        return self.fused_training if training else self.softmax_impl == "fused"
+
+    def _output_weights(self) -> Tuple[Tensor, Optional[Tensor]]:
+        """(weight [V, D], bias [V]) of the full-softmax product: the bfloat16 copy when
+        one is set (inference only), else the decoder's own."""
+        if self.output_weights_bf16 is not None and not torch.is_grad_enabled():
+            return self.output_weights_bf16
+        return self.decoder.weight, self.decoder.bias
+
+    def log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
+        """Exact natural-log probabilities of ``targets[g]`` after ``features[rows[g]]``,
+        several targets per row (prefix-tree scoring: each node's children's words and
+        ``</s>``), for every output layer:
+
+        * adaptive softmax: :meth:`adaptive_log_probs_at`;
+        * full softmax, ``softmax_impl == "fused"``: the row's log-sum-exp through the
+          vocabulary blocks and the targets' logits alone
+          (:func:`~.fused_output.fused_log_probs_at`; no [N, V] tensor);
+        * otherwise (``plain``, int8 decoder, a model overriding :meth:`logits` such as
+          the neural cache): ``log_softmax(logits(features))`` gathered.
+
+        Args:
+            features: float [N, D] (from :meth:`forward`, flattened).
+            rows, targets: int64 [G]; rows in [0, N), valid word ids; on the CPU or
+                the features' device.
+        Returns:
+            float32 [G] on the features' device.
+        """
+        if type(self).logits is LanguageModel.logits and getattr(self, "adaptive", None) is not None:
+            return self.adaptive_log_probs_at(features, rows, targets)
+        dev = features.device
+        rows, targets = rows.to(dev), targets.to(dev)
+        if self.fused_output_active():
+            w, b = self._output_weights()
+            return fused_log_probs_at(self._output_input(features), w, b, rows, targets)
+        logp = torch.log_softmax(self.logits(features).float(), dim=-1)
+        return logp[rows, targets]
 
     def adaptive_log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
         """Adaptive softmax only: exact natural-log probabilities of ``targets[g]`` after

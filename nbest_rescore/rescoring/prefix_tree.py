@@ -332,6 +332,7 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
     buf = torch.zeros(2 * n, dtype=torch.float32, device=device)
     out_buf: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
     adaptive = _adaptive_pairs(model)
+    fused = not adaptive and not self_normalized and model.fused_output_active()
 
     def dev(a):
         return torch.from_numpy(a).to(device, non_blocking=True)
@@ -351,6 +352,8 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
             if adaptive:  # head per node, tails only for the nodes that need them (grouped on the host)
                 buf[dev(c.g_dst)] = model.adaptive_log_probs_at(feats.squeeze(1), torch.from_numpy(c.g_pos),
                                                                 torch.from_numpy(c.g_word))
+            elif fused:  # log-sum-exp per node through vocabulary blocks, logits of the pairs only
+                buf[dev(c.g_dst)] = model.log_probs_at(feats.squeeze(1), dev(c.g_pos), dev(c.g_word))
             elif self_normalized:  # [G, 1, D] . W[word] -> [G]
                 g_pos, g_word = dev(c.g_pos), dev(c.g_word)
                 pairs = model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1))

@@ -33,8 +33,17 @@ Faster, approximate options (any mode; recorded in ``wer.json`` by ``score``):
   probabilities).
 * ``quantize="int8"``: :func:`~nbest_rescore.models.quantize.quantize_dynamic_int8`
   (CPU only).
-* ``dtype="bfloat16"`` (CPU or CUDA) or ``"float16"`` (CUDA only):
+* ``dtype="bfloat16"``: on the CPU only the output product, where the CPU has
+  bfloat16 dot-product instructions (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`;
+  float32 with a warning where it has not, since emulated bfloat16 is slower); on CUDA
+  the whole model, as ``"float16"`` (CUDA only):
   :func:`~nbest_rescore.models.quantize.cast_for_inference`.
+
+The exact full softmax (``output: softmax`` models) is computed by default without
+the [positions, V] matrix (``softmax_impl="fused"``: the product in vocabulary blocks
+with an online log-sum-exp, :mod:`~nbest_rescore.models.fused_output`); ``"plain"``
+keeps ``log_softmax`` of the whole product for comparison. Both give the same costs to
+about 1e-6 nats.
 """
 from __future__ import annotations
 
@@ -46,7 +55,8 @@ import torch
 
 from ..errors import DataError
 from ..models.base import LanguageModel, State, cat_states, select_state
-from ..models.quantize import cast_for_inference, quantize_dynamic_int8
+from ..models.fused_output import SOFTMAX_IMPLS
+from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
 from .batching import make_batches, pad_batch
 from .prefix_tree import PrefixForest, build_forest, score_forest
@@ -130,7 +140,11 @@ class NnScorer:
             log-probability; see the module docstring).
         quantize: ``none`` or ``int8`` (CPU only): score with an int8 copy of the model.
         dtype: ``float32``, ``bfloat16`` or ``float16`` (CUDA only): score with a copy
-            of the model cast to it. Costs are float64 sums of float32 values in all cases.
+            of the model cast to it (CPU bfloat16: the output layer only, or float32
+            where the CPU lacks bfloat16 instructions; see the module docstring).
+            Costs are float64 sums of float32 values in all cases.
+        softmax_impl: ``fused`` or ``plain`` (:data:`~nbest_rescore.models.fused_output.SOFTMAX_IMPLS`):
+            how the exact full softmax is computed (see the module docstring).
         model_info: the checkpoint's info (``load_model``'s third value); with
             ``self-normalized`` output a warning is logged when it shows the model was
             trained without ``optim.self_norm_weight > 0``.
@@ -144,20 +158,30 @@ class NnScorer:
                  batch_size: int = 256, max_tokens: int = 8192,
                  state_budget_bytes: int = 256 * 2**20, mode: str = "tree", max_segment: int = 1,
                  output: str = "softmax", quantize: str = "none", dtype: str = "float32",
-                 model_info: Optional[dict] = None):
+                 model_info: Optional[dict] = None, softmax_impl: str = "fused"):
         if mode not in SCORING_MODES:
             raise ValueError(f"scoring mode {mode!r}: expected one of {SCORING_MODES}")
         if min(batch_size, max_tokens, max_segment) < 1:
             raise ValueError(f"batch_size, max_tokens, max_segment must be >= 1, got "
                              f"{batch_size}, {max_tokens}, {max_segment}")
         check_inference_options(device, output, quantize, dtype)
+        if softmax_impl not in SOFTMAX_IMPLS:
+            raise DataError(f"--softmax-impl {softmax_impl!r}: expected one of {', '.join(SOFTMAX_IMPLS)}")
         model = model.to(device).eval()
         if quantize == "int8":
             model = quantize_dynamic_int8(model)
-        if dtype != "float32":
-            model = cast_for_inference(model, dtype)
+        self.dtype_scope = "none"  # what runs in ``dtype`` when it is not float32
+        if dtype == "bfloat16" and torch.device(device).type == "cpu":
+            if cpu_has_fast_bfloat16():
+                model, self.dtype_scope = bfloat16_output_layer(model), "output layer"
+            else:
+                log.warning("--dtype bfloat16: this CPU has no bfloat16 dot-product instructions "
+                            "(AVX512-BF16 or AMX), where bfloat16 runs slower than float32; scoring in float32")
+        elif dtype != "float32":
+            model, self.dtype_scope = cast_for_inference(model, dtype), "model"
+        model.softmax_impl = softmax_impl  # an attribute of the model (the last scorer's choice holds)
         self.model = model
-        self.output, self.quantize, self.dtype = output, quantize, dtype
+        self.output, self.quantize, self.dtype, self.softmax_impl = output, quantize, dtype, softmax_impl
         self.self_normalized = output == "self-normalized"
         if self.self_normalized:
             _warn_self_normalized(model, model_info)
@@ -173,9 +197,12 @@ class NnScorer:
 
     def settings(self) -> dict:
         """What ``score`` records in ``wer.json``: the model's direction (``forward`` /
-        ``backward``), mode, output, quantize, dtype and the batch limits."""
+        ``backward``), mode, output, quantize, dtype (as asked) and ``dtype_scope``
+        (what ran in it: ``none``, ``output layer`` or ``model``), softmax_impl and the
+        batch limits."""
         return {"direction": self.model.direction, "mode": self.mode, "output": self.output,
-                "quantize": self.quantize, "dtype": self.dtype,
+                "quantize": self.quantize, "dtype": self.dtype, "dtype_scope": self.dtype_scope,
+                "softmax_impl": self.softmax_impl,
                 "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment}
 
     def _log_probs(self, inputs, targets, state, lengths=None):

@@ -1,0 +1,178 @@
+"""Exact full-softmax output layer without the [N, V] matrix: the product in vocabulary
+blocks with an online log-sum-exp.
+
+Exact scoring and the cross-entropy loss need, per position n, only
+
+    log P(w | h_n) = z_n[w] - logsumexp_v z_n[v],      z_n = W h_n + b   (natural log)
+
+i.e. the log-sum-exp of each row and the logits of the few target words (one per
+child in the prefix tree). ``log_softmax(h @ W.T + b)`` writes and re-reads the whole
+[N, V] matrix (N = 2048, V = 43k: 352 MB), which costs as much as the product itself on
+a CPU. Here the product runs over blocks of ``block`` vocabulary rows
+(``torch.addmm`` into one reused [N, block] buffer, small enough to stay in cache);
+each block's log-sum-exp per row goes into a [N, n_blocks] table whose own
+log-sum-exp is the row's (the running-max form of the online log-sum-exp, one max per
+block), and the target logits are computed directly as ``h_n . W[w] + b[w]`` (O(D) per
+target). Nothing of size [N, V] is kept. ``benchmarks/output_layer.py`` measures GFLOP/s
+of the plain product, ``log_softmax`` of it and this path.
+
+For training, :class:`FusedLinearCrossEntropy` does the same forward and recomputes
+each block in the backward pass (softmax of the block minus the one-hot target, times
+the upstream gradient), accumulating the gradients of h, W and b block by block, as
+chunked / fused linear cross-entropy implementations do: four block products instead
+of three full ones, and no [N, V] logits or gradient.
+
+bfloat16: with ``weight`` in bfloat16 the block products run in bfloat16 (float32
+accumulation inside the kernel, the block rounded to bfloat16 on output), the
+log-sum-exp in float32 from those values, and the target logits in float32 from the
+bfloat16 weights (so only the log-sum-exp carries the block's output rounding).
+
+Everything is batched tensor work with no host synchronisation: the same code runs on
+CUDA (where the plain product is usually as fast, see ``softmax_impl``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+__all__ = ["DEFAULT_BLOCK", "SOFTMAX_IMPLS", "block_size", "blocked_logsumexp", "linear_target_logits",
+           "fused_log_probs_at", "FusedLinearCrossEntropy", "fused_linear_cross_entropy"]
+
+#: vocabulary rows per block: [N, 2048] float32 blocks measured fastest for N in 256..2048,
+#: H in {256, 512} on a 2-core AMD EPYC (``benchmarks/output_layer.py``)
+DEFAULT_BLOCK = 2048
+#: ``fused``: this module; ``plain``: ``log_softmax(h @ W.T + b)`` / ``cross_entropy``
+SOFTMAX_IMPLS = ("fused", "plain")
+
+
+def block_size(n_rows: int, vocab_size: int, block: Optional[int] = None) -> int:
+    """Vocabulary rows per block: ``block`` if given, else :data:`DEFAULT_BLOCK`, never
+    more than ``vocab_size``."""
+    return max(1, min(vocab_size, block or DEFAULT_BLOCK))
+
+
+def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: Optional[int] = None) -> Tensor:
+    """``logsumexp(h @ weight.T + bias, -1)`` without the [N, V] matrix.
+
+    Args:
+        h: [N, D] features (any float dtype; cast to the weight's dtype).
+        weight: [V, D] output embedding; bias: [V] or None.
+        block: vocabulary rows per block (default :func:`block_size`).
+    Returns:
+        float32 [N] natural-log normalisers log Z_n.
+    """
+    n, v = h.shape[0], weight.shape[0]
+    h = h.to(weight.dtype)
+    bs = block_size(n, v, block)
+    n_blocks = -(-v // bs)
+    buf = h.new_empty((n, min(bs, v)))
+    lse = torch.empty((n, n_blocks), dtype=torch.float32, device=h.device)
+    for k, s in enumerate(range(0, v, bs)):
+        e = min(v, s + bs)
+        out = buf[:, :e - s]
+        if bias is None:
+            torch.mm(h, weight[s:e].t(), out=out)
+        else:
+            torch.addmm(bias[s:e], h, weight[s:e].t(), out=out)
+        torch.logsumexp(out.float() if out.dtype != torch.float32 else out, 1, out=lse[:, k])
+    return torch.logsumexp(lse, 1) if n_blocks > 1 else lse[:, 0]
+
+
+def linear_target_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], targets: Tensor) -> Tensor:
+    """``(h @ weight.T + bias)[n, targets[n]]`` for every row n, in float32, O(D) each.
+
+    Args:
+        h: [G, D]; weight: [V, D]; bias: [V] or None; targets: int64 [G].
+    Returns:
+        float32 [G] logits.
+    """
+    w = weight.index_select(0, targets).float()
+    z = (h.float() * w).sum(-1)
+    return z + bias.index_select(0, targets).float() if bias is not None else z
+
+
+def fused_log_probs_at(h: Tensor, weight: Tensor, bias: Optional[Tensor], rows: Tensor, targets: Tensor,
+                       block: Optional[int] = None) -> Tensor:
+    """Exact ``log_softmax(h @ weight.T + bias)[rows[g], targets[g]]`` for every pair g.
+
+    Args:
+        h: [N, D] features; weight: [V, D]; bias: [V] or None.
+        rows: int64 [G] in [0, N) (repeats allowed; several targets per row);
+        targets: int64 [G] word ids, on h's device.
+        block: vocabulary rows per block.
+    Returns:
+        float32 [G] natural-log probabilities; equal to the plain log-softmax up to
+        float32 rounding (about 1e-6 nats at V = 43k).
+    """
+    log_z = blocked_logsumexp(h, weight, bias, block)
+    return linear_target_logits(h.index_select(0, rows), weight, bias, targets) - log_z.index_select(0, rows)
+
+
+class FusedLinearCrossEntropy(torch.autograd.Function):
+    """Per-position cross-entropy ``-log_softmax(h @ W.T + b)[n, t_n]`` with gradients,
+    computed block by block (see the module docstring).
+
+    forward(h [N, D], weight [V, D], bias [V] or None, targets int64 [N], block int)
+    -> float32 [N] natural-log costs (nats). Backward recomputes each block's logits.
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, targets, block):
+        log_z = blocked_logsumexp(h, weight, bias, block)
+        nll = log_z - linear_target_logits(h, weight, bias, targets)
+        ctx.save_for_backward(h, weight, bias if bias is not None else h.new_empty(0), targets, log_z)
+        ctx.has_bias, ctx.block = bias is not None, block
+        return nll
+
+    @staticmethod
+    def backward(ctx, grad):
+        h, weight, bias, targets, log_z = ctx.saved_tensors
+        bias = bias if ctx.has_bias else None
+        n, v = h.shape[0], weight.shape[0]
+        bs = block_size(n, v, ctx.block)
+        g = grad.to(torch.float32)
+        hw = h.to(weight.dtype)
+        want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        want_b = ctx.has_bias and ctx.needs_input_grad[2]
+        grad_h = torch.zeros(h.shape, dtype=torch.float32, device=h.device) if want_h else None
+        grad_w = torch.empty(weight.shape, dtype=weight.dtype, device=weight.device) if want_w else None
+        grad_b = torch.empty(v, dtype=bias.dtype, device=h.device) if want_b else None
+        buf = hw.new_empty((n, min(bs, v)))
+        for s in range(0, v, bs):
+            e = min(v, s + bs)
+            z = buf[:, :e - s]
+            if bias is None:
+                torch.mm(hw, weight[s:e].t(), out=z)
+            else:
+                torch.addmm(bias[s:e], hw, weight[s:e].t(), out=z)
+            p = z.float().sub_(log_z.unsqueeze(1)).exp_().mul_(g.unsqueeze(1))  # dL/dz = g * softmax
+            if want_h:
+                grad_h.addmm_(p, weight[s:e].float())
+            if want_w:
+                torch.mm(p.t().to(weight.dtype), hw, out=grad_w[s:e])
+            if want_b:
+                torch.sum(p, 0, out=grad_b[s:e]) if grad_b.dtype == torch.float32 else grad_b[s:e].copy_(p.sum(0))
+        # the one-hot part: dL/dz[n, t_n] -= g_n
+        w_t = weight.index_select(0, targets).float()
+        if want_h:
+            grad_h.sub_(g.unsqueeze(1) * w_t)
+        if want_w:
+            grad_w.index_add_(0, targets, (-g.unsqueeze(1) * h.float()).to(weight.dtype))
+        if want_b:
+            grad_b.index_add_(0, targets, (-g).to(grad_b.dtype))
+        return (grad_h.to(h.dtype) if want_h else None, grad_w, grad_b, None, None)
+
+
+def fused_linear_cross_entropy(h: Tensor, weight: Tensor, bias: Optional[Tensor], targets: Tensor,
+                               block: Optional[int] = None) -> Tensor:
+    """Differentiable per-position cost ``-log P(targets[n] | h[n])`` (float32 [N],
+    natural log) of a linear + softmax output layer, through
+    :class:`FusedLinearCrossEntropy`; equal to ``F.cross_entropy(h @ W.T + b, targets,
+    reduction="none")`` up to float32 rounding, gradients included.
+
+    Args:
+        h: [N, D]; weight: [V, D]; bias: [V] or None; targets: int64 [N] in [0, V).
+    """
+    return FusedLinearCrossEntropy.apply(h, weight, bias, targets, block)
