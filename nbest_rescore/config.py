@@ -110,6 +110,9 @@ class OptimConfig:
     log_interval: int = 50  # steps between reads of the loss for the progress bar
     cuda_graph: bool = True  # on CUDA: replay the training step as one CUDA graph
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch is always saved)
+    # full softmax: the loss through the fused output layer (vocabulary blocks, no [N, V]
+    # logits or gradient kept; one more block product per step), see models/fused_output.py
+    fused_softmax: bool = False
 
     _SECTION = "optim"
     _RANGES = {"lr": "> 0", "clip": "> 0", "max_seconds": "> 0", "seed": ">= 0", "warmup_steps": ">= 0",

@@ -473,6 +473,7 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     if loaded:
         checkpointing.load_weights(model, loaded)
     model.to(device)
+    model.fused_training = bool(cfg.optim.fused_softmax)
     params = model.num_parameters()
     log.info("model %s: %d parameters (%d without embeddings), vocabulary %d",
              cfg.model, params["total"], params["without_embeddings"], len(vocab))
