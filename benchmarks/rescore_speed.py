@@ -18,6 +18,11 @@ the same NN costs, each utterance scored from the initial state (history ``none`
   not trained with ``optim.self_norm_weight > 0``, and by much more for an untrained
   one); ``mean_abs_diff_per_word_vs_default`` gives the error per scored word.
 
+* ``default_plain_softmax``: ``default`` with the exact full softmax as before issue 21
+  (``NnScorer(softmax_impl="plain")``: ``log_softmax`` of the whole [nodes, V] product
+  instead of the fused output layer of :mod:`nbest_rescore.models.fused_output`); the
+  same costs. The ``padded_batch`` and ``one_at_a_time`` paths use the fused layer too.
+
 * ``default_full_distribution`` (adaptive-softmax models only): ``default`` with the
   tree scoring each node through the full [nodes, V] distribution
   (``AdaptiveLogSoftmaxWithLoss.log_prob``, every tail cluster at every node), as before
@@ -32,7 +37,8 @@ the same NN costs, each utterance scored from the initial state (history ``none`
   vocabulary, the first hypothesis' state carried to the next utterance), on the
   checkpoint's weights (an RNN/GRU/LSTM with the full softmax);
 * ``default``: the toolkit's default path with ``--history first-pass`` (the same
-  carried 1-best state; the costs equal ``kaldi_style``'s, checked to 1e-4);
+  carried 1-best state; the costs equal ``kaldi_style``'s, checked to 1e-4), and
+  ``default_plain_softmax``, the same before the fused output layer;
 * ``default_adaptive`` (with ``--output adaptive``): ``default`` on the adaptive-softmax
   copy of the checkpoint (below), while the two other paths score the checkpoint.
 
@@ -96,15 +102,21 @@ FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
               "default_int8": {"quantize": "int8"},
               "default_bfloat16": {"dtype": "bfloat16"},
               "default_float16": {"dtype": "float16"}}
+#: ``default`` with the full softmax as before issue 21: ``log_softmax`` of the whole
+#: [nodes, V] product instead of the fused output layer (the same costs)
+PLAIN_SOFTMAX = "default_plain_softmax"
+#: NnScorer options of the exact and approximate variants of the default path
+SCORER_OPTIONS = {**FAST_PATHS, PLAIN_SOFTMAX: {"softmax_impl": "plain"}}
 #: the tree as before issue 13 for an adaptive softmax (see the module docstring)
 FULL_DISTRIBUTION = "default_full_distribution"
 #: the scorer of Kaldi's PyTorch recipe, written in benchmarks/kaldi_style.py
 KALDI_STYLE = "kaldi_style"
 #: ``default`` on the adaptive-softmax copy while the other paths score the checkpoint
 DEFAULT_ADAPTIVE = "default_adaptive"
-PATHS = ("one_at_a_time", "padded_batch", "kaldi_style", "default", DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION)
+PATHS = ("one_at_a_time", "padded_batch", "kaldi_style", "default", PLAIN_SOFTMAX, DEFAULT_ADAPTIVE, *FAST_PATHS,
+         FULL_DISTRIBUTION)
 #: the paths that can start an utterance from a carried state (``--history first-pass``)
-CARRYING_PATHS = ("kaldi_style", "default", DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION)
+CARRYING_PATHS = ("kaldi_style", "default", PLAIN_SOFTMAX, DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION)
 CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
 
 
@@ -146,7 +158,8 @@ def parse_args(argv=None):
     if args.history is None:
         args.history = "first-pass" if args.vs_kaldi_style else "none"
     if args.paths is None and args.vs_kaldi_style:
-        args.paths = ",".join([KALDI_STYLE, "default"] + ([DEFAULT_ADAPTIVE] if args.output == "adaptive" else []))
+        args.paths = ",".join([KALDI_STYLE, "default", PLAIN_SOFTMAX]
+                              + ([DEFAULT_ADAPTIVE] if args.output == "adaptive" else []))
     if args.paths is None:
         skip = {"default_int8" if on_cuda else "default_float16"}  # int8: CPU only; float16: CUDA only
         skip |= {KALDI_STYLE, DEFAULT_ADAPTIVE}
@@ -219,8 +232,8 @@ def make_runner(path, model, vocab, device, history="none"):
         except ValueError as exc:
             sys.exit(f"--paths {KALDI_STYLE}: {exc}")
         return kaldi.costs
-    if path in ("default", DEFAULT_ADAPTIVE, FULL_DISTRIBUTION) or path in FAST_PATHS:
-        scorer = NnScorer(model, vocab, device, **FAST_PATHS.get(path, {}))
+    if path in ("default", DEFAULT_ADAPTIVE, FULL_DISTRIBUTION) or path in SCORER_OPTIONS:
+        scorer = NnScorer(model, vocab, device, **SCORER_OPTIONS.get(path, {}))
         return lambda lists: rescore(lists, scorer, Weights(), history).nn_cost
     if path == "padded_batch":
         scorer = NnScorer(model, vocab, device, batch_size=1 << 30, max_tokens=1 << 40, mode="padded")
@@ -418,7 +431,7 @@ def run_paths(args, argv) -> dict:
         if path in costs and "default" in costs:
             res[path]["mean_abs_diff_per_word_vs_default"] = float(
                 np.abs(costs[path] - costs["default"]).sum() / res[path]["words"])
-    for path in (FULL_DISTRIBUTION, KALDI_STYLE):  # the same exact costs, computed two ways
+    for path in (FULL_DISTRIBUTION, KALDI_STYLE, PLAIN_SOFTMAX):  # the same exact costs, computed two ways
         if path in costs and "default" in costs:
             res[path]["max_abs_diff_vs_default"] = float(np.abs(costs[path] - costs["default"]).max())
     ratios = {}
@@ -432,6 +445,8 @@ def run_paths(args, argv) -> dict:
         for path in res:
             if path not in (KALDI_STYLE, "one_at_a_time", "padded_batch"):
                 ratios[f"{path}/{KALDI_STYLE}"] = res[path]["words_per_s"] / res[KALDI_STYLE]["words_per_s"]
+    if PLAIN_SOFTMAX in res and "default" in res:
+        ratios[f"default/{PLAIN_SOFTMAX}"] = res["default"]["words_per_s"] / res[PLAIN_SOFTMAX]["words_per_s"]
     if FULL_DISTRIBUTION in res and "default" in res:
         ratios[f"default/{FULL_DISTRIBUTION}"] = res["default"]["words_per_s"] / res[FULL_DISTRIBUTION]["words_per_s"]
         out["speedup_cpu_seconds"] = {f"default/{FULL_DISTRIBUTION}": (
@@ -467,7 +482,7 @@ def format_table(out: dict) -> str:
             lines.append(f"{name}: approximate by design, mean |cost - default cost| "
                          f"{r['mean_abs_diff_per_word_vs_default']:.3g} nats per scored word")
     res = out["paths"]
-    for path in (FULL_DISTRIBUTION, KALDI_STYLE):
+    for path in (FULL_DISTRIBUTION, KALDI_STYLE, PLAIN_SOFTMAX):
         if "max_abs_diff_vs_default" in res.get(path, {}):
             lines.append(f"{path}: max |cost - default cost| "
                          f"{res[path]['max_abs_diff_vs_default']:.2e} nats (the same exact costs)")

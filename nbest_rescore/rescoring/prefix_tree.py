@@ -24,6 +24,15 @@ fastest on CPU. Only the stateful interface of
 lengths)``, ``model.logits``); a ``logits`` that already returns log-probabilities
 is fine (log_softmax leaves them unchanged).
 
+The exact output layer (the fused full softmax of
+:mod:`~nbest_rescore.models.fused_output`, or the adaptive softmax) does not hold up the
+walk: the features of successive levels are queued and scored together once
+:data:`OUTPUT_ROWS` nodes are pending, so its products run on hundreds of rows even
+where the levels are a few dozen nodes wide (the recurrence itself must go level by
+level). With the full softmax each node's log-sum-exp goes through vocabulary blocks
+and only its pairs' logits are computed (``model.log_probs_at``); ``softmax_impl =
+"plain"`` takes ``log_softmax`` of the whole [rows, V] product per level instead.
+
 With ``self_normalized=True`` no [rows, V] product nor log-softmax is computed: for
 each gathered (node, word) pair, the children's words and ``</s>`` where a hypothesis
 ends, :meth:`~nbest_rescore.models.base.LanguageModel.target_logits` gives
@@ -337,6 +346,8 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
     def dev(a):
         return torch.from_numpy(a).to(device, non_blocking=True)
 
+    pending = _PendingOutput(model, buf, dev, adaptive) if adaptive or fused else None
+
     prev = states
     for chunks in plan_segments(forest, eos, max_rows, max_tokens, max_segment):
         parts = []
@@ -349,11 +360,8 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
                 feats = feats.reshape(-1, 1, feats.shape[-1])
             else:
                 feats = feats.reshape(-1, feats.shape[-1]).index_select(0, dev(c.valid)).unsqueeze(1)
-            if adaptive:  # head per node, tails only for the nodes that need them (grouped on the host)
-                buf[dev(c.g_dst)] = model.adaptive_log_probs_at(feats.squeeze(1), torch.from_numpy(c.g_pos),
-                                                                torch.from_numpy(c.g_word))
-            elif fused:  # log-sum-exp per node through vocabulary blocks, logits of the pairs only
-                buf[dev(c.g_dst)] = model.log_probs_at(feats.squeeze(1), dev(c.g_pos), dev(c.g_word))
+            if pending is not None:  # exact output layer, deferred to run on >= OUTPUT_ROWS nodes at once
+                pending.add(feats.squeeze(1), c.g_pos, c.g_word, c.g_dst)
             elif self_normalized:  # [G, 1, D] . W[word] -> [G]
                 g_pos, g_word = dev(c.g_pos), dev(c.g_word)
                 pairs = model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1))
@@ -371,4 +379,53 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
             elif len(c.keep):
                 parts.append(select_state(out.state, dev(c.keep)))
         prev = cat_states(parts) if parts else prev
+    if pending is not None:
+        pending.flush()
     return path_costs(forest, buf.double().cpu().numpy())
+
+
+#: nodes whose output layer runs in one call (:class:`_PendingOutput`): the level widths
+#: of a tree are often a few dozen nodes, where a [rows, D] x [D, V] product runs at
+#: 2/3 of its speed at 256+ rows (``benchmarks/output_layer.py``)
+OUTPUT_ROWS = 512
+
+
+class _PendingOutput:
+    """The exact output layer of :func:`score_forest` (adaptive softmax, or the fused
+    full softmax), deferred: the recurrence must go level by level, but the output
+    layer of a level is not needed by the next one, so the features [R, D] of
+    successive levels are queued and scored together once :data:`OUTPUT_ROWS` are
+    pending (and at the end), through
+    :meth:`~nbest_rescore.models.base.LanguageModel.log_probs_at`. The (node, word)
+    pairs are shifted on the host; no device synchronisation."""
+
+    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, adaptive: bool):
+        self.model, self.buf, self.dev, self.adaptive = model, buf, dev, adaptive
+        self.feats: List[torch.Tensor] = []
+        self.pos: List[np.ndarray] = []
+        self.word: List[np.ndarray] = []
+        self.dst: List[np.ndarray] = []
+        self.rows = 0
+
+    def add(self, feats: torch.Tensor, g_pos: np.ndarray, g_word: np.ndarray, g_dst: np.ndarray) -> None:
+        """Queue features [R, D] and their pairs (rows of ``feats``, words, slots of ``buf``)."""
+        self.feats.append(feats)
+        self.pos.append(g_pos + self.rows)
+        self.word.append(g_word)
+        self.dst.append(g_dst)
+        self.rows += feats.shape[0]
+        if self.rows >= OUTPUT_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Score the queued pairs into ``buf``."""
+        if not self.feats:
+            return
+        h = self.feats[0] if len(self.feats) == 1 else torch.cat(self.feats)
+        pos, word, dst = (np.concatenate(x) for x in (self.pos, self.word, self.dst))
+        if self.adaptive:  # head per node, tails only where needed (pairs grouped on the host)
+            logp = self.model.adaptive_log_probs_at(h, torch.from_numpy(pos), torch.from_numpy(word))
+        else:  # log-sum-exp per node through vocabulary blocks, logits of the pairs only
+            logp = self.model.log_probs_at(h, self.dev(pos), self.dev(word))
+        self.buf[self.dev(dst)] = logp
+        self.feats, self.pos, self.word, self.dst, self.rows = [], [], [], [], 0

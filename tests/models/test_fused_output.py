@@ -191,3 +191,26 @@ def test_training_with_fused_softmax_follows_the_plain_run(DATA, tmp_path, one_t
     # Adam turns float-rounding differences of near-zero gradients into steps of up to lr
     # (0.01); the weights moved by about 0.1 from their start
     assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) < 1e-3
+
+
+@pytest.mark.parametrize("output", ["softmax", "adaptive"])
+def test_deferred_output_layer_gives_the_same_costs_at_any_queue_size(ci_nbest, output, monkeypatch):
+    """The tree queues nodes' features across levels before the output layer
+    (``prefix_tree.OUTPUT_ROWS``): flushing after every level (1), at the default and
+    only at the end give the same costs, and the padded path agrees."""
+    from nbest_rescore.rescoring import prefix_tree
+
+    rows, hyps, vocab = _ci_setup(ci_nbest)
+    torch.manual_seed(0)
+    cfg = {**SMALL, "output": output}
+    if output == "adaptive":
+        cfg.update(adaptive_cutoffs=[50, 200], adaptive_div_value=2.0)
+    model = build_model("lstm", cfg, len(vocab)).eval()
+    st = model.init_state(3)
+    costs = []
+    for queue in (1, prefix_tree.OUTPUT_ROWS, 10 ** 9):
+        monkeypatch.setattr(prefix_tree, "OUTPUT_ROWS", queue)
+        costs.append(NnScorer(model, vocab, batch_size=16).costs(st, rows, hyps))
+    padded = NnScorer(model, vocab, mode="padded").costs(st, rows, hyps)
+    for c in costs[1:] + [padded]:
+        assert np.abs(c - costs[0]).max() <= TOL
