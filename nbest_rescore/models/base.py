@@ -325,7 +325,8 @@ class LanguageModel(nn.Module):
             features: float [..., D] (from :meth:`forward`); targets: int64 [...],
                 valid word ids (also at padded positions).
         Returns:
-            float32 [...] log P(target). A model that overrides :meth:`logits`
+            float32 [...] log P(target) (float64 from the fused full softmax at
+            inference, see :meth:`log_probs_at`). A model that overrides :meth:`logits`
             (e.g. the cache wrapper) gets the log-softmax of its logits.
         """
         if type(self).logits is not LanguageModel.logits:
@@ -394,7 +395,8 @@ class LanguageModel(nn.Module):
             rows, targets: int64 [G]; rows in [0, N), valid word ids; on the CPU or
                 the features' device.
         Returns:
-            float32 [G] on the features' device.
+            [G] on the features' device: float64 from the fused full softmax (its
+            float64 log-sum-exp kept unrounded), float32 otherwise.
         """
         if type(self).logits is LanguageModel.logits and getattr(self, "adaptive", None) is not None:
             return self.adaptive_log_probs_at(features, rows, targets)

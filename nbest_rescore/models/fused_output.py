@@ -10,9 +10,9 @@ child in the prefix tree). ``log_softmax(h @ W.T + b)`` writes and re-reads the 
 [N, V] matrix (N = 2048, V = 43k: 352 MB), which costs as much as the product itself on
 a CPU. Here the product runs over blocks of ``block`` vocabulary rows
 (``torch.addmm`` into one reused [N, block] buffer, small enough to stay in cache);
-each block's log-sum-exp per row goes into a [N, n_blocks] table whose own
-log-sum-exp is the row's (the running-max form of the online log-sum-exp, one max per
-block), and the target logits are computed directly as ``h_n . W[w] + b[w]`` (O(D) per
+each block's row max and sum of exponentials go into [n_blocks, N] tables that are
+combined in float64 (the online log-sum-exp, one running max and sum per block;
+:func:`blocked_logsumexp`), and the target logits are computed directly as ``h_n . W[w] + b[w]`` (O(D) per
 target). Nothing of size [N, V] is kept. ``benchmarks/output_layer.py`` measures GFLOP/s
 of the plain product, ``log_softmax`` of it and this path.
 
@@ -54,30 +54,44 @@ def block_size(n_rows: int, vocab_size: int, block: Optional[int] = None) -> int
 
 
 def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: Optional[int] = None) -> Tensor:
-    """``logsumexp(h @ weight.T + bias, -1)`` without the [N, V] matrix.
+    """``logsumexp(h @ weight.T + bias, -1)`` without the [N, V] matrix: the online
+    log-sum-exp with one running max and sum per block.
+
+    Per block k (in place in one reused [N, block] buffer): the logits z, their row max
+    m_k, and s_k = sum exp(z - m_k) in float32; then, in float64,
+    log Z = M + log sum_k s_k exp(m_k - M) with M = max_k m_k. The float32 sums carry
+    only a relative error (no rounding of a value of size log Z), so log Z is exact to
+    about 1e-7 nats beyond the logits' own rounding.
 
     Args:
         h: [N, D] features (any float dtype; cast to the weight's dtype).
         weight: [V, D] output embedding; bias: [V] or None.
         block: vocabulary rows per block (default :func:`block_size`).
     Returns:
-        float32 [N] natural-log normalisers log Z_n.
+        float64 [N] natural-log normalisers log Z_n.
     """
     n, v = h.shape[0], weight.shape[0]
     h = h.to(weight.dtype)
     bs = block_size(n, v, block)
     n_blocks = -(-v // bs)
     buf = h.new_empty((n, min(bs, v)))
-    lse = torch.empty((n, n_blocks), dtype=torch.float32, device=h.device)
+    fbuf = buf if buf.dtype == torch.float32 else torch.empty(buf.shape, dtype=torch.float32, device=h.device)
+    maxes = torch.empty((n_blocks, n), dtype=torch.float32, device=h.device)
+    sums = torch.empty((n_blocks, n), dtype=torch.float32, device=h.device)
     for k, s in enumerate(range(0, v, bs)):
         e = min(v, s + bs)
-        out = buf[:, :e - s]
+        z = buf[:, :e - s]
         if bias is None:
-            torch.mm(h, weight[s:e].t(), out=out)
+            torch.mm(h, weight[s:e].t(), out=z)
         else:
-            torch.addmm(bias[s:e], h, weight[s:e].t(), out=out)
-        torch.logsumexp(out.float() if out.dtype != torch.float32 else out, 1, out=lse[:, k])
-    return torch.logsumexp(lse, 1) if n_blocks > 1 else lse[:, 0]
+            torch.addmm(bias[s:e], h, weight[s:e].t(), out=z)
+        if z.dtype != torch.float32:  # bfloat16 products: the rest in float32
+            z = fbuf[:, :e - s].copy_(z)
+        torch.amax(z, 1, out=maxes[k])
+        torch.sum(z.sub_(maxes[k].unsqueeze(1)).exp_(), 1, out=sums[k])
+    top = maxes.amax(0)
+    scaled = sums.double().mul_((maxes - top).double().exp_()).sum(0)
+    return top.double() + scaled.log_()
 
 
 def linear_target_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], targets: Tensor) -> Tensor:
@@ -103,11 +117,13 @@ def fused_log_probs_at(h: Tensor, weight: Tensor, bias: Optional[Tensor], rows: 
         targets: int64 [G] word ids, on h's device.
         block: vocabulary rows per block.
     Returns:
-        float32 [G] natural-log probabilities; equal to the plain log-softmax up to
-        float32 rounding (about 1e-6 nats at V = 43k).
+        float64 [G] natural-log probabilities (from float32 logits); the plain float32
+        log-softmax differs by its own rounding (up to about 5e-7 nats per value at
+        V = 43k).
     """
     log_z = blocked_logsumexp(h, weight, bias, block)
-    return linear_target_logits(h.index_select(0, rows), weight, bias, targets) - log_z.index_select(0, rows)
+    z = linear_target_logits(h.index_select(0, rows), weight, bias, targets)
+    return z.double().sub_(log_z.index_select(0, rows))
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):
@@ -121,7 +137,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, weight, bias, targets, block):
         log_z = blocked_logsumexp(h, weight, bias, block)
-        nll = log_z - linear_target_logits(h, weight, bias, targets)
+        nll = (log_z - linear_target_logits(h, weight, bias, targets).double()).float()
         ctx.save_for_backward(h, weight, bias if bias is not None else h.new_empty(0), targets, log_z)
         ctx.has_bias, ctx.block = bias is not None, block
         return nll
@@ -147,7 +163,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
                 torch.mm(hw, weight[s:e].t(), out=z)
             else:
                 torch.addmm(bias[s:e], hw, weight[s:e].t(), out=z)
-            p = z.float().sub_(log_z.unsqueeze(1)).exp_().mul_(g.unsqueeze(1))  # dL/dz = g * softmax
+            p = z.float().sub_(log_z.float().unsqueeze(1)).exp_().mul_(g.unsqueeze(1))  # dL/dz = g * softmax
             if want_h:
                 grad_h.addmm_(p, weight[s:e].float())
             if want_w:

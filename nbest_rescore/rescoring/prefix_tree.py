@@ -338,7 +338,7 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
     """
     device = states[0].device if states else next(model.parameters()).device
     n = forest.num_nodes
-    buf = torch.zeros(2 * n, dtype=torch.float32, device=device)
+    buf = torch.zeros(2 * n, dtype=torch.float64, device=device)  # float64: the fused layer's values as they are
     out_buf: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
     adaptive = _adaptive_pairs(model)
     fused = not adaptive and not self_normalized and model.fused_output_active()
@@ -365,7 +365,7 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
             elif self_normalized:  # [G, 1, D] . W[word] -> [G]
                 g_pos, g_word = dev(c.g_pos), dev(c.g_word)
                 pairs = model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1))
-                buf[dev(c.g_dst)] = pairs.squeeze(1).float()
+                buf[dev(c.g_dst)] = pairs.squeeze(1).double()
             else:
                 g_pos, g_word = dev(c.g_pos), dev(c.g_word)
                 logits = model.logits(feats).squeeze(1).float()
@@ -373,7 +373,7 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
                     out_buf = torch.empty(max(logits.shape[0], max_rows), logits.shape[1],
                                           dtype=torch.float32, device=device)
                 logp = torch.log_softmax(logits, -1, out=out_buf[:logits.shape[0]])
-                buf[dev(c.g_dst)] = logp[g_pos, g_word]
+                buf[dev(c.g_dst)] = logp[g_pos, g_word].double()
             if c.keep is None:
                 parts.append(out.state)
             elif len(c.keep):
@@ -427,5 +427,5 @@ class _PendingOutput:
             logp = self.model.adaptive_log_probs_at(h, torch.from_numpy(pos), torch.from_numpy(word))
         else:  # log-sum-exp per node through vocabulary blocks, logits of the pairs only
             logp = self.model.log_probs_at(h, self.dev(pos), self.dev(word))
-        self.buf[self.dev(dst)] = logp
+        self.buf[self.dev(dst)] = logp.double()
         self.feats, self.pos, self.word, self.dst, self.rows = [], [], [], [], 0
