@@ -32,10 +32,17 @@ windows and never reset; ``nn.Embedding`` -> ``nn.GRU``/``nn.LSTM`` -> dropout -
 ``nn.Linear`` to the vocabulary (``--tied``: tied to the embedding, on both sides),
 ``nn.CrossEntropyLoss()`` over the full vocabulary, ``torch.optim.SGD(lr=20)``,
 ``clip_grad_norm_(0.25)`` (pytorch/examples' defaults), and one ``.item()`` per
-``--log-interval`` updates. Float32, no autocast, and torch's default TF32 settings
-(on CUDA: off for matrix products; cuDNN's RNNs may use it) for the plain loop; the
-toolkit's side runs the same way unless ``--autocast bfloat16`` and/or ``--ours-tf32``
-(TF32 on, as :func:`~nbest_rescore.training.trainer.train` trains on CUDA). The
+``--log-interval`` updates. Float32 and no autocast for the plain loop; the toolkit's
+side runs the same way unless ``--autocast bfloat16``. TF32 (CUDA only) is the same for
+both loops: ``--tf32 on`` allows it for matrix products and cuDNN on both sides (as
+:func:`~nbest_rescore.training.trainer.train` trains on CUDA, and as a user of the plain
+loop would switch it on with two lines), ``--tf32 off`` (the default) forbids it on
+both sides, cuDNN included (torch's own defaults, off for matrix products and on for
+cuDNN, would be a third mix; :func:`tf32_plan` decides the flags and they are set
+before every timed run, whichever loop it is). The JSON records the setting
+(``tf32_setting``) and the flags each side ran with (``tf32``: ``ours`` and ``plain``,
+equal). (An earlier version had ``--ours-tf32``, TF32 for the toolkit's loop only;
+the H100 figures of ``docs/benchmarks/train_speed_h100*.json`` were measured that way.) The
 ``-adaptive`` variants use the adaptive softmax (Grave et al. 2017; cutoffs from the
 word frequencies of the whole text) on the toolkit's side and are still compared
 with the plain full-softmax loop. The vocabulary is by default the ``--vocab-size``
@@ -51,7 +58,7 @@ tokens count as words on both sides.
     python benchmarks/train_speed.py --vs-plain-loop --threads 2 --models gru,gru-adaptive,lstm,lstm-adaptive \\
         --json exp/train_speed_vs_plain_adaptive_cpu.json
     python benchmarks/train_speed.py --vs-plain-loop --device cuda --hidden 512 --embedding-dim 512 \\
-        --batch-size 32 --bptt 35 --steps 100 --json exp/train_speed_gpu.json
+        --batch-size 32 --bptt 35 --steps 100 --tf32 on --json exp/train_speed_gpu_tf32.json
 """
 from __future__ import annotations
 
@@ -96,8 +103,8 @@ MODE_DEFAULTS = {
     "warmup": (2, 3),
     "steps": (8, 20),
 }
-# torch's own TF32 settings, read before resolve_device switches them off for scoring
-TORCH_TF32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+# --tf32: (matmul, cuDNN) TF32 flags, the same for the toolkit's loop and the plain loop
+TF32 = {"on": (True, True), "off": (False, False)}
 
 
 # -- the straightforward AMN (default mode) ----------------------------------------------
@@ -334,6 +341,15 @@ def set_tf32(flags: Tuple[bool, bool]) -> None:
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
 
 
+def tf32_plan(setting: str) -> dict:
+    """``{"ours": (matmul, cudnn), "plain": (matmul, cudnn)}``: the TF32 flags each loop
+    runs with for ``--tf32 setting`` (``on`` or ``off``); the same for both loops, so
+    that neither gets a faster number format than the other."""
+    if setting not in TF32:
+        raise ValueError(f"--tf32 must be one of {sorted(TF32)}, got {setting!r}")
+    return {side: TF32[setting] for side in ("ours", "plain")}
+
+
 # -- data ------------------------------------------------------------------------------
 
 def needed_segments(args) -> int:
@@ -501,20 +517,19 @@ def run_vs_plain_loop(ap, args, device) -> dict:
             plain[base] = (p, torch.optim.SGD(p.parameters(), lr=PLAIN_LR))
 
     runs = {k: {"ours": [], "plain": []} for k in kinds}
+    plan = tf32_plan(args.tf32)
     tf32 = {"ours": None, "plain": None}
     for r in range(args.repeats):
         for kind in kinds:
             # alternate which loop goes first, so neither always follows the other
             for side in (("ours", "plain") if r % 2 == 0 else ("plain", "ours")):
-                if device.type == "cuda":  # torch's defaults, or train()'s TF32 for ours with --ours-tf32
-                    set_tf32((True, True) if side == "ours" and args.ours_tf32 else TORCH_TF32)
+                set_tf32(plan[side])  # --tf32: the same flags for both loops (CUDA only; no effect on the CPU)
                 if side == "ours":
                     run = time_ours(*ours[kind], streams, args, options)
                 else:
                     run = time_plain(*plain[kind.partition("-")[0]], criterion, source, args)
                 runs[kind][side].append(run)
-                if device.type == "cuda":
-                    tf32[side] = tf32_flags()
+                tf32[side] = tf32_flags()
         print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
             f"{k} {runs[k]['ours'][-1].words_per_s:.0f} vs plain {runs[k]['plain'][-1].words_per_s:.0f}"
             for k in kinds), file=sys.stderr)
@@ -543,7 +558,9 @@ def run_vs_plain_loop(ap, args, device) -> dict:
                      "plain_loop_loss": [x.loss for x in runs[kind]["plain"]],
                      "tokens_per_run": {"ours": runs[kind]["ours"][0].tokens, "plain": runs[kind]["plain"][0].tokens},
                      "ours_real_token_fraction": fill}
-    return {"vocab_size": v, "adaptive_cutoffs": cutoffs, "tf32": tf32 if device.type == "cuda" else None,
+    if tf32["ours"] != tf32["plain"]:
+        raise RuntimeError(f"the two loops ran with different TF32 flags: {tf32}")
+    return {"vocab_size": v, "adaptive_cutoffs": cutoffs, "tf32_setting": args.tf32, "tf32": tf32,
             "plain_loop": {"optimizer": "SGD", "lr": PLAIN_LR, "clip": PLAIN_CLIP, "layout": "time-major",
                            "loss": "nn.CrossEntropyLoss over the full vocabulary"},
             "models": out}
@@ -592,9 +609,9 @@ def parse_args(argv=None):
                     help="the toolkit's loop under CUDA autocast to this dtype (the plain loop stays float32)")
     ap.add_argument("--no-cuda-graph", action="store_true",
                     help="ours: eager steps on CUDA instead of the captured step (train's optim.cuda_graph: false)")
-    ap.add_argument("--ours-tf32", action="store_true",
-                    help="--vs-plain-loop on CUDA: the toolkit's loop with TF32 matrix products and cuDNN allowed, "
-                         "as nbest_rescore.training.trainer.train runs it (the plain loop keeps torch's defaults)")
+    ap.add_argument("--tf32", choices=sorted(TF32), default="off",
+                    help="CUDA: TF32 for matrix products and cuDNN, the same for every loop and model: on (as "
+                         "nbest_rescore.training.trainer.train trains on CUDA) or off (float32 throughout)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -619,8 +636,9 @@ def main(argv=None) -> int:
     device = resolve_device(args.device)
     if args.autocast != "none" and device.type != "cuda":
         ap.error("--autocast is for CUDA only")
-    if args.ours_tf32 and (device.type != "cuda" or not args.vs_plain_loop):
-        ap.error("--ours-tf32 is for --vs-plain-loop on CUDA only")
+    if args.tf32 == "on" and device.type != "cuda":
+        ap.error("--tf32 on is for CUDA only (TF32 is a CUDA number format; on the CPU both loops run float32)")
+    set_tf32(TF32[args.tf32])  # zoo mode: every model; --vs-plain-loop sets it again before every run
     torch.set_num_threads(args.threads)
     result = (run_vs_plain_loop if args.vs_plain_loop else run_zoo)(ap, args, device)
     if args.json:
@@ -628,7 +646,7 @@ def main(argv=None) -> int:
         dev = torch.cuda.get_device_name(device) if device.type == "cuda" else machine
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"args": vars(args), "device": f"{device} ({dev})", "torch": torch.__version__,
-                       "machine": machine, **result}, f, indent=2)
+                       "machine": machine, "tf32_setting": args.tf32, **result}, f, indent=2)
     return 0
 
 

@@ -7,12 +7,19 @@ process must not assume it owns every core. The policy:
   or ``MKL_NUM_THREADS`` when set (Kaldi's job runners and cluster schedulers set
   them); else the number of cores this process may run on (its CPU affinity, which
   ``taskset``, cgroups and Slurm restrict), not the machine's core count.
-* **How threads wait**: OpenMP's worker threads sleep instead of spinning between
-  parallel regions (``OMP_WAIT_POLICY=PASSIVE``), unless the user set the variable.
-  Spinning threads that share cores with other busy processes steal each other's
-  time slices: scoring with 2 threads beside two busy processes on 2 cores was 17x
-  slower than idle with spinning and about 2x (the fair share) with sleeping
-  (``benchmarks/contention.py``). The variable is read when the OpenMP runtime
+* **How threads wait**: OpenMP's worker threads sleep as soon as they are idle
+  between parallel regions (``OMP_WAIT_POLICY=PASSIVE``), unless the user set the
+  variable. With the variable unset, which is what this toolkit ran with before this
+  policy and what a plain torch script gets, GNU OpenMP (libgomp, which torch's Linux
+  CPU wheels ship) lets an idle thread spin for a bounded number of iterations
+  (``GOMP_SPINCOUNT``: 300,000 by default, 100 when the process has more OpenMP
+  threads than CPUs) before it sleeps (on a 2-core AMD EPYC roughly 10 ms of CPU per
+  wait, in a small probe); ``ACTIVE`` spins practically forever. Spinning threads
+  that share cores with other busy processes steal their time slices: scoring with
+  2 threads beside two busy processes on 2 cores took 17x its idle time with the
+  variable unset, 6.4x with ``ACTIVE`` and 1.9x with ``PASSIVE``; idle, ``PASSIVE``
+  was 1.3x slower than unset (``benchmarks/contention.py``, the README's "Shared
+  cores" table). The variable is read when the OpenMP runtime
   loads, i.e. when torch is first imported, so :func:`prefer_passive_wait` must run
   before that: the command line does it at start-up; Python API users who import
   torch first should export ``OMP_WAIT_POLICY=PASSIVE`` themselves.
@@ -35,7 +42,8 @@ THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 class ThreadPolicy:
     """The CPU threads a process uses: ``threads`` (>= 1), ``source`` (where the
     number came from: ``--threads``, an environment variable, or the CPU affinity)
-    and ``wait_policy`` (the OpenMP wait policy in effect, e.g. ``PASSIVE``)."""
+    and ``wait_policy`` (``OMP_WAIT_POLICY`` as this process's environment has it, e.g.
+    ``PASSIVE``, or ``unset (...)``; the OpenMP runtime read it when torch loaded)."""
 
     threads: int
     source: str
@@ -74,7 +82,7 @@ def thread_policy(requested: Optional[int] = None, environ: Optional[Mapping[str
             >= 1 (naming the variable, its value and a fix).
     """
     env = os.environ if environ is None else environ
-    wait = env.get("OMP_WAIT_POLICY", "ACTIVE (the OpenMP default)")
+    wait = env.get("OMP_WAIT_POLICY", "unset (the OpenMP runtime's default; GNU OpenMP: spin a while, then sleep)")
     if requested is not None:
         return ThreadPolicy(requested, "--threads", wait)
     for name in THREAD_ENV_VARS:

@@ -1,8 +1,9 @@
 """benchmarks/train_speed.py on a tiny CPU setting: the ``--vs-plain-loop`` JSON has
 the fields the README tables are built from, the plain loop's loss is finite, too
 short a prefix is refused with a clear message, and the default (zoo) mode still runs
-with the straightforward AMN equal to the batched one. Times are recorded, never
-asserted."""
+with the straightforward AMN equal to the batched one. TF32 (``--tf32 on|off``) is
+decided once for both loops (the old ``--ours-tf32``, TF32 for the toolkit's loop
+only, is gone). Times are recorded, never asserted."""
 import json
 import math
 import subprocess
@@ -13,6 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = str(REPO / "benchmarks" / "train_speed.py")
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import train_speed  # noqa: E402
 TINY = ["--threads", "1", "--hidden", "16", "--embedding-dim", "16", "--batch-size", "8", "--bptt", "10",
         "--warmup", "1", "--steps", "2", "--repeats", "1"]
 
@@ -27,6 +31,9 @@ def test_vs_plain_loop_json_on_cpu(DATA, tmp_path):
     assert {"args", "device", "torch", "models"} <= set(d)
     assert d["args"]["vs_plain_loop"] and d["args"]["steps"] == 2 and d["device"].startswith("cpu")
     assert d["vocab_size"] == 500
+    # the default --tf32 off: both loops ran with the same (CUDA) flags, TF32 forbidden
+    assert d["tf32_setting"] == "off" and d["args"]["tf32"] == "off" and "ours_tf32" not in d["args"]
+    assert d["tf32"]["ours"] == d["tf32"]["plain"] == {"matmul": False, "cudnn": False}
     assert set(d["models"]) == {"gru", "lstm", "gru-adaptive"}
     for name, m in d["models"].items():
         assert len(m["runs"]["ours"]) == 1 and len(m["runs"]["plain"]) == 1
@@ -63,3 +70,23 @@ def test_zoo_mode_still_runs(DATA, tmp_path):
     assert all(r["median_words_per_s"] > 0 for r in d["models"])
     assert d["naive_vs_batched_loss_diff"] < 1e-3
     assert set(d["ratios"]) == {"amn/gru", "amn/gru-small", "amn/amn-naive"}
+
+
+@pytest.mark.parametrize("setting,flags", [("on", (True, True)), ("off", (False, False))])
+def test_tf32_is_the_same_for_both_loops(setting, flags):
+    plan = train_speed.tf32_plan(setting)
+    assert plan == {"ours": flags, "plain": flags}
+    with pytest.raises(ValueError, match="--tf32 must be one of"):
+        train_speed.tf32_plan("ours")
+
+
+def test_tf32_option_replaces_ours_tf32(capsys):
+    _, args = train_speed.parse_args(["--vs-plain-loop"])
+    assert args.tf32 == "off" and not hasattr(args, "ours_tf32")
+    assert train_speed.parse_args(["--vs-plain-loop", "--tf32", "on"])[1].tf32 == "on"
+    with pytest.raises(SystemExit) as e:
+        train_speed.parse_args(["--vs-plain-loop", "--ours-tf32"])
+    assert e.value.code == 2 and "--ours-tf32" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # TF32 is CUDA's; on the CPU both loops run float32
+        train_speed.main(["--vs-plain-loop", "--tf32", "on", "--device", "cpu"])
+    assert e.value.code == 2 and "--tf32 on is for CUDA only" in capsys.readouterr().err
