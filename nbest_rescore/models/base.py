@@ -325,8 +325,7 @@ class LanguageModel(nn.Module):
             features: float [..., D] (from :meth:`forward`); targets: int64 [...],
                 valid word ids (also at padded positions).
         Returns:
-            float32 [...] log P(target) (float64 from the fused full softmax at
-            inference, see :meth:`log_probs_at`). A model that overrides :meth:`logits`
+            float32 [...] log P(target). A model that overrides :meth:`logits`
             (e.g. the cache wrapper) gets the log-softmax of its logits.
         """
         if type(self).logits is not LanguageModel.logits:
@@ -343,7 +342,7 @@ class LanguageModel(nn.Module):
             if torch.is_grad_enabled():
                 return -fused_linear_cross_entropy(flat, w, b, tgt).view(targets.shape)
             rows = torch.arange(flat.shape[0], device=flat.device)
-            return fused_log_probs_at(flat, w, b, rows, tgt).view(targets.shape)
+            return fused_log_probs_at(flat, w, b, rows, tgt).float().view(targets.shape)
         logits = self.decoder(flat).float()
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
 

@@ -80,10 +80,13 @@ def test_rescore_speed_vs_kaldi_style_on_ci(DATA, tiny_lm, tmp_path):
     res = subprocess.run(base + ["--vs-kaldi-style", "--json", str(out)], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
-    assert d["history"] == "first-pass" and set(d["paths"]) == {"kaldi_style", "default"}
+    assert d["history"] == "first-pass" and set(d["paths"]) == {"kaldi_style", "default", "default_plain_softmax"}
     assert d["paths"]["kaldi_style"]["max_abs_diff_vs_default"] <= 1e-4
     assert d["paths"]["kaldi_style"]["lm_positions"] > d["paths"]["default"]["lm_positions"]
-    assert set(d["speedup_words_per_s"]) == {"default/kaldi_style"}
+    # the fused output layer and the plain log_softmax path give the same exact costs
+    assert d["paths"]["default_plain_softmax"]["max_abs_diff_vs_default"] <= 1e-5
+    assert set(d["speedup_words_per_s"]) == {"default/kaldi_style", "default_plain_softmax/kaldi_style",
+                                             "default/default_plain_softmax"}
     res = subprocess.run(base + ["--history", "first-pass", "--paths", "one_at_a_time,default"],
                          capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "initial state" in res.stderr
