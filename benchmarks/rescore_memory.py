@@ -36,6 +36,10 @@ unfilled (K=10: 640 hypotheses per call), so the growth from K=10 includes the b
 filling up; from K=100 to K=1000 the same utterances give the same hypotheses, in
 10 times fewer, 10 times longer lists.
 
+With ``--scale K [K ...]`` this script runs ``benchmarks/score_memory.py`` instead
+(same arguments): peak RSS and time of the whole ``score`` command on the lists
+copied K times.
+
 The verdict line per model compares the growth of the scoring peak RSS with K
 (smallest to largest, at each batch size) with its growth over the batch sizes (at each
 K) and says whether every process peak stays under ``--limit-mb`` (4096 MB).
@@ -287,6 +291,11 @@ def format_table(out: dict) -> str:
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--scale" in argv:  # the whole score command against the set size: benchmarks/score_memory.py
+        import score_memory
+
+        score_memory.main(argv)
+        return
     args = parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args)))

@@ -328,6 +328,10 @@ def _check_score_usage(ctx, kw) -> None:
               help="Most hypotheses per forward pass.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Most padded tokens (rows x length) per forward pass; bounds memory.")
+@click.option("--span-hyps", type=click.IntRange(min=0), default=10_000, show_default=True,
+              help="The lists are read, scored and written one span of whole documents at a time, of at most "
+                   "this many hypotheses (a larger document is a span of its own); bounds memory. 0: the whole "
+                   "set at once. The NN costs of other spans can differ in the last float32 digits.")
 @click.option("--scoring", type=click.Choice(["tree", "padded", "single"]), default="tree", show_default=True,
               help="tree: each distinct prefix read once (fastest); padded: length-sorted padded batches; "
                    "single: one hypothesis at a time. All give the same costs.")
@@ -349,6 +353,7 @@ def score(obj, no_progress, **kw):
     from .api import ScoreJob
 
     _check_score_usage(click.get_current_context(), kw)
+    kw["span_hyps"] = kw["span_hyps"] or None
     job = ScoreJob(**_nbest_kwargs(kw), **kw, seed=obj["seed"])
     bar = _Bar("hyp", no_progress)
     res = job.run(progress=bar)

@@ -11,8 +11,11 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..io.kaldi_nbest import read_kaldi_nbest_dir
+from ..io.kaldi_stream import open_kaldi_nbest_stream
 from ..io.plain_nbest import read_plain_nbest
+from ..io.plain_stream import open_plain_nbest_stream
 from ..io.references import read_references
+from ..io.spans import NbestSource, SetSource
 from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
@@ -47,6 +50,14 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
     Raises:
         DataError: missing or malformed files (file and line named).
     """
+    path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
+    if os.path.isdir(path):
+        return read_kaldi_nbest_dir(path, log=log.info)
+    return read_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                            utt_ids=utt_ids, log=log.info)
+
+
+def _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids) -> str:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory or a plain N-best file")
@@ -56,9 +67,32 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
             raise DataError(f"{path} is a Kaldi N-best directory: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-        return read_kaldi_nbest_dir(path, log=log.info)
-    return read_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                            utt_ids=utt_ids, log=log.info)
+    return path
+
+
+def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
+               utt_ids=None) -> NbestSource:
+    """The N-best lists as a source read one span of whole documents at a time
+    (:mod:`nbest_rescore.io.spans`): its ``index`` (one entry per utterance) comes from
+    one cheap checking pass over the files, its ``spans(max_hyps)`` read them again
+    span by span (:mod:`nbest_rescore.io.kaldi_stream`, :mod:`nbest_rescore.io.plain_stream`).
+    Lists the lockstep pass cannot read (cost files in another key order than the
+    words, an utterance's hypotheses not on consecutive lines) or with an error are
+    read whole by :func:`load_nbest` instead (which reports the error), and sliced.
+
+    Arguments, checks and errors as :func:`load_nbest`.
+    """
+    path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
+    if os.path.isdir(path):
+        stream = open_kaldi_nbest_stream(path, log=log.info)
+    else:
+        stream = open_plain_nbest_stream(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                                         utt_ids=utt_ids, log=log.info)
+    if stream is not None:
+        return stream
+    log.debug("%s: not in the order of a lockstep pass (or malformed): read whole", path)
+    return SetSource(load_nbest(path, ac=ac, ngram=ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                                utt_ids=utt_ids))
 
 
 #: The plain-format path options a job may carry (``plain_ac`` ...).
@@ -68,6 +102,12 @@ PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids")
 def load_job_nbest(job) -> NbestSet:
     """:func:`load_nbest` of a job's ``nbest`` and ``plain_*`` options."""
     return load_nbest(job.nbest, ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs,
+                      utt2doc=job.plain_utt2doc, utt_ids=job.plain_utt_ids)
+
+
+def open_job_nbest(job) -> NbestSource:
+    """:func:`open_nbest` of a job's ``nbest`` and ``plain_*`` options."""
+    return open_nbest(job.nbest, ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs,
                       utt2doc=job.plain_utt2doc, utt_ids=job.plain_utt_ids)
 
 

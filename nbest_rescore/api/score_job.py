@@ -16,6 +16,7 @@ picked with ``w_0`` and ``1 - w_0`` on that LM); only the final 1-best combines 
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import Counter
@@ -26,10 +27,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from ..errors import DataError, examples
-from ..evaluation.wer import WerReport, check_references, compute_wer, oracle_choice
+from ..evaluation.wer import WerCounts, WerReport, check_references, oracle_choice, wer_counts
 from ..io.atomic import atomic_dir, atomic_write, check_output_dir
-from ..io.kaldi_text import write_kaldi_text
-from ..io.score_ark import write_cost_ark
+from ..io.score_outputs import ScoreFilesWriter
+from ..io.spans import NbestSource, SetSource
 from ..models.cache import cache_settings
 from ..rescoring.combine import WEIGHT_SUM_TOL, Weights, flat_scores, segment_argmax
 from ..rescoring.history import HISTORY_MODES, NonFiniteCostError, rescore
@@ -37,10 +38,15 @@ from ..rescoring.ngram import NgramScorer
 from ..rescoring.scorer import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, NnScorer, check_inference_options
 from ..types import NbestSet, Words
 from .checks import check_cache, check_choice, check_float, check_int, check_paths
-from .inputs import (PLAIN_PATHS, LoadedLM, lm_names, load_job_nbest, load_lm, load_references,
+from .inputs import (PLAIN_PATHS, LoadedLM, lm_names, load_lm, load_references, open_job_nbest,
                      read_weights_file, seed_everything, set_threads)
 
 Progress = Callable[[int, int], None]
+log = logging.getLogger(__name__)
+
+#: Hypotheses per span of whole documents that :class:`ScoreJob` reads, scores and
+#: writes at a time (a larger document is a span of its own): about 20 MB of lists.
+SPAN_HYPS = 10_000
 
 #: What a score run writes into its ``--out`` folder (with several LMs ``nn_cost`` is
 #: replaced by :func:`cost_files`: ``nn_cost.<name>`` per LM).
@@ -74,6 +80,10 @@ class ScoreResult:
         settings: model, data and scoring settings (recorded in the outputs).
         names: the LM names (:func:`~nbest_rescore.api.inputs.lm_names`), in order.
         nn_costs_by_lm: LM name -> float64 [H] its NN costs (each as if scored alone).
+
+    ``keys``, ``nn_cost`` and ``nn_costs_by_lm`` are empty in the result of
+    :meth:`ScoreJob.run`, which streams the costs to its ``out`` files instead of
+    keeping them.
     """
 
     keys: Tuple[str, ...]
@@ -202,71 +212,184 @@ def first_pass_one_best(nbest: NbestSet, weights: Weights, ngram_cost=None) -> D
     return {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
 
 
-def wer_reports(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cost=None) -> Dict[str, WerReport]:
-    """WER (percent) of ``one_best``, of the first pass and of the oracle."""
-    return {"rescored": compute_wer(refs, one_best),
-            "first_pass": compute_wer(refs, first_pass_one_best(nbest, weights, ngram_cost)),
-            "oracle": compute_wer(refs, oracle_choice(nbest, refs))}
+def wer_span_counts(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cost=None) -> Dict[str, WerCounts]:
+    """Word error counts (to be summed over spans) of ``one_best``, of the first pass
+    and of the oracle of the lists ``nbest`` (``ngram_cost``: float64 [H] or None;
+    the references of a span may all be empty, :meth:`WerCounts.report` checks the total)."""
+    return {"rescored": wer_counts(refs, one_best),
+            "first_pass": wer_counts(refs, first_pass_one_best(nbest, weights, ngram_cost)),
+            "oracle": wer_counts(refs, oracle_choice(nbest, refs, part=True))}
 
 
-def _vocab_stats(nbest: NbestSet, vocab) -> dict:
-    counts = Counter(chain.from_iterable(h for u in nbest.utterances for h in u.hyps))
+def _vocab_stats(counts: Counter, vocab) -> dict:
+    """The NN vocabulary's coverage of the list words ``counts`` (word -> tokens)."""
     tokens = sum(counts.values())
     oov = sum(c for w, c in counts.items() if w not in vocab)
     return {"nn_oov_rate": 100.0 * oov / max(1, tokens),
             "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in vocab) / max(1, len(counts))}
 
 
-@dataclass(frozen=True)
-class _LmRun:
-    """One LM's pass over the lists: its rescoring result, seconds and records."""
-
-    res: object  # RescoreResult
-    seconds: float
-    vocab_stats: dict
-    settings: dict
+def _scorer(lm: LoadedLM, opts: dict) -> NnScorer:
+    return NnScorer(lm.model, lm.vocab, lm.device, opts["batch_size"], opts["max_tokens"], mode=opts["scoring"],
+                    output=opts["output"], quantize=opts["quantize"], dtype=opts["dtype"], model_info=lm.info)
 
 
-def _score_one(nbest: NbestSet, lm: LoadedLM, weights: Weights, history: str, ngram_cost, opts: dict,
-               progress: Optional[Callable[[int], None]]) -> _LmRun:
-    """The one-LM path: ``lm``'s costs and 1-best over ``nbest`` at the two-model
-    ``weights``. Raises DataError for non-finite costs (model and keys named)."""
-    scorer = NnScorer(lm.model, lm.vocab, lm.device, opts["batch_size"], opts["max_tokens"], mode=opts["scoring"],
-                      output=opts["output"], quantize=opts["quantize"], dtype=opts["dtype"], model_info=lm.info)
-    t0 = time.perf_counter()
+def _rescore_lm(nbest: NbestSet, scorer: NnScorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
+                progress: Optional[Callable[[int], None]]):
+    """The one-LM path over the lists ``nbest``: ``lm``'s costs and 1-best at the
+    two-model ``weights``. Raises DataError for non-finite costs (model and keys named)."""
     try:
-        res = rescore(nbest, scorer, weights, history, ngram_cost, progress)
+        return rescore(nbest, scorer, weights, history, ngram_cost, progress)
     except NonFiniteCostError as exc:
         raise DataError(f"the NN LM {lm.path} ({lm.name}) gave non-finite costs (NaN or inf), e.g. for "
                         f"{examples(exc.keys)}: its weights are probably corrupt (a diverged training); use an "
                         f"earlier checkpoint or retrain") from None
-    return _LmRun(res, time.perf_counter() - t0, _vocab_stats(nbest, lm.vocab),
-                  {"lm": lm.path, "model": lm.name, "cache": cache_settings(lm.model), "scoring": scorer.settings()})
 
 
-def _records(nbest: NbestSet, runs: Sequence[_LmRun], names, histories, weights: Weights, ngram_arpa):
-    """``(stats, settings)`` of a run: as ever for one LM; with several, the lists'
-    counts, the total time and, per LM, its records (``per_lm``, ``lms``)."""
-    tokens = int(sum(len(h) + 1 for u in nbest.utterances for h in u.hyps))
-    seconds = sum(r.seconds for r in runs)
-    first = runs[0]
-    arpa = None if ngram_arpa is None else os.fspath(ngram_arpa)
-    if len(runs) == 1:
-        stats = {"utterances": len(nbest), "hypotheses": nbest.num_hyps(), "tokens_scored": tokens,
-                 **first.vocab_stats, "seconds": seconds, "tokens_per_s": tokens / max(seconds, 1e-9)}
-        settings = {"lm": first.settings["lm"], "model": first.settings["model"], "nbest": nbest.source,
-                    "cache": first.settings["cache"], "scoring": first.settings["scoring"], "ngram_arpa": arpa}
+@dataclass(frozen=True)
+class SpanScores:
+    """The scores of one span of whole documents (h hypotheses of u utterances).
+
+    Attributes:
+        keys: the h hypothesis keys, in set order.
+        costs_by_lm: per LM (in order) float64 [h] NN costs (negated natural logs).
+        nn_cost: float64 [h]: the one LM's costs, or with several their weighted mean
+            (as :attr:`ScoreResult.nn_cost`).
+        best: int64 [u] index (into ``keys``) of each utterance's new 1-best.
+        one_best: utterance id -> new 1-best words, in set order.
+        wer: ``rescored``, ``first_pass``, ``oracle`` -> word error counts of the
+            span (:class:`~nbest_rescore.evaluation.wer.WerCounts`), or None without
+            references.
+    """
+
+    keys: Tuple[str, ...]
+    costs_by_lm: Tuple[np.ndarray, ...] = field(repr=False)
+    nn_cost: np.ndarray = field(repr=False)
+    best: np.ndarray = field(repr=False)
+    one_best: Mapping[str, Words] = field(repr=False)
+    wer: Optional[Dict[str, WerCounts]]
+
+
+class _SpanRun:
+    """One score run, span after span: the LMs' scorers (made once), the weights,
+    and the totals so far (counts, words, seconds per LM, WER counts, 1-bests).
+    :meth:`span` scores one span; :meth:`result` gives the run's
+    :class:`ScoreResult` (per-hypothesis fields empty: the caller keeps those)."""
+
+    def __init__(self, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...], refs, ngram_arpa,
+                 opts: dict, progress: Optional[Progress], total_hyps: int):
+        self.lms, self.weights, self.histories, self.refs = list(lms), weights, histories, refs
+        self.ngram_arpa = ngram_arpa
+        self.ngram = None if ngram_arpa is None else NgramScorer(ngram_arpa)
+        self.scorers = [_scorer(lm, opts) for lm in self.lms]
+        self.progress, self.total = progress, total_hyps
+        self.words: Counter = Counter()
+        self.seconds = [0.0] * len(self.lms)
+        self.utts = self.hyps = self.tokens = 0
+        self.wer: Optional[Dict[str, WerCounts]] = None
+        self.one_best: Dict[str, Words] = {}
+        self.best: List[np.ndarray] = []
+
+    def span(self, nbest: NbestSet) -> SpanScores:
+        """Score the span ``nbest`` (whole documents) with every LM; add it to the totals.
+        Raises DataError for non-finite NN costs."""
+        k, weights = len(self.lms), self.weights
+        ngram_cost = None if self.ngram is None else np.concatenate([self.ngram.costs(u.hyps)
+                                                                     for u in nbest.utterances])
+        alone = replace(weights, nn_weights=None)  # each LM's pass: the two-model weights
+        h = nbest.num_hyps()
+        runs = []
+        for i, (lm, scorer, history) in enumerate(zip(self.lms, self.scorers, self.histories)):
+            base = k * self.hyps + i * h
+            report = None if self.progress is None else (lambda n, b=base: self.progress(b + n, k * self.total))
+            t0 = time.perf_counter()
+            runs.append(_rescore_lm(nbest, scorer, lm, alone, history, ngram_cost, report))
+            self.seconds[i] += time.perf_counter() - t0
+        costs = tuple(r.nn_cost for r in runs)
+        if k == 1:
+            nn_cost, best, one_best = costs[0], runs[0].best, runs[0].one_best
+        else:
+            flat = nbest.flat(ngram_cost)
+            best = segment_argmax(flat_scores(flat, weights, list(costs)), flat.offsets)
+            one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
+            ws = np.asarray(weights.nn_weights)
+            nn_cost = (ws / ws.sum() if ws.sum() > 0 else np.full(k, 1.0 / k)) @ np.stack(costs)
+        wer = None if self.refs is None else wer_span_counts(nbest, self.refs, one_best, weights, ngram_cost)
+        self.words.update(chain.from_iterable(h for u in nbest.utterances for h in u.hyps))
+        self.tokens += int(sum(len(x) + 1 for u in nbest.utterances for x in u.hyps))
+        self.best.append(np.asarray(best, dtype=np.int64) + self.hyps)
+        self.utts += len(nbest)
+        self.hyps += h
+        self.one_best.update(one_best)
+        if wer is not None:
+            self.wer = wer if self.wer is None else {n: self.wer[n] + c for n, c in wer.items()}
+        keys = tuple(key for u in nbest.utterances for key in u.keys)
+        return SpanScores(keys, costs, nn_cost, np.asarray(best, dtype=np.int64), one_best, wer)
+
+    def result(self, source: str) -> ScoreResult:
+        """The run's :class:`ScoreResult` over every span so far (``source``: the lists
+        read), with empty ``keys``, ``nn_cost`` and ``nn_costs_by_lm``."""
+        names = lm_names([one.path for one in self.lms])
+        stats, settings = self._records(names, source)
+        history = self.histories[0] if len(set(self.histories)) == 1 else ",".join(self.histories)
+        wer = None if self.wer is None else {n: c.report() for n, c in self.wer.items()}
+        best = np.concatenate(self.best) if self.best else np.zeros(0, dtype=np.int64)
+        return ScoreResult((), np.zeros(0), self.one_best, best, self.weights, history, wer, stats, settings, names,
+                           {})
+
+    def _records(self, names, source: str):
+        """``(stats, settings)`` of the run: as ever for one LM; with several, the
+        lists' counts, the total time and, per LM, its records (``per_lm``, ``lms``)."""
+        vocab = [_vocab_stats(self.words, lm.vocab) for lm in self.lms]
+        lm_set = [{"lm": lm.path, "model": lm.name, "cache": cache_settings(lm.model), "scoring": sc.settings()}
+                  for lm, sc in zip(self.lms, self.scorers)]
+        seconds = sum(self.seconds)
+        first = lm_set[0]
+        arpa = None if self.ngram_arpa is None else os.fspath(self.ngram_arpa)
+        if len(self.lms) == 1:
+            stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": self.tokens, **vocab[0],
+                     "seconds": seconds, "tokens_per_s": self.tokens / max(seconds, 1e-9)}
+            settings = {"lm": first["lm"], "model": first["model"], "nbest": source, "cache": first["cache"],
+                        "scoring": first["scoring"], "ngram_arpa": arpa}
+            return stats, settings
+        tokens = self.tokens * len(self.lms)
+        stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": tokens, "seconds": seconds,
+                 "tokens_per_s": tokens / max(seconds, 1e-9),
+                 "per_lm": {n: {**v, "seconds": t} for n, v, t in zip(names, vocab, self.seconds)}}
+        lms = [{"name": n, "lm": r["lm"], "model": r["model"], "history": h, "weight": w}
+               for n, r, h, w in zip(names, lm_set, self.histories, self.weights.lm_weights_per_model)]
+        settings = {"lm": [r["lm"] for r in lm_set], "model": [r["model"] for r in lm_set], "lms": lms,
+                    "nbest": source, "cache": first["cache"], "scoring": first["scoring"], "ngram_arpa": arpa}
         return stats, settings
-    tokens *= len(runs)
-    stats = {"utterances": len(nbest), "hypotheses": nbest.num_hyps(), "tokens_scored": tokens, "seconds": seconds,
-             "tokens_per_s": tokens / max(seconds, 1e-9),
-             "per_lm": {n: {**r.vocab_stats, "seconds": r.seconds} for n, r in zip(names, runs)}}
-    lms = [{"name": n, "lm": r.settings["lm"], "model": r.settings["model"], "history": h, "weight": w}
-           for n, r, h, w in zip(names, runs, histories, weights.lm_weights_per_model)]
-    settings = {"lm": [r.settings["lm"] for r in runs], "model": [r.settings["model"] for r in runs], "lms": lms,
-                "nbest": nbest.source, "cache": first.settings["cache"], "scoring": first.settings["scoring"],
-                "ngram_arpa": arpa}
-    return stats, settings
+
+
+def _start(source: NbestSource, lm, *, refs, lm_weight, interp, acoustic_scale, word_ins_penalty, history,
+           nn_weights, ngram_arpa, batch_size, max_tokens, scoring, output, quantize, dtype, progress) -> _SpanRun:
+    """The checks of :func:`score` (options, then references), then a run ready for
+    the spans of ``source``."""
+    lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
+    if not lms:
+        raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
+    weights = score_weights(acoustic_scale, lm_weight, interp, word_ins_penalty, nn_weights, len(lms))
+    histories = lm_histories(history, len(lms))
+    check_int("batch_size", batch_size)
+    check_int("max_tokens", max_tokens)
+    check_choice("scoring", scoring, SCORING_MODES)
+    for one in lms:
+        check_inference_options(one.device, output, quantize, dtype)
+    index = source.index
+    if refs is not None:
+        check_references(index, refs)
+    opts = {"batch_size": batch_size, "max_tokens": max_tokens, "scoring": scoring, "output": output,
+            "quantize": quantize, "dtype": dtype}
+    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps())
+    docs = len(index.doc_bounds()) - 1
+    for one, h in zip(lms, histories):
+        log.info("%s: history conditioning %s (%d documents, %d utterances, grouping from %s)%s", one.path, h,
+                 docs, len(index), index.doc_source,
+                 "; backward LM: documents read from their last utterance to their first, hypotheses reversed"
+                 if getattr(one.model, "direction", "forward") == "backward" else "")
+    return run
 
 
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
@@ -275,7 +398,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           history: Union[str, Sequence[str]] = "first-pass", nn_weights: Optional[Sequence[float]] = None,
           ngram_arpa=None, batch_size: int = 256, max_tokens: int = 8192, scoring: str = "tree",
           output: str = "softmax", quantize: str = "none", dtype: str = "float32",
-          progress: Optional[Progress] = None) -> ScoreResult:
+          progress: Optional[Progress] = None, span_hyps: Optional[int] = None) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
@@ -299,6 +422,12 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
         scoring, output, quantize, dtype: see :class:`~nbest_rescore.rescoring.scorer.NnScorer`.
         progress: called as ``progress(hypotheses_done, hypotheses_total)`` (over all
             the LMs' passes).
+        span_hyps: score the set one span of whole documents at a time, each of at
+            most this many hypotheses unless one document has more
+            (:func:`~nbest_rescore.io.spans.plan_spans`; what ``ScoreJob`` does with
+            :data:`SPAN_HYPS`); None (default): the whole set at once. The NN costs of
+            other spans can differ in the last float32 digits (the LM batches hold
+            other hypotheses); the rest is the same.
     Returns:
         :class:`ScoreResult` (``nn_costs_by_lm``: each LM's float64 [H] costs).
     Raises:
@@ -306,45 +435,20 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
             history or NN weight per LM, references missing or empty, or non-finite NN
             costs (the model and a few hypothesis keys named).
     """
-    lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
-    if not lms:
-        raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
-    weights = score_weights(acoustic_scale, lm_weight, interp, word_ins_penalty, nn_weights, len(lms))
-    histories = lm_histories(history, len(lms))
-    check_int("batch_size", batch_size)
-    check_int("max_tokens", max_tokens)
-    check_choice("scoring", scoring, SCORING_MODES)
-    for one in lms:
-        check_inference_options(one.device, output, quantize, dtype)
-    if refs is not None:
-        check_references(nbest, refs)
-    ngram_cost = None
-    if ngram_arpa is not None:
-        ng = NgramScorer(ngram_arpa)
-        ngram_cost = np.concatenate([ng.costs(u.hyps) for u in nbest.utterances])
-    opts = {"batch_size": batch_size, "max_tokens": max_tokens, "scoring": scoring, "output": output,
-            "quantize": quantize, "dtype": dtype}
-    alone = replace(weights, nn_weights=None)  # each LM's pass: the two-model weights
-    total, k = nbest.num_hyps(), len(lms)
-    runs = [_score_one(nbest, one, alone, h, ngram_cost, opts,
-                       None if progress is None else (lambda n, i=i: progress(i * total + n, k * total)))
-            for i, (one, h) in enumerate(zip(lms, histories))]
-    names = lm_names([one.path for one in lms])
-    costs = [r.res.nn_cost for r in runs]
-    if k == 1:
-        nn_cost, best, one_best = costs[0], runs[0].res.best, runs[0].res.one_best
-    else:
-        flat = nbest.flat(ngram_cost)
-        best = segment_argmax(flat_scores(flat, weights, costs), flat.offsets)
-        one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
-        ws = np.asarray(weights.nn_weights)
-        nn_cost = (ws / ws.sum() if ws.sum() > 0 else np.full(k, 1.0 / k)) @ np.stack(costs)
-    keys = tuple(key for u in nbest.utterances for key in u.keys)
-    stats, settings = _records(nbest, runs, names, histories, weights, ngram_arpa)
-    wer = wer_reports(nbest, refs, one_best, weights, ngram_cost) if refs is not None else None
-    history_name = histories[0] if len(set(histories)) == 1 else ",".join(histories)
-    return ScoreResult(keys, nn_cost, one_best, best, weights, history_name, wer, stats, settings, names,
-                       dict(zip(names, costs)))
+    source = SetSource(nbest)
+    run = _start(source, lm, refs=refs, lm_weight=lm_weight, interp=interp, acoustic_scale=acoustic_scale,
+                 word_ins_penalty=word_ins_penalty, history=history, nn_weights=nn_weights, ngram_arpa=ngram_arpa,
+                 batch_size=batch_size, max_tokens=max_tokens, scoring=scoring, output=output, quantize=quantize,
+                 dtype=dtype, progress=progress)
+    parts = [run.span(span) for span in source.spans(span_hyps)]
+    res = run.result(nbest.source)
+
+    def cat(arrays):
+        return np.concatenate(arrays) if arrays else np.zeros(0)
+
+    by_lm = {n: cat([p.costs_by_lm[i] for p in parts]) for i, n in enumerate(res.names)}
+    return replace(res, keys=tuple(k for p in parts for k in p.keys), nn_cost=cat([p.nn_cost for p in parts]),
+                   nn_costs_by_lm=by_lm)
 
 
 def write_score_outputs(result: ScoreResult, out_dir) -> List[str]:
@@ -358,20 +462,24 @@ def write_score_outputs(result: ScoreResult, out_dir) -> List[str]:
     Returns:
         the paths written. Raises DataError when ``out_dir`` cannot be used.
     """
-    import json
-
     files = cost_files(result.names)
     by_lm = [result.nn_costs_by_lm[n] for n in result.names] if len(files) > 1 else [result.nn_cost]
     with atomic_dir(out_dir, SCORE_OUTPUTS + files, settings=result.summary()) as tmp:
-        write_kaldi_text(tmp / "text", result.one_best.items())
-        for name, costs in zip(files, by_lm):
-            write_cost_ark(tmp / name, zip(result.keys, costs.tolist()))
-        names = ["text", *files]
-        if result.wer is not None:
-            with atomic_write(tmp / "wer.json") as f:
-                json.dump(result.summary(), f, indent=2)
-            names.append("wer.json")
-    return [os.path.join(out_dir, n) for n in names]
+        with ScoreFilesWriter(tmp, files) as writer:
+            writer.write(result.one_best.items(), result.keys, by_lm)
+        return [os.path.join(out_dir, n) for n in _finish(tmp, result, files)]
+
+
+def _finish(tmp, result: ScoreResult, files) -> List[str]:
+    """Write ``wer.json`` (with references) beside the other outputs; their names."""
+    import json
+
+    names = ["text", *files]
+    if result.wer is not None:
+        with atomic_write(tmp / "wer.json") as f:
+            json.dump(result.summary(), f, indent=2)
+        names.append("wer.json")
+    return names
 
 
 @dataclass(frozen=True)
@@ -385,7 +493,8 @@ class ScoreJob:
     LM; ``nn_weights``: ``w_1 .. w_K`` (sequence or ``"0.3,0.2"``); ``weights_file``: a
     ``tune.json`` whose ``weights`` block (:func:`~nbest_rescore.api.inputs.read_weights_file`,
     NN LMs by name) replaces the weight options; ``out`` None writes nothing (the
-    caller prints ``one_best``).
+    caller prints ``one_best``); ``span_hyps``: the hypothesis budget of a span of
+    whole documents (:meth:`run`; None: the whole set as one span).
     """
 
     lm: Union[str, Sequence[str]]
@@ -417,6 +526,7 @@ class ScoreJob:
     cache_theta: float = 0.3
     cache_lambda: float = 0.1
     seed: int = 0
+    span_hyps: Optional[int] = SPAN_HYPS
 
     @property
     def lm_paths(self) -> Tuple[str, ...]:
@@ -455,6 +565,7 @@ class ScoreJob:
         check_int("batch_size", self.batch_size)
         check_int("max_tokens", self.max_tokens)
         check_int("threads", self.threads, allow_none=True)
+        check_int("span_hyps", self.span_hyps, allow_none=True)
         check_cache(self)
         check_choice("scoring", self.scoring, SCORING_MODES)
         for name, choices in (("output", OUTPUTS), ("quantize", QUANTIZE), ("dtype", DTYPES)):
@@ -468,24 +579,53 @@ class ScoreJob:
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:
-        """Read, score and (with ``out``) write; returns the :class:`ScoreResult`."""
+        """Read, score and (with ``out``) write, one span of whole documents at a time
+        (at most ``span_hyps`` hypotheses unless one document has more; see
+        :func:`~nbest_rescore.io.spans.plan_spans`): the lists are checked in one cheap
+        pass first (:func:`~nbest_rescore.api.inputs.open_nbest`), then read, scored
+        and written span by span into the hidden folder that becomes ``out`` at the
+        end (:func:`~nbest_rescore.io.atomic.atomic_dir`), so memory follows the
+        largest span, not the set.
+
+        Returns:
+            the :class:`ScoreResult` with the 1-best, WER, stats and settings; its
+            per-hypothesis fields (``keys``, ``nn_cost``, ``nn_costs_by_lm``) are empty
+            (the costs are in ``out``; :func:`score` keeps them in memory).
+        """
         weights = self.weights()
         seed_everything(self.seed)
         threads = set_threads(self.threads)
-        nbest = load_job_nbest(self)
+        source = open_job_nbest(self)
         refs = load_references(self.ref) if self.ref else None
         if refs is not None:
-            check_references(nbest, refs, self.ref)
+            check_references(source.index, refs, self.ref)
         lms = [load_lm(p, self.device, cache_size=self.cache_size, cache_theta=self.cache_theta,
                        cache_lambda=self.cache_lambda) for p in self.lm_paths]
-        res = score(nbest, lms, refs=refs, lm_weight=weights.lm_weight, interp=weights.interp,
-                    acoustic_scale=weights.acoustic_scale, word_ins_penalty=weights.word_ins_penalty,
-                    nn_weights=weights.nn_weights, history=self.history, ngram_arpa=self.ngram_arpa,
-                    batch_size=self.batch_size, max_tokens=self.max_tokens, scoring=self.scoring, output=self.output,
-                    quantize=self.quantize, dtype=self.dtype, progress=progress)
+        run = _start(source, lms, refs=refs, lm_weight=weights.lm_weight, interp=weights.interp,
+                     acoustic_scale=weights.acoustic_scale, word_ins_penalty=weights.word_ins_penalty,
+                     nn_weights=weights.nn_weights, history=self.history, ngram_arpa=self.ngram_arpa,
+                     batch_size=self.batch_size, max_tokens=self.max_tokens, scoring=self.scoring, output=self.output,
+                     quantize=self.quantize, dtype=self.dtype, progress=progress)
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
-        res = replace(res, settings={**res.settings, "nbest": self.nbest,
-                                     "scoring": {**res.settings["scoring"], "threads": threads}, **extra})
-        if self.out is not None:
-            write_score_outputs(res, self.out)
+
+        def result() -> ScoreResult:
+            res = run.result(self.nbest)
+            return replace(res, settings={**res.settings, "nbest": self.nbest,
+                                          "scoring": {**res.settings["scoring"], "threads": threads}, **extra})
+
+        if self.out is None:
+            for span in source.spans(self.span_hyps):
+                run.span(span)
+            return result()
+        files = cost_files(self.lm_names)
+        marker: dict = {}  # the run marker's settings, filled in before the folder is committed
+        with atomic_dir(self.out, SCORE_OUTPUTS + files, settings=marker) as tmp:
+            with ScoreFilesWriter(tmp, files) as writer:
+                for span in source.spans(self.span_hyps):
+                    part = run.span(span)
+                    writer.write(part.one_best.items(), part.keys,
+                                 part.costs_by_lm if len(files) > 1 else (part.nn_cost,))
+            res = result()
+            _finish(tmp, res, files)
+            marker.update(res.summary())
         return res

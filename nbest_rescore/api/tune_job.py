@@ -9,16 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
-from ..evaluation.tuning import NnCosts, TuneResult, tune_grid, tune_line, unique_names
+from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, non_finite_error, tune_grid,
+                                 tune_line, unique_names)
 from ..evaluation.wer import check_references
-from ..rescoring.combine import Weights
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
-from ..io.score_ark import read_cost_ark
+from ..io.score_ark import iter_cost_ark, read_cost_ark
+from ..io.spans import NbestSource
 from ..types import NbestSet
 from .checks import check_choice, check_float, check_grid, check_int, check_paths, parse_grid
-from .inputs import PLAIN_PATHS, load_job_nbest, load_references
+from .inputs import PLAIN_PATHS, load_references, open_job_nbest
+from .score_job import SPAN_HYPS
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
 SEARCHES = ("grid", "line")
@@ -30,7 +34,7 @@ def default_search(k: int) -> str:
     return "grid" if k <= 2 else "line"
 
 
-def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = None, *,
+def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = None, *,
          interps: Sequence[float] = (0.0, 0.5, 1.0), lm_weights: Sequence[float] = (9.5,),
          word_ins_penalties: Optional[Sequence[float]] = None, acoustic_scale: float = 1.0,
          search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
@@ -39,6 +43,9 @@ def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = 
     """Search the weights by WER (percent); the best point is ``result.best``.
 
     Args:
+        nbest: the lists, or their :class:`~nbest_rescore.evaluation.tuning.TuneData`
+            (:func:`read_tune_data`; then ``refs``, ``nn_cost``, ``names`` and
+            ``labels`` are not used).
         nn_cost: hypothesis key -> NN cost (``ScoreResult.nn_costs()`` or a stored
             ``nn_cost`` ark), or a sequence of K such maps (one per neural LM); None
             searches ``interp = 1`` (n-gram only) alone.
@@ -54,7 +61,10 @@ def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = 
             search, restarts < 0, references missing or empty, NN costs missing for
             some hypotheses.
     """
-    k = 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost))
+    if isinstance(nbest, TuneData):
+        k, no_nn = len(nbest.names), nbest.nn is None
+    else:
+        k, no_nn = 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost)), nn_cost is None
     search = search or default_search(k)
     check_choice("search", search, SEARCHES)
     check_float("acoustic_scale", acoustic_scale)
@@ -65,7 +75,7 @@ def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = 
         check_float("word_ins_penalty", word_ins_penalty, allow_none=True)
         return tune_line(nbest, refs, nn_cost, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
                          acoustic_scale=acoustic_scale, restarts=restarts, seed=seed, names=names, labels=labels)
-    if nn_cost is None:
+    if no_nn:
         interps = (1.0,)
     check_grid("interps", interps, 0.0, 1.0)
     check_grid("lm_weights", lm_weights)
@@ -73,6 +83,94 @@ def tune(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = 
         check_grid("word_ins_penalties", word_ins_penalties)
     return tune_grid(nbest, refs, nn_cost, interps, lm_weights, word_ins_penalties, acoustic_scale,
                      names=names, labels=labels)
+
+
+class _NotInStep(Exception):
+    """An NN cost file is not in the order of the lists."""
+
+
+def _stream_rows(costs, keys: Sequence[str]) -> np.ndarray:
+    """The next ``len(keys)`` values of each cost stream, which must be these keys in
+    this order: float64 [K, h]. Raises _NotInStep otherwise."""
+    rows = np.empty((len(costs), len(keys)), dtype=np.float64)
+    for i, it in enumerate(costs):
+        for j, key in enumerate(keys):
+            entry = next(it, None)
+            if entry is None or entry[0] != key:
+                raise _NotInStep
+            rows[i, j] = entry[1]
+    return rows
+
+
+def _map_rows(maps, keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
+    """The values of ``keys`` in each cost map (float64 [K, h]; NaN where missing, the
+    missing keys added to ``missing``)."""
+    rows = np.empty((len(maps), len(keys)), dtype=np.float64)
+    for i, cost in enumerate(maps):
+        for j, key in enumerate(keys):
+            v = cost.get(key)
+            if v is None:
+                missing[i].append(key)
+                v = np.nan
+            rows[i, j] = v
+    return rows
+
+
+def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_paths: Sequence[str],
+                   names: Sequence[str], labels: Sequence[str], span_hyps: Optional[int] = SPAN_HYPS) -> TuneData:
+    """What the weight search needs of the lists of ``source``, read one span of whole
+    documents at a time (:mod:`nbest_rescore.io.spans`): each hypothesis reduced at
+    once to its costs, word count and word errors against the reference
+    (:class:`~nbest_rescore.evaluation.tuning.TuneData`), its words dropped. The NN
+    cost files (``cost_paths``, one per LM) are read alongside when they list the
+    hypotheses in the lists' order (as ``score`` writes them), else read whole
+    (:func:`~nbest_rescore.io.score_ark.read_cost_ark`) and looked up by key.
+
+    Args:
+        source: the lists (:func:`~nbest_rescore.api.inputs.open_nbest`).
+        refs: utterance id -> reference words (checked by the caller).
+        cost_paths, names, labels: the NN cost files, their LM names and how errors
+            name them (e.g. ``--nn-cost PATH``).
+        span_hyps: hypotheses per span (:func:`~nbest_rescore.io.spans.plan_spans`).
+    Raises:
+        DataError: a malformed cost file (file and line), costs missing for some
+            hypotheses (the file, the count and examples), or non-finite costs.
+    """
+    names = tuple(names)
+    if not len(source.index):
+        raise DataError("tune: the N-best set has no utterances")
+    try:
+        costs = [iter_cost_ark(p) for p in cost_paths]
+        parts = [TuneData.of(span, refs, _stream_rows(costs, _keys(span)) if costs else None, names, part=True)
+                 for span in source.spans(span_hyps)]
+        if any(next(it, None) is not None for it in costs):
+            raise _NotInStep  # more entries: extra keys are fine, a repeated key is not; read_cost_ark tells
+        return TuneData.concat(parts, names)
+    except (DataError, _NotInStep):
+        pass  # read them whole: any error is reported as ever
+    maps = [read_cost_ark(p) for p in cost_paths]
+    missing: List[List[str]] = [[] for _ in maps]
+    parts, total, bad = [], 0, {}
+    for span in source.spans(span_hyps):
+        keys = _keys(span)
+        part = TuneData.of(span, refs, _map_rows(maps, keys, missing) if maps else None, names, part=True)
+        total += len(keys)
+        arrays = [(label, row) for label, row in zip(labels, part.nn if maps else ())]
+        for name, arr in (*arrays, ("ac_cost", part.ac_cost), ("lm_cost", part.lm_cost),
+                          ("graph_cost", part.graph_cost)):
+            bad.setdefault(name, []).extend(k for k, v in zip(keys, arr) if not np.isfinite(v))
+        parts.append(part)
+    for label, keys in zip(labels, missing):
+        if keys:
+            raise missing_keys_error(label, keys, total)
+    for name, keys in bad.items():
+        if keys:
+            raise non_finite_error(name, keys)
+    return TuneData.concat(parts, names)
+
+
+def _keys(span: NbestSet) -> List[str]:
+    return [k for u in span.utterances for k in u.keys]
 
 
 def cost_file_names(paths: Sequence[str]) -> Tuple[str, ...]:
@@ -188,18 +286,18 @@ class TuneJob:
             check_output_dir(self.out, TUNE_OUTPUTS)
 
     def run(self) -> TuneResult:
-        """Read the lists, references and NN costs, search, and (with ``out``) write."""
-        nbest = load_job_nbest(self)
+        """Read the lists, references and NN costs (:func:`read_tune_data`: each
+        hypothesis reduced to what the search needs as it is read), search, and
+        (with ``out``) write."""
+        source = open_job_nbest(self)
         refs = load_references(self.ref)
-        check_references(nbest, refs, self.ref)
+        check_references(source.index, refs, self.ref)
         paths = self.cost_paths
-        nn = [read_cost_ark(p) for p in paths]
-        nn = None if not nn else (nn[0] if isinstance(self.nn_cost, (str, os.PathLike)) else nn)
+        data = read_tune_data(source, refs, paths, cost_file_names(paths), [f"--nn-cost {p}" for p in paths])
         wips = _grid("word_ins_penalties", self.word_ins_penalties) or (self.word_ins_penalty,)
-        res = tune(nbest, refs, nn, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
+        res = tune(data, refs, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
                    word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
-                   names=cost_file_names(paths), restarts=self.restarts, seed=self.seed,
-                   word_ins_penalty=self.word_ins_penalty, labels=[f"--nn-cost {p}" for p in paths])
+                   restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty)
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.nn_cost))
         return res

@@ -174,13 +174,58 @@ def _floats(name: str, values) -> Tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    flat: object
-    nn: Optional[np.ndarray]  # float64 [K, H], or None
-    errors: np.ndarray
+class TuneData:
+    """What the weight search needs of every hypothesis, and nothing of its words: H
+    hypotheses of U utterances, in set order.
+
+    Attributes:
+        offsets: int64 [U + 1]; utterance u owns rows ``offsets[u]:offsets[u + 1]``.
+        ac_cost, lm_cost, graph_cost: float64 [H] acoustic, n-gram and graph costs
+            (negated natural logs; the names of :class:`~nbest_rescore.types.FlatNbest`,
+            so :func:`~nbest_rescore.rescoring.combine.flat_scores` takes it).
+        num_words: int64 [H] words per hypothesis (``</s>`` not counted).
+        nn: float64 [K, H] the NN costs of the K neural LMs, or None (K = 0).
+        errors: int64 [H] word errors of each hypothesis against its reference
+            (edit distance).
+        ref_words: reference words of all the utterances.
+        names: the K LM names.
+    """
+
     offsets: np.ndarray
+    ac_cost: np.ndarray
+    lm_cost: np.ndarray
+    graph_cost: np.ndarray
+    num_words: np.ndarray
+    nn: Optional[np.ndarray]
+    errors: np.ndarray
     ref_words: int
     names: Tuple[str, ...]
+
+    @classmethod
+    def of(cls, nbest: NbestSet, refs, nn: Optional[np.ndarray], names: Tuple[str, ...],
+           part: bool = False) -> "TuneData":
+        """The data of the lists ``nbest`` with the NN costs ``nn`` [K, H] (or None).
+        ``part``: ``nbest`` is a span of a set (its references may all be empty;
+        :func:`~.wer.nbest_errors`)."""
+        flat = nbest.flat()
+        errors, offsets, ref_words = nbest_errors(nbest, refs, flat, part=part)
+        return cls(offsets, flat.ac_cost, flat.lm_cost, flat.graph_cost, flat.num_words, nn, errors, ref_words,
+                   tuple(names))
+
+    @classmethod
+    def concat(cls, parts: Sequence["TuneData"], names: Tuple[str, ...]) -> "TuneData":
+        """The parts (spans of one set, in order) as one."""
+        def cat(name):
+            return np.concatenate([getattr(p, name) for p in parts])
+
+        ends = np.cumsum([0] + [int(p.offsets[-1]) for p in parts])
+        offsets = np.concatenate([[0]] + [p.offsets[1:] + e for p, e in zip(parts, ends[:-1])]).astype(np.int64)
+        nn = None if parts[0].nn is None else np.concatenate([p.nn for p in parts], axis=1)
+        return cls(offsets, cat("ac_cost"), cat("lm_cost"), cat("graph_cost"), cat("num_words"), nn, cat("errors"),
+                   sum(p.ref_words for p in parts), tuple(names))
+
+    def __len__(self) -> int:
+        return len(self.errors)
 
 
 def _nn_list(nn_cost: NnCosts) -> List[Mapping[str, float]]:
@@ -189,34 +234,51 @@ def _nn_list(nn_cost: NnCosts) -> List[Mapping[str, float]]:
     return [nn_cost] if isinstance(nn_cost, Mapping) else list(nn_cost)
 
 
-def _prepare(nbest: NbestSet, refs, nn_cost: NnCosts, names, labels) -> _Prepared:
-    """Flat arrays, NN costs [K, H] in key order, per-hypothesis errors; checks."""
+def cost_labels(names: Sequence[str], labels: Optional[Sequence[str]]) -> List[str]:
+    """How error messages name each NN cost map: ``labels``, else ``nn_cost`` for one
+    LM and ``nn_cost <name>`` for several."""
+    if labels is not None:
+        return list(labels)
+    return ["nn_cost"] if len(names) == 1 else [f"nn_cost {n}" for n in names]
+
+
+def missing_keys_error(label: str, missing: Sequence[str], total: int) -> DataError:
+    """The error for NN costs that lack hypotheses of the lists."""
+    return DataError(f"{label} lacks {len(missing)} of {total} hypothesis keys: "
+                     f"{examples(missing)}; score every hypothesis of the lists with the neural LM")
+
+
+def non_finite_error(name: str, bad_keys: Sequence[str]) -> DataError:
+    """The error for costs (``name``) that are NaN or infinite for ``bad_keys``."""
+    return DataError(f"{name} has non-finite values for {examples(bad_keys)}")
+
+
+def _prepare(nbest, refs, nn_cost: NnCosts, names, labels) -> TuneData:
+    """Flat arrays, NN costs [K, H] in key order, per-hypothesis errors; checks.
+    ``nbest`` a :class:`TuneData` already is returned as it is."""
+    if isinstance(nbest, TuneData):
+        return nbest
     if len(nbest) == 0:
         raise DataError("tune: the N-best set has no utterances")
     costs = _nn_list(nn_cost)
     names = unique_names(names if names is not None else ["nn"] * len(costs))
     if len(names) != len(costs):
         raise ValueError(f"tune: {len(costs)} NN cost maps but {len(names)} names")
-    labels = list(labels) if labels is not None else (["nn_cost"] if len(costs) == 1 else
-                                                      [f"nn_cost {n}" for n in names])
+    labels = cost_labels(names, labels)
     flat = nbest.flat()  # per-hypothesis arrays in set order, built once
     keys = flat.keys
     rows = []
     for cost, label in zip(costs, labels):
         missing = [k for k in keys if k not in cost]
         if missing:
-            raise DataError(
-                f"{label} lacks {len(missing)} of {len(keys)} hypothesis keys: "
-                f"{examples(missing)}; score every hypothesis of the lists with the neural LM")
+            raise missing_keys_error(label, missing, len(keys))
         rows.append(np.array([cost[k] for k in keys], dtype=np.float64))
     checks = [(label, r) for label, r in zip(labels, rows)]
     for name, arr in (*checks, ("ac_cost", flat.ac_cost), ("lm_cost", flat.lm_cost),
                       ("graph_cost", flat.graph_cost)):
         if not np.all(np.isfinite(arr)):
-            bad_keys = [k for k, v in zip(keys, arr) if not np.isfinite(v)]
-            raise DataError(f"{name} has non-finite values for {examples(bad_keys)}")
-    errors, offsets, ref_words = nbest_errors(nbest, refs, flat)
-    return _Prepared(flat, np.vstack(rows) if rows else None, errors, offsets, ref_words, names)
+            raise non_finite_error(name, [k for k, v in zip(keys, arr) if not np.isfinite(v)])
+    return TuneData.of(nbest, refs, np.vstack(rows) if rows else None, names)
 
 
 def _simplex(interps: Tuple[float, ...], k: int):
@@ -240,7 +302,8 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     (the simplex at that spacing), times lm_weights, times penalties.
 
     Args:
-        nbest: the N-best lists (H hypotheses in all).
+        nbest: the N-best lists (H hypotheses in all), or their :class:`TuneData`
+            (then ``refs``, ``nn_cost``, ``names`` and ``labels`` are not used).
         refs: utterance id -> reference words.
         nn_cost: hypothesis key -> neural LM cost (negated natural log, ``</s>``
             included), or a sequence of K such maps; each must cover every hypothesis
@@ -271,7 +334,8 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     bad = [v for v in interps_t if not 0.0 <= v <= 1.0]
     if bad:
         raise ValueError(f"tune_grid: interps must lie in [0, 1], got {bad}")
-    if nn_cost is None and any(v != 1.0 for v in interps_t):
+    no_nn = nbest.nn is None if isinstance(nbest, TuneData) else nn_cost is None
+    if no_nn and any(v != 1.0 for v in interps_t):
         raise ValueError("tune_grid: nn_cost is needed when an interp (lambda) is < 1; "
                          "give neural LM costs or use interps=[1.0]")
     prep = _prepare(nbest, refs, nn_cost, names, labels)
@@ -288,7 +352,7 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
             for wip in wips_t:
                 w = Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta,
                             interp=lam, word_ins_penalty=wip, nn_weights=ws)
-                chosen = segment_argmax(flat_scores(prep.flat, w, nn), prep.offsets)
+                chosen = segment_argmax(flat_scores(prep, w, nn), prep.offsets)
                 wer = float(prep.errors[chosen].sum()) / prep.ref_words * 100.0
                 points.append(TunePoint(interp=lam, lm_weight=delta, word_ins_penalty=wip,
                                         wer=wer, nn_weights=ws))
@@ -325,6 +389,8 @@ def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
         TuneResult with ``search="line"``: one point per start (WER in percent, weights
         normalised: ``lm_weight = delta = sum a``, ``interp = w_0``), the best, the line
         minimisations (``evaluations``), hypotheses visited and seconds.
+    ``nbest``: the lists or their :class:`TuneData`, as :func:`tune_grid`.
+
     Raises:
         DataError: as :func:`tune_grid`. ValueError: restarts < 0.
     """
@@ -334,7 +400,7 @@ def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     prep = _prepare(nbest, refs, nn_cost, names, labels)
     k = len(prep.names)
     wip0 = FIRST_PASS_WIP * float(acoustic_scale) if word_ins_penalty is None else float(word_ins_penalty)
-    problem = linear_scores(prep.flat, prep.nn, prep.errors, prep.offsets, acoustic_scale)
+    problem = linear_scores(prep, prep.nn, prep.errors, prep.offsets, acoustic_scale)
     x0 = initial_point(k, float(lm_weight), wip0)
     lower, upper = box(k, LINE_LIMIT)
     spread = np.r_[np.full(k + 1, float(lm_weight) / (k + 1)), 1.0]

@@ -108,6 +108,59 @@ def check_references(nbest: NbestSet, refs: Mapping[str, Sequence[str]], source=
         raise _no_ref_words(len(nbest), source)
 
 
+@dataclass(frozen=True)
+class WerCounts:
+    """Word error counts of some utterances, to be added up over parts of a set
+    (``a + b``): insertions, deletions, substitutions, reference words and
+    utterances. :meth:`report` turns the total into a :class:`WerReport`."""
+
+    insertions: int = 0
+    deletions: int = 0
+    substitutions: int = 0
+    ref_words: int = 0
+    num_utts: int = 0
+
+    def __add__(self, other: "WerCounts") -> "WerCounts":
+        return WerCounts(self.insertions + other.insertions, self.deletions + other.deletions,
+                         self.substitutions + other.substitutions, self.ref_words + other.ref_words,
+                         self.num_utts + other.num_utts)
+
+    def report(self, source: str = "compute_wer") -> WerReport:
+        """The :class:`WerReport` of these counts (WER in percent).
+
+        Raises:
+            DataError: no reference words (the references of all the utterances are
+                empty: WER undefined; ``source`` names them).
+        """
+        if self.ref_words == 0:
+            raise _no_ref_words(self.num_utts, source)
+        i, d, s = self.insertions, self.deletions, self.substitutions
+        return WerReport(errors=s + d + i, substitutions=s, deletions=d, insertions=i, hits=self.ref_words - s - d,
+                         ref_words=self.ref_words, num_utts=self.num_utts)
+
+
+def wer_counts(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
+               source: str = "compute_wer") -> WerCounts:
+    """Kaldi's word error counts of one hypothesis per utterance (see
+    :func:`compute_wer`), without the check that some reference has words (a part of
+    a set may have none; :meth:`WerCounts.report` checks the total).
+
+    Raises:
+        DataError: a hypothesis utterance has no reference (a few ids listed), or
+            ``hyps`` is empty.
+    """
+    if len(hyps) == 0:
+        raise DataError("compute_wer: no hypotheses to score (empty hypothesis mapping)")
+    missing = [k for k in hyps if k not in refs]
+    if missing:
+        raise DataError(
+            f"{source}: {len(missing)} of {len(hyps)} hypothesis utterances have no reference: "
+            f"{examples(missing)}; check that the reference file belongs to this data set")
+    pairs = [(_as_words(refs[u]), _as_words(h)) for u, h in hyps.items()]
+    i, d, s = (int(x) for x in kaldi_error_counts(pairs).sum(axis=0))
+    return WerCounts(i, d, s, sum(len(r) for r, _ in pairs), len(pairs))
+
+
 def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
                 source: str = "compute_wer") -> WerReport:
     """Corpus WER of one hypothesis per utterance, counted as Kaldi's ``compute-wer``
@@ -125,20 +178,7 @@ def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[s
         DataError: a hypothesis utterance has no reference (a few ids listed), ``hyps``
             is empty, or the references of all its utterances are empty (WER undefined).
     """
-    if len(hyps) == 0:
-        raise DataError("compute_wer: no hypotheses to score (empty hypothesis mapping)")
-    missing = [k for k in hyps if k not in refs]
-    if missing:
-        raise DataError(
-            f"{source}: {len(missing)} of {len(hyps)} hypothesis utterances have no reference: "
-            f"{examples(missing)}; check that the reference file belongs to this data set")
-    pairs = [(_as_words(refs[u]), _as_words(h)) for u, h in hyps.items()]
-    ref_words = sum(len(r) for r, _ in pairs)
-    if ref_words == 0:
-        raise _no_ref_words(len(pairs), source)
-    i, d, s = (int(x) for x in kaldi_error_counts(pairs).sum(axis=0))
-    return WerReport(errors=s + d + i, substitutions=s, deletions=d, insertions=i, hits=ref_words - s - d,
-                     ref_words=ref_words, num_utts=len(hyps))
+    return wer_counts(refs, hyps, source).report(source)
 
 
 def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
@@ -162,14 +202,16 @@ def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
                          dtype=np.int64)[0]
 
 
-def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optional[FlatNbest] = None
-                 ) -> Tuple[np.ndarray, np.ndarray, int]:
+def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optional[FlatNbest] = None, *,
+                 part: bool = False) -> Tuple[np.ndarray, np.ndarray, int]:
     """Word errors of every hypothesis of an N-best set.
 
     Args:
         nbest: the lists (U utterances, H hypotheses in all).
         refs: utterance id -> reference words.
         flat: ``nbest.flat()`` when the caller has it already.
+        part: ``nbest`` is a part (a span) of a set whose references were checked
+            (:func:`check_references`): its references may all be empty.
     Returns:
         ``(errors, offsets, ref_words)``: errors int64 [H], flat over all hypotheses in
         set order; offsets int64 [U + 1], utterance ``u`` owns ``errors[offsets[u]:
@@ -179,7 +221,8 @@ def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optio
             are empty (an empty reference is fine: its hypotheses' errors are their
             lengths, all insertions).
     """
-    check_references(nbest, refs)
+    if not part or any(u not in refs for u in nbest.utt_ids):
+        check_references(nbest, refs)  # (a part: only for references missing)
     offsets = (flat or nbest.flat()).offsets
     errors = np.empty(int(offsets[-1]), dtype=np.int64)
     ref_words = 0
@@ -190,17 +233,18 @@ def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optio
     return errors, offsets, ref_words
 
 
-def oracle_choice(nbest: NbestSet, refs: Mapping[str, Sequence[str]]) -> Dict[str, Words]:
+def oracle_choice(nbest: NbestSet, refs: Mapping[str, Sequence[str]], *, part: bool = False) -> Dict[str, Words]:
     """The hypothesis with the fewest word errors in each list (ties: earliest rank).
 
     ``compute_wer(refs, oracle_choice(nbest, refs))`` is the oracle WER of the lists.
+    ``part``: as :func:`nbest_errors`.
 
     Returns:
         utterance id -> chosen hypothesis words, in set order.
     Raises:
         DataError: as :func:`nbest_errors`.
     """
-    errors, offsets, _ = nbest_errors(nbest, refs)
+    errors, offsets, _ = nbest_errors(nbest, refs, part=part)
     out: Dict[str, Words] = {}
     for k, u in enumerate(nbest.utterances):
         seg = errors[offsets[k]:offsets[k + 1]]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -85,8 +86,9 @@ def split_hyp_key(key: str) -> Tuple[str, int]:
     return utt, int(rank)
 
 
-def _read_symbol_table(path) -> Dict[int, str]:
-    """``words.txt`` (``<sym> <id>``) as ``{id: sym}``."""
+def read_symbol_table(path) -> Dict[int, str]:
+    """``words.txt`` (``<sym> <id>``) as ``{id: sym}``. Raises DataError for a
+    malformed line or an id used twice (``file:line``)."""
     table: Dict[int, str] = {}
     for line_no, line in iter_lines(path):
         fields = split_fields(line)
@@ -105,12 +107,8 @@ def _read_symbol_table(path) -> Dict[int, str]:
     return table
 
 
-def _read_int_words(words_path, table_path) -> Tuple[Dict[str, Words], List[int]]:
-    """``words`` (``<key> id id ...``; bare key = empty) mapped through ``words.txt``."""
-    table = _read_symbol_table(table_path)
-    entries: Dict[str, Words] = {}
-    lines: List[int] = []
-    first: Dict[str, int] = {}
+def _int_word_lines(words_path) -> Iterator[Tuple[int, str, List[str]]]:
+    """``(line_no, key, id tokens)`` of every line of ``words``."""
     for line_no, line in iter_lines(words_path):
         fields = split_fields(line)
         if not fields:
@@ -119,23 +117,51 @@ def _read_int_words(words_path, table_path) -> Tuple[Dict[str, Words], List[int]
         key = fields[0]
         if not key.isascii():
             check_key(key, format_location(words_path, line_no))
+        yield line_no, key, fields[1:]
+
+
+def _map_ids(tokens: List[str], table: Dict[int, str], words_path, line_no: int, key: str,
+             table_path) -> Words:
+    words = []
+    for tok in tokens:
+        try:
+            if not (tok.isascii() and tok.isdigit()):
+                raise ValueError
+            words.append(table[int(tok)])
+        except ValueError:
+            raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
+                            f"word id {tok!r} is not a non-negative integer (ASCII "
+                            f"digits only, e.g. 42)") from None
+        except KeyError:
+            raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
+                            f"word id {tok} is not in {table_path}") from None
+    return tuple(words)
+
+
+def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tuple[int, str, Words]]:
+    """Stream ``words`` (``<key> id id ...``; bare key = empty) mapped through the
+    symbol table of ``words.txt`` (:func:`read_symbol_table`): ``(line_no, key,
+    words)`` per line. Duplicate keys are the caller's to find.
+
+    Raises:
+        DataError: a blank line, a key holding an invisible character, a word id that
+            is not a non-negative integer or not in the table (``file:line``).
+    """
+    for line_no, key, tokens in _int_word_lines(words_path):
+        yield line_no, key, _map_ids(tokens, table, words_path, line_no, key, table_path)
+
+
+def _read_int_words(words_path, table_path) -> Tuple[Dict[str, Words], List[int]]:
+    """``words`` (``<key> id id ...``; bare key = empty) mapped through ``words.txt``."""
+    table = read_symbol_table(table_path)
+    entries: Dict[str, Words] = {}
+    lines: List[int] = []
+    first: Dict[str, int] = {}
+    for line_no, key, tokens in _int_word_lines(words_path):
         if key in entries:
             raise DataError(f"{format_location(words_path, line_no)}: duplicate key "
                             f"{key!r} (first on line {first[key]})")
-        words = []
-        for tok in fields[1:]:
-            try:
-                if not (tok.isascii() and tok.isdigit()):
-                    raise ValueError
-                words.append(table[int(tok)])
-            except ValueError:
-                raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
-                                f"word id {tok!r} is not a non-negative integer (ASCII "
-                                f"digits only, e.g. 42)") from None
-            except KeyError:
-                raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
-                                f"word id {tok} is not in {table_path}") from None
-        entries[key] = tuple(words)
+        entries[key] = _map_ids(tokens, table, words_path, line_no, key, table_path)
         lines.append(line_no)
         first[key] = line_no
     return entries, lines
@@ -146,6 +172,64 @@ def _first_existing(directory: str, *names: str) -> Optional[str]:
         if os.path.isfile(os.path.join(directory, name)):
             return name
     return None
+
+
+def words_file(directory: str) -> str:
+    """The hypothesis file of an N-best directory: ``text``, ``words_text`` or ``words``
+    (with ``words.txt``). Raises DataError naming the names looked for."""
+    name = _first_existing(directory, "text", "words_text")
+    if name is not None:
+        return name
+    if os.path.isfile(os.path.join(directory, "words")) and os.path.isfile(os.path.join(directory, "words.txt")):
+        return "words"
+    hint = (" (found words but not its symbol table words.txt)"
+            if os.path.isfile(os.path.join(directory, "words")) else "")
+    raise DataError(f"{directory}: no hypothesis words: looked for 'text', "
+                    f"'words_text', and 'words' + 'words.txt'{hint}")
+
+
+def ac_file(directory: str) -> str:
+    """The acoustic cost file: ``ac_cost`` or ``acwt``. Raises DataError when neither is there."""
+    name = _first_existing(directory, "ac_cost", "acwt")
+    if name is None:
+        raise DataError(f"{directory}: no acoustic costs: looked for 'ac_cost', 'acwt'")
+    return name
+
+
+@dataclass(frozen=True)
+class NgramFiles:
+    """Where the n-gram cost comes from: the file ``lm``, minus ``graph`` when
+    ``subtract_graph`` (``lmwt.withlm - lmwt.nolm``); ``graph`` (``lmwt.nolm``) is also
+    the graph cost, None for none; ``desc`` says so in the reader's log line."""
+
+    lm: str
+    graph: Optional[str]
+    subtract_graph: bool
+    desc: str
+
+
+def ngram_files(directory: str, words_name: str, lm_cost_name: Optional[str] = None) -> NgramFiles:
+    """The n-gram (and graph) cost files of an N-best directory, first match wins (see
+    the module docstring), or ``lm_cost_name`` as asked. Raises DataError naming the
+    names looked for."""
+    def there(name):
+        return os.path.isfile(os.path.join(directory, name))
+
+    if lm_cost_name is not None:
+        if not there(lm_cost_name):
+            raise DataError(f"{os.path.join(directory, lm_cost_name)}: file not found (the LM cost file asked "
+                            f"for); expected a Kaldi archive '<hyp-key> <cost>' for every key of {words_name}")
+        return NgramFiles(lm_cost_name, None, False, f"{lm_cost_name} (as asked), no graph cost")
+    if there("lm_cost"):
+        return NgramFiles("lm_cost", None, False, "lm_cost")
+    if there("lmwt.lmonly"):
+        if there("lmwt.nolm"):
+            return NgramFiles("lmwt.lmonly", "lmwt.nolm", False, "lmwt.lmonly, graph cost lmwt.nolm")
+        return NgramFiles("lmwt.lmonly", None, False, "lmwt.lmonly, no lmwt.nolm so graph cost 0")
+    if there("lmwt.withlm") and there("lmwt.nolm"):
+        return NgramFiles("lmwt.withlm", "lmwt.nolm", True, "lmwt.withlm - lmwt.nolm, graph cost lmwt.nolm")
+    raise DataError(f"{directory}: no n-gram costs: looked for 'lm_cost', "
+                    f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
 
 
 def _check_same_keys(words_name: str, word_keys: Dict[str, Words], cost_name: str,
@@ -163,6 +247,42 @@ def _check_same_keys(words_name: str, word_keys: Dict[str, Words], cost_name: st
                      f"{examples(extra)}")
     raise DataError(f"{directory}: hypothesis keys differ between {words_name} and "
                     f"{cost_name}: " + "; ".join(parts))
+
+
+@dataclass(frozen=True)
+class Documents:
+    """The document of every utterance (``doc_of``), where it came from (``source``:
+    ``utt2doc``, ``utt2spk`` or ``none``) and the reader's log phrase (``desc``)."""
+
+    doc_of: Dict[str, str]
+    source: str
+    desc: str
+
+
+def read_documents(directory: str, words_name: str, utt_line: Dict[str, int]) -> Documents:
+    """The documents of the utterances ``utt_line`` (utterance id -> line of its first
+    hypothesis in ``words_name``, in list order): ``utt2doc``, else ``utt2spk``, else
+    one document per utterance.
+
+    Raises:
+        DataError: a malformed map, utterances without an entry (examples), or a
+            document whose utterances are not consecutive (``file:line``, the fix).
+    """
+    def p(name):
+        return os.path.join(directory, name)
+
+    doc_name = _first_existing(directory, "utt2doc", "utt2spk")
+    if doc_name is None:
+        return Documents({u: u for u in utt_line}, "none", "no utt2doc or utt2spk: one document per utterance")
+    utt2doc, doc_lines = read_utt_map_lines(p(doc_name))
+    missing = [u for u in utt_line if u not in utt2doc]
+    if missing:
+        raise DataError(f"{p(doc_name)}: {len(missing)} utterances of "
+                        f"{words_name} have no entry: {examples(missing)}")
+    check_documents_contiguous(
+        utt_line, utt2doc, p(doc_name), p(words_name), doc_lines,
+        {u: format_location(p(words_name), n) for u, n in utt_line.items()})
+    return Documents(utt2doc, doc_name, f"documents from {doc_name} ({len(set(utt2doc[u] for u in utt_line))})")
 
 
 def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
@@ -205,59 +325,29 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
         return os.path.join(directory, name)
 
     # --- words
-    words_name = _first_existing(directory, "text", "words_text")
-    if words_name is not None:
-        hyps, lines = parse_kaldi_text(p(words_name))
-    elif os.path.isfile(p("words")) and os.path.isfile(p("words.txt")):
-        words_name = "words"
+    words_name = words_file(directory)
+    if words_name == "words":
         hyps, lines = _read_int_words(p("words"), p("words.txt"))
     else:
-        hint = (" (found words but not its symbol table words.txt)"
-                if os.path.isfile(p("words")) else "")
-        raise DataError(f"{directory}: no hypothesis words: looked for 'text', "
-                        f"'words_text', and 'words' + 'words.txt'{hint}")
+        hyps, lines = parse_kaldi_text(p(words_name))
     if not hyps:
         raise DataError(f"{p(words_name)}: no hypotheses")
 
     # --- costs
-    ac_name = _first_existing(directory, "ac_cost", "acwt")
-    if ac_name is None:
-        raise DataError(f"{directory}: no acoustic costs: looked for 'ac_cost', 'acwt'")
+    ac_name = ac_file(directory)
     ac = read_cost_ark(p(ac_name))
     _check_same_keys(words_name, hyps, ac_name, ac, directory)
 
+    lm_files = ngram_files(directory, words_name, lm_cost_name)
+    lm = read_cost_ark(p(lm_files.lm))
+    _check_same_keys(words_name, hyps, lm_files.lm, lm, directory)
     graph: Optional[Dict[str, float]] = None
-    if lm_cost_name is not None:
-        if not os.path.isfile(p(lm_cost_name)):
-            raise DataError(f"{p(lm_cost_name)}: file not found (the LM cost file asked for); expected a Kaldi "
-                            f"archive '<hyp-key> <cost>' for every key of {words_name}")
-        lm_desc = f"{lm_cost_name} (as asked), no graph cost"
-        lm = read_cost_ark(p(lm_cost_name))
-        _check_same_keys(words_name, hyps, lm_cost_name, lm, directory)
-    elif os.path.isfile(p("lm_cost")):
-        lm_desc = "lm_cost"
-        lm = read_cost_ark(p("lm_cost"))
-        _check_same_keys(words_name, hyps, "lm_cost", lm, directory)
-    elif os.path.isfile(p("lmwt.lmonly")):
-        lm_desc = "lmwt.lmonly"
-        lm = read_cost_ark(p("lmwt.lmonly"))
-        _check_same_keys(words_name, hyps, "lmwt.lmonly", lm, directory)
-        if os.path.isfile(p("lmwt.nolm")):
-            graph = read_cost_ark(p("lmwt.nolm"))
-            _check_same_keys(words_name, hyps, "lmwt.nolm", graph, directory)
-            lm_desc += ", graph cost lmwt.nolm"
-        else:
-            lm_desc += ", no lmwt.nolm so graph cost 0"
-    elif os.path.isfile(p("lmwt.withlm")) and os.path.isfile(p("lmwt.nolm")):
-        lm_desc = "lmwt.withlm - lmwt.nolm, graph cost lmwt.nolm"
-        withlm = read_cost_ark(p("lmwt.withlm"))
-        _check_same_keys(words_name, hyps, "lmwt.withlm", withlm, directory)
-        graph = read_cost_ark(p("lmwt.nolm"))
-        _check_same_keys(words_name, hyps, "lmwt.nolm", graph, directory)
-        lm = {k: withlm[k] - graph[k] for k in hyps}
-    else:
-        raise DataError(f"{directory}: no n-gram costs: looked for 'lm_cost', "
-                        f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
+    if lm_files.graph is not None:
+        graph = read_cost_ark(p(lm_files.graph))
+        _check_same_keys(words_name, hyps, lm_files.graph, graph, directory)
+    if lm_files.subtract_graph:
+        lm = {k: lm[k] - graph[k] for k in hyps}
+    lm_desc = lm_files.desc
 
     # --- group hypotheses by utterance
     groups: Dict[str, List[str]] = {}
@@ -273,22 +363,8 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
         groups[utt].append(key)
 
     # --- documents
-    doc_name = _first_existing(directory, "utt2doc", "utt2spk")
-    if doc_name is not None:
-        utt2doc, doc_lines = read_utt_map_lines(p(doc_name))
-        missing = [u for u in groups if u not in utt2doc]
-        if missing:
-            raise DataError(f"{p(doc_name)}: {len(missing)} utterances of "
-                            f"{words_name} have no entry: {examples(missing)}")
-        check_documents_contiguous(
-            groups, utt2doc, p(doc_name), p(words_name), doc_lines,
-            {u: format_location(p(words_name), n) for u, n in utt_line.items()})
-        doc_source = doc_name
-        doc_desc = f"documents from {doc_name} ({len(set(utt2doc[u] for u in groups))})"
-    else:
-        utt2doc = {u: u for u in groups}
-        doc_source = "none"
-        doc_desc = "no utt2doc or utt2spk: one document per utterance"
+    docs = read_documents(directory, words_name, utt_line)
+    utt2doc, doc_source, doc_desc = docs.doc_of, docs.source, docs.desc
 
     utterances = []
     for utt, keys in groups.items():

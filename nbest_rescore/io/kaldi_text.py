@@ -8,15 +8,37 @@ inside a key is an error, since the key would silently not match.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
 from ..errors import DataError, format_location
 from ._common import check_key, iter_lines, split_fields
 from .atomic import atomic_write
 
-__all__ = ["read_kaldi_text", "write_kaldi_text"]
+__all__ = ["iter_kaldi_text", "kaldi_text_line", "read_kaldi_text", "write_kaldi_text"]
 
 Words = Tuple[str, ...]
+
+
+def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
+    """Stream a Kaldi text file: ``(line_no, key, words)`` per line, 1-based, in file
+    order, without keeping anything (duplicate keys are the caller's to find).
+
+    Raises:
+        DataError: the file is missing or not UTF-8, a line is blank or white space
+            only, or a key holds a byte-order mark or zero-width character
+            (``path:line``).
+    """
+    for line_no, line in iter_lines(path):
+        fields = split_fields(line)
+        if not fields:
+            raise DataError(
+                f"{format_location(path, line_no)}: blank line; "
+                f"expected '<key> [word ...]' "
+                f"(an empty hypothesis is written as the bare key)")
+        key = fields[0]
+        if not key.isascii():
+            check_key(key, format_location(path, line_no))
+        yield line_no, key, tuple(fields[1:])
 
 
 def parse_kaldi_text(path) -> Tuple[Dict[str, Words], List[int]]:
@@ -31,21 +53,12 @@ def parse_kaldi_text(path) -> Tuple[Dict[str, Words], List[int]]:
     entries: Dict[str, Words] = {}
     lines: List[int] = []
     first_line: Dict[str, int] = {}
-    for line_no, line in iter_lines(path):
-        fields = split_fields(line)
-        if not fields:
-            raise DataError(
-                f"{format_location(path, line_no)}: blank line; "
-                f"expected '<key> [word ...]' "
-                f"(an empty hypothesis is written as the bare key)")
-        key = fields[0]
-        if not key.isascii():
-            check_key(key, format_location(path, line_no))
+    for line_no, key, words in iter_kaldi_text(path):
         if key in entries:
             raise DataError(
                 f"{format_location(path, line_no)}: duplicate key {key!r} "
                 f"(first seen on line {first_line[key]})")
-        entries[key] = tuple(fields[1:])
+        entries[key] = words
         first_line[key] = line_no
         lines.append(line_no)
     return entries, lines
@@ -72,6 +85,20 @@ def _check_token(token, what: str, key) -> None:
             f"string without white space")
 
 
+def kaldi_text_line(key, words: Iterable[str]) -> str:
+    """The line ``<key> w1 w2 ...\\n`` (a bare key for no words) that
+    :func:`write_kaldi_text` writes for one entry.
+
+    Raises:
+        DataError: the key or a word is empty or contains white space.
+    """
+    _check_token(key, "key", key)
+    words = tuple(words)
+    for w in words:
+        _check_token(w, "word", key)
+    return " ".join((key,) + words) + "\n"
+
+
 def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
     """Write ``<key> w1 w2 ...`` lines (a bare key for an empty sequence) atomically.
 
@@ -93,7 +120,4 @@ def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
             if key in seen:
                 raise DataError(f"write_kaldi_text: duplicate key {key!r}")
             seen.add(key)
-            words = tuple(words)
-            for w in words:
-                _check_token(w, "word", key)
-            fh.write(" ".join((key,) + words) + "\n")
+            fh.write(kaldi_text_line(key, words))

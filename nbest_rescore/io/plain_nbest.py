@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import abc
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -47,10 +47,14 @@ logger = logging.getLogger(__name__)
 _END_TOKENS = ("<eos>", "</s>")
 
 
-def _read_plain_hyps(path) -> Tuple[List[str], List[Tuple[str, ...]]]:
-    """Per hypothesis line: its utterance index string and its words."""
-    indices: List[str] = []
-    hyps: List[Tuple[str, ...]] = []
+def iter_plain_hyps(path) -> Iterator[Tuple[int, str, Tuple[str, ...]]]:
+    """Stream a plain N-best file: ``(line_no, utterance index string, words)`` per
+    hypothesis line (a trailing ``<eos>``/``</s>`` dropped).
+
+    Raises:
+        DataError: a blank line, an index that is not a non-negative integer, or an
+            index that reappears after another one (``file:line``).
+    """
     closed = set()
     current = None
     for line_no, line in iter_lines(path):
@@ -75,21 +79,36 @@ def _read_plain_hyps(path) -> Tuple[List[str], List[Tuple[str, ...]]]:
         words = fields[1:]
         if words and words[-1] in _END_TOKENS:
             words = words[:-1]
+        yield line_no, idx, tuple(words)
+
+
+def _read_plain_hyps(path) -> Tuple[List[str], List[Tuple[str, ...]]]:
+    """Per hypothesis line: its utterance index string and its words."""
+    indices: List[str] = []
+    hyps: List[Tuple[str, ...]] = []
+    for _, idx, words in iter_plain_hyps(path):
         indices.append(idx)
-        hyps.append(tuple(words))
+        hyps.append(words)
     return indices, hyps
 
 
-def _read_values(path, what: str) -> List[float]:
-    values: List[float] = []
+def iter_values(path, what: str) -> Iterator[float]:
+    """Stream a score file: one decimal number per line (``what`` names it in messages).
+
+    Raises:
+        DataError: a line that is not exactly one decimal number (``file:line``).
+    """
     for line_no, line in iter_lines(path):
         fields = split_fields(line)
         loc = format_location(path, line_no)
         if len(fields) != 1:
             raise DataError(f"{loc}: expected one number per line ({what} of hypothesis "
                             f"line {line_no}), found {len(fields)} fields")
-        values.append(parse_cost(fields[0], loc, what))
-    return values
+        yield parse_cost(fields[0], loc, what)
+
+
+def _read_values(path, what: str) -> List[float]:
+    return list(iter_values(path, what))
 
 
 _SCORE_KINDS = (("ac", "acoustic"), ("ngram", "n-gram"))
@@ -185,9 +204,16 @@ def _read_utt_ids(path) -> Dict[str, str]:
 def _warn_if_wrong_kind(values: List[float], path, desc: str, scores_are_costs: bool,
                         log: Optional[Callable[[str], None]]) -> None:
     """Warn when natural-log scores look like costs or the other way round."""
-    n = len(values)
+    warn_if_wrong_kind(sum(1 for v in values if v < 0), sum(1 for v in values if v > 0), len(values), path, desc,
+                       scores_are_costs, log)
+
+
+def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, scores_are_costs: bool,
+                       log: Optional[Callable[[str], None]]) -> None:
+    """Warn when most of the ``n`` values of a score file (``negative`` of them < 0,
+    ``positive`` > 0) have the sign of the other kind (scores against costs)."""
     if scores_are_costs:
-        frac = sum(1 for v in values if v < 0) / n
+        frac = negative / n
         if frac <= 0.5:
             return
         msg = (f"{path}: {frac:.1%} of the {n} {desc} values are < 0, which looks like "
@@ -195,7 +221,7 @@ def _warn_if_wrong_kind(values: List[float], path, desc: str, scores_are_costs: 
                f"are read as costs (scores_are_costs=True, --plain-costs); if they are "
                f"scores, drop --plain-costs")
     else:
-        frac = sum(1 for v in values if v > 0) / n
+        frac = positive / n
         if frac <= 0.5:
             return
         msg = (f"{path}: {frac:.1%} of the {n} {desc} values are > 0, which looks like "
@@ -205,6 +231,81 @@ def _warn_if_wrong_kind(values: List[float], path, desc: str, scores_are_costs: 
     logger.warning(msg)
     if log is not None:
         log(f"warning: {msg}")
+
+
+def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, List[str]]:
+    """``(ac_path, ngram_path, found)``: the score files given, the missing ones found
+    beside the list by name (``found``: ``"ac"``/``"ngram"`` for those).
+    Raises DataError naming the names tried."""
+    found = []
+    if ac_path is None and ngram_path is None:
+        ac_path, ngram_path = find_plain_score_files(nbest_path)
+        found = ["ac", "ngram"]
+    elif ac_path is None:
+        ac_path = _find_score_file(nbest_path, "ac", "acoustic")
+        found = ["ac"]
+    elif ngram_path is None:
+        ngram_path = _find_score_file(nbest_path, "ngram", "n-gram")
+        found = ["ngram"]
+    return ac_path, ngram_path, found
+
+
+def utterance_ids(utt_ids, first_line: Dict[str, int], nbest_path) -> Tuple[Dict[str, str], str]:
+    """``({index: utterance id}, log phrase)`` for the indices of the list (``first_line``:
+    index -> its first line, in list order): from the ``utt_ids`` file, else the index.
+    Raises DataError for a malformed file or indices without an id."""
+    if utt_ids is None:
+        return {idx: idx for idx in first_line}, "utterance id = index (no utt_ids)"
+    id_of = _read_utt_ids(utt_ids)
+    missing = [idx for idx in first_line if idx not in id_of]
+    if missing:
+        raise DataError(f"{utt_ids}: {len(missing)} utterance indices of {nbest_path} "
+                        f"have no utterance id: {examples(missing)}; add a line "
+                        f"'<utterance-index> <utterance-id>' for each")
+    unused = len(id_of) - len(first_line)
+    return id_of, f"utterance ids from {utt_ids}" + (f" ({unused} entries for other indices unused)" if unused else "")
+
+
+def plain_documents(utt2doc, utts: List[str], index_of: Dict[str, str], have_ids: bool,
+                    utt_locs: Dict[str, str], nbest_path) -> Tuple[Dict[str, str], str, str]:
+    """``(utterance id -> document, doc_source, log phrase)`` of the utterances ``utts``
+    (list order; ``index_of``: id -> index; ``have_ids``: ids came from a utt_ids file;
+    ``utt_locs``: id -> ``file:line``): from ``utt2doc`` (path or mapping, keyed by id
+    or index), else the whole file one document. Raises DataError for utterances
+    without an entry or documents that are not consecutive."""
+    if utt2doc is None:
+        doc = os.path.basename(os.fspath(nbest_path)) or "file"
+        return ({u: doc for u in utts}, "file",
+                "no utt2doc: the whole file is one document (corpus-level stream)")
+    if isinstance(utt2doc, abc.Mapping):
+        doc_map = {str(k): str(v) for k, v in utt2doc.items()}
+        doc_lines, doc_file = None, "utt2doc"
+    else:
+        doc_map, doc_lines = read_utt_map_lines(utt2doc, "utterance id or index")
+        doc_file = os.fspath(utt2doc)
+    if all(u in doc_map for u in utts):
+        by = {u: u for u in utts}
+    elif have_ids and all(index_of[u] in doc_map for u in utts):
+        by = {u: index_of[u] for u in utts}
+    else:
+        missing = [u for u in utts if u not in doc_map]
+        also = "" if not have_ids else " (nor for their utterance indices)"
+        raise DataError(f"{doc_file}: no entry for {len(missing)} utterances of "
+                        f"{nbest_path}{also}: {examples(missing)}; add a line "
+                        f"'<utterance-id> <document-id>' for each")
+    doc_of = {u: doc_map[by[u]] for u in utts}
+    line_of = ({u: doc_lines[by[u]] for u in utts} if doc_lines is not None else None)
+    check_documents_contiguous(utts, doc_of, doc_file, os.fspath(nbest_path), line_of, utt_locs)
+    return doc_of, "utt2doc", f"documents from {doc_file} ({len(set(doc_of.values()))})"
+
+
+def describe(nbest_path, n_utts: int, n_hyps: int, scores_are_costs: bool, ac_path, ngram_path,
+             found: List[str], id_desc: str, doc_desc: str) -> str:
+    """The reader's log line: what was read from where."""
+    kinds = "costs" if scores_are_costs else "log scores (negated into costs)"
+    by_name = f" (found by name: {', '.join(found)})" if found else ""
+    return (f"{nbest_path}: {n_utts} utterances, {n_hyps} hypotheses, {kinds} from "
+            f"{ac_path} and {ngram_path}{by_name}; {id_desc}; {doc_desc}")
 
 
 def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
@@ -255,16 +356,7 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
     nbest_path = path
     if not os.path.isfile(os.fspath(nbest_path)):
         raise DataError(f"{nbest_path}: plain N-best file not found")
-    found = []
-    if ac_path is None and ngram_path is None:
-        ac_path, ngram_path = find_plain_score_files(nbest_path)
-        found = ["ac", "ngram"]
-    elif ac_path is None:
-        ac_path = _find_score_file(nbest_path, "ac", "acoustic")
-        found = ["ac"]
-    elif ngram_path is None:
-        ngram_path = _find_score_file(nbest_path, "ngram", "n-gram")
-        found = ["ngram"]
+    ac_path, ngram_path, found = score_paths(nbest_path, ac_path, ngram_path)
 
     indices, hyps = _read_plain_hyps(nbest_path)
     if not hyps:
@@ -275,19 +367,7 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
     first_line: Dict[str, int] = {}
     for i, idx in enumerate(indices):
         first_line.setdefault(idx, i + 1)
-    if utt_ids is not None:
-        id_of = _read_utt_ids(utt_ids)
-        missing = [idx for idx in first_line if idx not in id_of]
-        if missing:
-            raise DataError(f"{utt_ids}: {len(missing)} utterance indices of {nbest_path} "
-                            f"have no utterance id: {examples(missing)}; add a line "
-                            f"'<utterance-index> <utterance-id>' for each")
-        unused = len(id_of) - len(first_line)
-        id_desc = f"utterance ids from {utt_ids}" + (
-            f" ({unused} entries for other indices unused)" if unused else "")
-    else:
-        id_of = {idx: idx for idx in first_line}
-        id_desc = "utterance id = index (no utt_ids)"
+    id_of, id_desc = utterance_ids(utt_ids, first_line, nbest_path)
     utt_of_line = [id_of[idx] for idx in indices]
 
     sign = 1.0 if scores_are_costs else -1.0
@@ -314,34 +394,8 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
     index_of = {id_of[idx]: idx for idx in first_line}
     utt_locs = {u: format_location(nbest_path, first_line[index_of[u]]) for u in groups}
 
-    if utt2doc is not None:
-        if isinstance(utt2doc, abc.Mapping):
-            doc_map = {str(k): str(v) for k, v in utt2doc.items()}
-            doc_lines, doc_file = None, "utt2doc"
-        else:
-            doc_map, doc_lines = read_utt_map_lines(utt2doc, "utterance id or index")
-            doc_file = os.fspath(utt2doc)
-        if all(u in doc_map for u in groups):
-            by = {u: u for u in groups}
-        elif utt_ids is not None and all(index_of[u] in doc_map for u in groups):
-            by = {u: index_of[u] for u in groups}
-        else:
-            missing = [u for u in groups if u not in doc_map]
-            also = "" if utt_ids is None else " (nor for their utterance indices)"
-            raise DataError(f"{doc_file}: no entry for {len(missing)} utterances of "
-                            f"{nbest_path}{also}: {examples(missing)}; add a line "
-                            f"'<utterance-id> <document-id>' for each")
-        doc_of = {u: doc_map[by[u]] for u in groups}
-        line_of = ({u: doc_lines[by[u]] for u in groups} if doc_lines is not None else None)
-        check_documents_contiguous(groups, doc_of, doc_file, os.fspath(nbest_path),
-                                   line_of, utt_locs)
-        doc_source = "utt2doc"
-        doc_desc = f"documents from {doc_file} ({len(set(doc_of.values()))})"
-    else:
-        doc = os.path.basename(os.fspath(nbest_path)) or "file"
-        doc_of = {u: doc for u in groups}
-        doc_source = "file"
-        doc_desc = "no utt2doc: the whole file is one document (corpus-level stream)"
+    doc_of, doc_source, doc_desc = plain_documents(utt2doc, list(groups), index_of, utt_ids is not None,
+                                                   utt_locs, nbest_path)
 
     utterances = []
     for utt, rows in groups.items():
@@ -355,9 +409,6 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
             lm_cost=costs["ngram"][sel],
             graph_cost=np.zeros(len(rows), dtype=np.float64),
         ))
-    kinds = "costs" if scores_are_costs else "log scores (negated into costs)"
-    by_name = f" (found by name: {', '.join(found)})" if found else ""
-    say(f"{nbest_path}: {len(utterances)} utterances, {n} hypotheses, {kinds} from "
-        f"{ac_path} and {ngram_path}{by_name}; {id_desc}; {doc_desc}")
+    say(describe(nbest_path, len(utterances), n, scores_are_costs, ac_path, ngram_path, found, id_desc, doc_desc))
     return NbestSet(utterances=tuple(utterances), doc_source=doc_source,
                     source=os.fspath(nbest_path))

@@ -13,21 +13,61 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, Iterator, Tuple
 
 import numpy as np
 
 from ..errors import DataError, format_location
-from ._common import check_key, parse_cost, split_fields, strip_bom
+from ._common import check_key, iter_lines, parse_cost, split_fields, strip_bom
 from .atomic import atomic_write
 
-__all__ = ["read_cost_ark", "write_cost_ark"]
+__all__ = ["cost_ark_line", "iter_cost_ark", "read_cost_ark", "write_cost_ark"]
 
 
 def _check_finite(value: float, key: str, where: str) -> float:
     if not math.isfinite(value):
         raise DataError(f"{where}: value of key {key!r} is {value!r}; costs must be finite")
     return value
+
+
+def _text_entries(path, lines: Iterator[Tuple[int, str]]) -> Iterator[Tuple[int, str, float]]:
+    """``(line_no, key, value)`` of a text archive given as ``(line_no, line)`` pairs
+    (a ``key [ v ]`` entry may span several lines); duplicates are the caller's to find."""
+    lines = iter(lines)
+    for line_no, line in lines:
+        fields = split_fields(line)
+        if len(fields) == 2 and not fields[1].startswith("["):
+            # fast path: "key value" with an ASCII key (no invisible characters); a bad
+            # value falls through to the full path, which parses it again for the message
+            key = fields[0]
+            if key.isascii():
+                try:
+                    value = parse_cost(fields[1], "", "")
+                except DataError:
+                    pass
+                else:
+                    yield line_no, key, value
+                    continue
+        loc = format_location(path, line_no)
+        if not fields:
+            raise DataError(f"{loc}: blank line; expected '<key> <number>'")
+        key, values = check_key(fields[0], loc), fields[1:]
+        if values and values[0].startswith("["):
+            # Kaldi text vector/matrix: "key [ v ]", possibly spread over lines.
+            values[0] = values[0][1:]
+            body = [v for v in values if v]
+            while not (body and body[-1].endswith("]")):
+                more = next(lines, None)
+                if more is None:
+                    raise DataError(f"{loc}: key {key!r}: '[' without a closing ']'")
+                body.extend(split_fields(more[1]))
+            body[-1] = body[-1][:-1]
+            values = [v for v in body if v]
+        if len(values) != 1:
+            what = "no value" if not values else f"{len(values)} values"
+            raise DataError(f"{loc}: key {key!r} has {what}; expected exactly one number "
+                            f"('<key> <number>')")
+        yield line_no, key, parse_cost(values[0], loc, f"key {key!r}")
 
 
 def _read_text_ark(path, data: bytes) -> Dict[str, float]:
@@ -42,59 +82,23 @@ def _read_text_ark(path, data: bytes) -> Dict[str, float]:
         lines.pop()
     out: Dict[str, float] = {}
     first: Dict[str, int] = {}
-    i = 0
-    n_lines = len(lines)
-    while i < n_lines:
-        line_no = i + 1
-        fields = split_fields(lines[i])
-        i += 1
-        if len(fields) == 2 and not fields[1].startswith("["):
-            # fast path: "key value" with an ASCII key (no invisible characters); a bad
-            # value falls through to the full path, which parses it again for the message
-            key = fields[0]
-            if key.isascii() and key not in out:
-                try:
-                    out[key] = parse_cost(fields[1], "", "")
-                except DataError:
-                    pass
-                else:
-                    first[key] = line_no
-                    continue
-        loc = format_location(path, line_no)
-        if not fields:
-            raise DataError(f"{loc}: blank line; expected '<key> <number>'")
-        key, values = check_key(fields[0], loc), fields[1:]
-        if values and values[0].startswith("["):
-            # Kaldi text vector/matrix: "key [ v ]", possibly spread over lines.
-            values[0] = values[0][1:]
-            body = [v for v in values if v]
-            while not (body and body[-1].endswith("]")):
-                if i >= n_lines:
-                    raise DataError(f"{loc}: key {key!r}: '[' without a closing ']'")
-                body.extend(split_fields(lines[i]))
-                i += 1
-            body[-1] = body[-1][:-1]
-            values = [v for v in body if v]
-        if len(values) != 1:
-            what = "no value" if not values else f"{len(values)} values"
-            raise DataError(f"{loc}: key {key!r} has {what}; expected exactly one number "
-                            f"('<key> <number>')")
-        value = parse_cost(values[0], loc, f"key {key!r}")
+    for line_no, key, value in _text_entries(path, enumerate(lines, start=1)):
         if key in out:
-            raise DataError(f"{loc}: duplicate key {key!r} (first on line {first[key]})")
+            raise DataError(f"{format_location(path, line_no)}: duplicate key {key!r} (first on line {first[key]})")
         out[key] = value
         first[key] = line_no
     return out
 
 
-def _read_binary_ark(path, data: bytes) -> Dict[str, float]:
+def _binary_entries(path, fh) -> Iterator[Tuple[int, str, float]]:
+    """``(entry_no, key, value)`` of a binary archive read from the open file ``fh``
+    (one entry at a time); duplicates are the caller's to find."""
     import kaldiio
 
-    out: Dict[str, float] = {}
     entry = 0
     key = None
     try:
-        for key, value in kaldiio.load_ark(io.BytesIO(data)):
+        for key, value in kaldiio.load_ark(fh):
             entry += 1
             where = f"{path} (entry {entry}, key {key!r})"
             arr = np.asarray(value)
@@ -103,17 +107,58 @@ def _read_binary_ark(path, data: bytes) -> Dict[str, float]:
                                 f"expected exactly one number")
             if arr.dtype.kind not in "biuf":
                 raise DataError(f"{where}: holds a {arr.dtype} value; expected a number")
-            v = _check_finite(float(arr.reshape(-1)[0]), key, where)
-            if key in out:
-                raise DataError(f"{where}: duplicate key {key!r}")
-            out[key] = v
+            yield entry, key, _check_finite(float(arr.reshape(-1)[0]), key, where)
     except DataError:
         raise
     except Exception as e:  # kaldiio raises ValueError/RuntimeError/AssertionError/...
         after = f" after key {key!r}" if key is not None else ""
         raise DataError(f"{path}: cannot read Kaldi archive entry {entry + 1}{after}: "
                         f"{type(e).__name__}: {e}") from None
+
+
+def _read_binary_ark(path, data: bytes) -> Dict[str, float]:
+    out: Dict[str, float] = {}
+    for entry, key, value in _binary_entries(path, io.BytesIO(data)):
+        if key in out:
+            raise DataError(f"{path} (entry {entry}, key {key!r}): duplicate key {key!r}")
+        out[key] = value
     return out
+
+
+def _is_binary(path) -> bool:
+    """Whether the file holds a NUL byte (a binary archive), read in 1 MB blocks."""
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(2**20)
+            if not block:
+                return False
+            if b"\x00" in block:
+                return True
+
+
+def iter_cost_ark(path) -> Iterator[Tuple[str, float]]:
+    """Stream a Kaldi archive with one number per key: ``(key, value)`` in file order,
+    one entry at a time (text or binary, as :func:`read_cost_ark`; the file is read
+    twice for a binary one: once to tell which it is). Values as read (for N-best
+    costs: negated natural log). Duplicate keys are not looked for (the caller
+    compares the keys with another file's).
+
+    Raises:
+        DataError: as :func:`read_cost_ark`, except for duplicate keys.
+    """
+    try:
+        binary = _is_binary(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
+    if binary:
+        with open(path, "rb") as fh:
+            for _, key, value in _binary_entries(path, fh):
+                yield key, value
+        return
+    for _, key, value in _text_entries(path, iter_lines(path)):
+        yield key, value
 
 
 def read_cost_ark(path) -> Dict[str, float]:
@@ -149,6 +194,25 @@ def read_cost_ark(path) -> Dict[str, float]:
     return _read_text_ark(path, data)
 
 
+def cost_ark_line(key, value, where: str = "write_cost_ark") -> str:
+    """The line ``<key> <value>\\n`` (``%.6f``) that :func:`write_cost_ark` writes.
+
+    Raises:
+        DataError: the key is empty or contains white space, or the value is not a
+            finite number (``where`` names the writer or file in the message).
+    """
+    if not isinstance(key, str) or not key or split_fields(key) != [key]:
+        raise DataError(f"write_cost_ark: key {key!r} must be a non-empty string "
+                        f"without white space")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"write_cost_ark: value of key {key!r} is not a number: "
+                        f"{value!r}") from None
+    _check_finite(v, key, where)
+    return "%s %.6f\n" % (key, v)
+
+
 def write_cost_ark(path, items: Iterable[Tuple[str, float]]) -> None:
     """Write a text archive ``<key> <value>`` with ``%.6f`` values, atomically.
 
@@ -173,10 +237,4 @@ def write_cost_ark(path, items: Iterable[Tuple[str, float]]) -> None:
             if key in seen:
                 raise DataError(f"write_cost_ark: duplicate key {key!r}")
             seen.add(key)
-            try:
-                v = float(value)
-            except (TypeError, ValueError):
-                raise DataError(f"write_cost_ark: value of key {key!r} is not a number: "
-                                f"{value!r}") from None
-            _check_finite(v, key, f"write_cost_ark {path}")
-            fh.write("%s %.6f\n" % (key, v))
+            fh.write(cost_ark_line(key, value, f"write_cost_ark {path}"))

@@ -105,7 +105,7 @@ def _rescore_backward(nbest: NbestSet, scorer: NnScorer, weights: Weights, histo
     (:func:`~.backward.reverse_nbest`), results mapped back to the original order."""
     flat = nbest.flat(ngram_cost)  # (checks ngram_cost's shape)
     rev = reverse_nbest(nbest)
-    log.info("backward LM: documents read from their last utterance to their first, hypotheses reversed")
+    log.debug("backward LM: documents read from their last utterance to their first, hypotheses reversed")
     res = _rescore(rev.nbest, scorer, weights, history,
                    None if ngram_cost is None else flat.lm_cost[rev.flat_index], progress)
     best = np.empty_like(res.best)
@@ -121,7 +121,7 @@ def _rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
     docs = nbest.documents()
     n_utts = len(nbest)
     nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
-    log.info("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
+    log.debug("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
              history, len(docs), n_utts, nbest.doc_source)
     done = 0
 

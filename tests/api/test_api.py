@@ -82,14 +82,18 @@ def test_jobs_write_one_set_and_tune_reads_it(setup, tiny_lm, DATA, tmp_path):
     res = ScoreJob(lm=str(tiny_lm), nbest=str(DATA / "ci"), ref=str(DATA / "ci" / "ref.txt"), out=str(out),
                    history="none").run()
     assert sorted(p.name for p in out.iterdir()) == [".nbest-rescore-run", "nn_cost", "text", "wer.json"]
+    assert res.keys == () and res.nn_costs() == {}  # the job streams its costs to out/nn_cost
+    direct = nr.score(nbest, lm, refs=refs, history="none")
+    assert dict(res.one_best) == dict(direct.one_best) and res.wer == direct.wer
     stored = dict(line.split() for line in (out / "nn_cost").read_text().splitlines())
-    assert all(abs(float(stored[k]) - v) < 1e-5 for k, v in res.nn_costs().items())
+    assert list(stored) == list(direct.keys)
+    assert all(abs(float(stored[k]) - v) < 1e-5 for k, v in direct.nn_costs().items())
     job = TuneJob(nbest=str(DATA / "ci"), ref=str(DATA / "ci" / "ref.txt"), nn_cost=str(out / "nn_cost"),
                   interps="0.5,1", lm_weights=[9.5], out=str(tmp_path / "tune"))
     tuned = job.run()
-    direct = nr.tune(nbest, refs, res.nn_costs(), interps=[0.5, 1.0], lm_weights=[9.5],
-                     word_ins_penalties=[-0.629606])
-    assert [p.wer for p in tuned.points] == pytest.approx([p.wer for p in direct.points], abs=1e-9)
+    by_hand = nr.tune(nbest, refs, direct.nn_costs(), interps=[0.5, 1.0], lm_weights=[9.5],
+                      word_ins_penalties=[-0.629606])
+    assert [p.wer for p in tuned.points] == pytest.approx([p.wer for p in by_hand.points], abs=1e-9)
     import json
 
     assert "gru (tiny.pt)" in json.loads((tmp_path / "tune" / "tune.json").read_text())["title"]

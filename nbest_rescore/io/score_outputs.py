@@ -1,0 +1,65 @@
+"""The new 1-best (``text``) and NN cost files (``nn_cost``, ``nn_cost.<name>``) of a
+score run, written part by part: ``score`` writes one span of whole documents at a
+time into the hidden folder of :func:`~.atomic.atomic_dir`, so that the folder holds
+the whole set or nothing. Lines as :func:`~.kaldi_text.write_kaldi_text` and
+:func:`~.score_ark.write_cost_ark` write them (costs ``%.6f``, negated natural logs).
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterable, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import DataError
+from .atomic import atomic_write
+from .kaldi_text import kaldi_text_line
+from .score_ark import cost_ark_line
+
+__all__ = ["ScoreFilesWriter"]
+
+
+class ScoreFilesWriter:
+    """``with ScoreFilesWriter(folder, cost_names) as w: w.write(...)`` writes
+    ``folder/text`` and ``folder/<cost name>`` for each name, appending one part per
+    :meth:`write`; each file appears (atomically, :func:`~.atomic.atomic_write`) when
+    the block ends without an error, and not at all otherwise.
+
+    Keys must be unique over all the parts (the N-best readers guarantee it); a key
+    repeated within one part is refused.
+    """
+
+    def __init__(self, folder, cost_names: Sequence[str]):
+        self.folder = Path(folder)
+        self.cost_names = tuple(cost_names)
+        self._stack = contextlib.ExitStack()
+        self._text = None
+        self._costs = ()
+
+    def __enter__(self) -> "ScoreFilesWriter":
+        stack = self._stack.__enter__()
+        self._text = stack.enter_context(atomic_write(self.folder / "text"))
+        self._costs = tuple(stack.enter_context(atomic_write(self.folder / n)) for n in self.cost_names)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return self._stack.__exit__(*exc)
+
+    def write(self, one_best: Iterable[Tuple[str, Sequence[str]]], keys: Sequence[str],
+              costs: Sequence[np.ndarray]) -> None:
+        """Append one part: ``one_best`` (utterance id, words) pairs in order, the
+        hypothesis ``keys`` [h] and one float64 [h] array of costs per cost file.
+
+        Raises:
+            DataError: a key or word that is empty or holds white space, a key repeated
+                within the part, or a cost that is not finite.
+        """
+        self._text.write("".join(kaldi_text_line(u, words) for u, words in one_best))
+        if len(set(keys)) != len(keys):
+            seen = set()
+            dup = next(k for k in keys if k in seen or seen.add(k))
+            raise DataError(f"write_cost_ark: duplicate key {dup!r}")
+        for fh, values in zip(self._costs, costs):
+            where = f"write_cost_ark {fh.name}"
+            fh.write("".join(cost_ark_line(k, v, where) for k, v in zip(keys, values.tolist())))
