@@ -53,6 +53,15 @@ def block_size(n_rows: int, vocab_size: int, block: Optional[int] = None) -> int
     return max(1, min(vocab_size, block or DEFAULT_BLOCK))
 
 
+def _block_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], s: int, e: int, buf: Tensor) -> Tensor:
+    """Logits of vocabulary rows [s, e): ``h @ weight[s:e].T (+ bias[s:e])`` written into
+    ``buf[:, :e - s]`` (returned)."""
+    z = buf[:, :e - s]
+    if bias is None:
+        return torch.mm(h, weight[s:e].t(), out=z)
+    return torch.addmm(bias[s:e], h, weight[s:e].t(), out=z)
+
+
 def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: Optional[int] = None) -> Tensor:
     """``logsumexp(h @ weight.T + bias, -1)`` without the [N, V] matrix: the online
     log-sum-exp with one running max and sum per block.
@@ -80,11 +89,7 @@ def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: 
     sums = torch.empty((n_blocks, n), dtype=torch.float32, device=h.device)
     for k, s in enumerate(range(0, v, bs)):
         e = min(v, s + bs)
-        z = buf[:, :e - s]
-        if bias is None:
-            torch.mm(h, weight[s:e].t(), out=z)
-        else:
-            torch.addmm(bias[s:e], h, weight[s:e].t(), out=z)
+        z = _block_logits(h, weight, bias, s, e, buf)
         if z.dtype != torch.float32:  # bfloat16 products: the rest in float32
             z = fbuf[:, :e - s].copy_(z)
         torch.amax(z, 1, out=maxes[k])
@@ -158,11 +163,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         buf = hw.new_empty((n, min(bs, v)))
         for s in range(0, v, bs):
             e = min(v, s + bs)
-            z = buf[:, :e - s]
-            if bias is None:
-                torch.mm(hw, weight[s:e].t(), out=z)
-            else:
-                torch.addmm(bias[s:e], hw, weight[s:e].t(), out=z)
+            z = _block_logits(hw, weight, bias, s, e, buf)
             p = z.float().sub_(log_z.float().unsqueeze(1)).exp_().mul_(g.unsqueeze(1))  # dL/dz = g * softmax
             if want_h:
                 grad_h.addmm_(p, weight[s:e].float())
