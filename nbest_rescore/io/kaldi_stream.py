@@ -31,7 +31,7 @@ from .kaldi_nbest import (NgramFiles, ac_file, iter_int_words, ngram_files, read
                           split_hyp_key, words_file)
 from .kaldi_text import iter_kaldi_text
 from .score_ark import iter_cost_ark
-from .spans import NbestIndex
+from .spans import NbestIndex, NotInStep as _NotInStep, take_rows
 
 __all__ = ["KaldiNbestStream", "open_kaldi_nbest_stream"]
 
@@ -40,10 +40,6 @@ logger = logging.getLogger(__name__)
 #: One hypothesis as the lockstep pass reads it: line, key, words, acoustic cost,
 #: n-gram cost, graph cost (None without a graph cost file).
 Row = Tuple[int, str, Tuple[str, ...], float, float, Optional[float]]
-
-
-class _NotInStep(Exception):
-    """The files are not in the order the lockstep pass needs (or hold an error)."""
 
 
 @dataclass(frozen=True)
@@ -137,15 +133,7 @@ class KaldiNbestStream:
         for a, b in ix.span_bounds(max_hyps):
             lists = []
             for u in range(a, b):
-                part = []
-                for _ in range(ix.sizes[u]):
-                    try:
-                        row = next(rows)
-                    except (StopIteration, _NotInStep):
-                        raise changed from None
-                    if row[1].rpartition("-")[0] != ix.utt_ids[u]:
-                        raise changed
-                    part.append(row)
+                part = take_rows(rows, ix.sizes[u], lambda row: row[1].rpartition("-")[0] == ix.utt_ids[u], changed)
                 _, keys, hyps, ac, lm, graph = zip(*part)
                 lists.append(NbestList(
                     utt_id=ix.utt_ids[u], doc_id=ix.doc_ids[u], keys=keys, hyps=hyps,

@@ -22,15 +22,11 @@ from ..errors import DataError, format_location
 from ..types import NbestList, NbestSet
 from .plain_nbest import (describe, iter_plain_hyps, iter_values, plain_documents, score_paths, utterance_ids,
                           warn_if_wrong_kind)
-from .spans import NbestIndex
+from .spans import NbestIndex, NotInStep as _NotInStep, take_rows
 
 __all__ = ["PlainNbestStream", "open_plain_nbest_stream"]
 
 logger = logging.getLogger(__name__)
-
-
-class _NotInStep(Exception):
-    """A score file has another number of lines than the list."""
 
 
 @dataclass(frozen=True)
@@ -88,15 +84,7 @@ class PlainNbestStream:
         for a, b in ix.span_bounds(max_hyps):
             lists = []
             for u in range(a, b):
-                part = []
-                for _ in range(ix.sizes[u]):
-                    try:
-                        row = next(rows)
-                    except (StopIteration, _NotInStep):
-                        raise changed from None
-                    if row[1] != self.indices[u]:
-                        raise changed
-                    part.append(row)
+                part = take_rows(rows, ix.sizes[u], lambda row: row[1] == self.indices[u], changed)
                 _, _, hyps, ac, ng = zip(*part)
                 utt = ix.utt_ids[u]
                 lists.append(NbestList(

@@ -20,9 +20,38 @@ from typing import Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import DataError
 from ..types import NbestSet
 
 __all__ = ["NbestIndex", "NbestSource", "SetSource", "plan_spans"]
+
+
+class NotInStep(Exception):
+    """The files are not in the order a lockstep pass needs (a score file with another
+    number of lines, keys out of order, or an error): the readers fall back to the
+    whole-set reader."""
+
+
+def take_rows(rows, n: int, belongs, changed: DataError) -> list:
+    """The next ``n`` rows of a lockstep row iterator (one utterance's hypotheses).
+
+    Args:
+        rows: the iterator of the second (span) pass; belongs: row -> bool, whether a row
+            is of the expected utterance; changed: the error to raise otherwise.
+    Raises:
+        DataError: ``changed``, when the iterator ends, falls out of step, or yields a
+            row of another utterance (the files changed since the checking pass).
+    """
+    part = []
+    for _ in range(n):
+        try:
+            row = next(rows)
+        except (StopIteration, NotInStep):
+            raise changed from None
+        if not belongs(row):
+            raise changed
+        part.append(row)
+    return part
 
 
 def plan_spans(doc_sizes: Sequence[int], max_hyps: Optional[int]) -> List[Tuple[int, int]]:
