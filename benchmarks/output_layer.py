@@ -75,11 +75,22 @@ def measure(h: int, n: int, v: int, repeat: int, bf16: bool, seed: int = 0) -> d
     return row
 
 
+def _ints(text: str):
+    """argparse type: comma-separated integers >= 1 (e.g. ``256,512``)."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 256,512; got {text!r}") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {text!r}")
+    return values
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vocab-size", type=int, default=43050, help="V (default: the benchmark's 43k words + specials)")
-    ap.add_argument("--hidden", default="256,512", help="comma-separated H values")
-    ap.add_argument("--rows", default="32,256,2048", help="comma-separated N values (positions per call)")
+    ap.add_argument("--hidden", type=_ints, default="256,512", help="comma-separated H values")
+    ap.add_argument("--rows", type=_ints, default="32,256,2048", help="comma-separated N values (positions per call)")
     ap.add_argument("--repeat", type=int, default=3, help="timed calls per path (median reported)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the issue: one)")
     ap.add_argument("--json", default=None, help="write {'rows': [...]} here")
@@ -87,7 +98,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     bf16 = cpu_has_fast_bfloat16()
     rows = [measure(h, n, args.vocab_size, args.repeat, bf16)
-            for h in (int(s) for s in args.hidden.split(",")) for n in (int(s) for s in args.rows.split(","))]
+            for h in args.hidden for n in args.rows]
     print(f"output layer V={args.vocab_size}, {torch.get_num_threads()} thread(s), block {DEFAULT_BLOCK}, "
           f"medians of {args.repeat}; GFLOP/s = 2 N H V / s")
     head = f"{'H':>4} {'N':>5} {'plain':>7} {'today':>7} {'fused':>7} {'fused/plain':>11} {'today/plain':>11}"
