@@ -20,7 +20,13 @@ package found in DIR (``PYTHONPATH=DIR``; e.g. a ``git worktree`` of an older co
 for a before/after table); the default is this repository.
 
 Reported per K: hypotheses, median peak RSS (MB) and seconds of ``--repeat`` runs, and
-their ratios to the smallest K: peak RSS, and seconds per 1,000 hypotheses. The issue's
+their ratios to the smallest K: peak RSS, and seconds per 1,000 hypotheses. The outputs
+are checked too: the ``nn_cost`` and ``text`` of each K's first run must be the smallest
+K's, copied K times with the keys renamed, byte for byte (each copy is scored in other
+spans and batches than the original, so this holds only if a hypothesis' costs do not
+depend on its company; ``copies_identical`` in the JSON); with ``--check-whole-set`` one
+more run at the smallest K reads the lists as one span (``--span-hyps 0``) and must
+write the same files (``whole_set_identical``). The issue's
 targets: peak RSS at the largest K at most 1.2x that at the smallest, and time per
 hypothesis within 10%. Before each run the benchmark waits (up to ``--quiet-wait``
 seconds) until other processes use at most ``--max-other-cores`` cores, and records the
@@ -94,6 +100,9 @@ def parse_args(argv=None):
     p.add_argument("--max-other-cores", type=float, default=0.3,
                    help="wait before a run until other processes use at most this many cores (default: 0.3)")
     p.add_argument("--quiet-wait", type=float, default=60.0, help="wait at most this long for that (default: 60 s)")
+    p.add_argument("--check-whole-set", action="store_true",
+                   help="one more run at the smallest K with --span-hyps 0, whose text and nn_cost must be "
+                        "byte-identical to the streamed run's")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
     if not os.path.isfile(args.lm):
@@ -148,14 +157,36 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def run_once(args, lists: str, out: str) -> dict:
-    """One measured ``score`` run in a fresh wrapper process."""
+def copies_identical(base_out: str, out: str, k_base: int, k: int) -> dict:
+    """Whether ``out``'s ``text`` and ``nn_cost`` are ``base_out``'s (a run on the lists
+    copied ``k_base`` times) copied up to ``k`` times with the keys renamed as
+    :func:`copy_lists` renames them: {file name: bool}. Only ``k_base == 1`` is compared
+    (else None: the copies of a copied set are not a prefix-free renaming)."""
+    if k_base != 1:
+        return {n: None for n in ("text", "nn_cost")}
+    result = {}
+    for name, kind in (("text", "utt"), ("nn_cost", "key")):
+        with open(os.path.join(base_out, name), "rb") as f:
+            base = f.read().decode("utf-8").splitlines(keepends=True)
+        want = []
+        for c in range(1, k + 1):
+            suffix = "" if c == 1 else f"_c{c}"
+            for line in base:
+                first, sep, rest = line.partition(" ")
+                want.append((_renamed(first.rstrip("\n"), kind, suffix) + sep + rest) if suffix else line)
+        with open(os.path.join(out, name), "rb") as f:
+            result[name] = f.read() == "".join(want).encode("utf-8")
+    return result
+
+
+def run_once(args, lists: str, out: str, extra=()) -> dict:
+    """One measured ``score`` run in a fresh wrapper process (``extra``: more options)."""
     from contention import OtherLoad, wait_for_quiet
 
     waited = wait_for_quiet((), args.max_other_cores, args.quiet_wait)
     cmd = [sys.executable, "-m", "nbest_rescore", "score", "--lm", os.path.abspath(args.lm), "--nbest", lists,
            "--ref", os.path.join(lists, "ref.txt"), "--out", out, "--threads", str(args.threads),
-           "--history", args.history, "--no-progress", *args.score_args.split()]
+           "--history", args.history, "--no-progress", *args.score_args.split(), *extra]
     env = {"PYTHONPATH": os.path.abspath(args.code)}
     meter = OtherLoad(()).start()
     res = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd), json.dumps(env)], capture_output=True,
@@ -201,6 +232,10 @@ def format_table(out: dict) -> str:
         lines.append(f"| {r['k']} | {r['hypotheses']:,} | {r['runs']} | {r['peak_rss_mb']:,.0f} | {r['seconds']:.1f} | "
                      f"{r['s_per_1k_hyps']:.3f} | {r['rss_vs_smallest']:.2f}x | {r['s_per_hyp_vs_smallest']:.2f}x | "
                      f"{r['max_other_cores']:.2f} |")
+    for k, same in (out.get("copies_identical") or {}).items():
+        lines.append(f"K={k}: text and nn_cost byte-identical to K={k0}'s copied K times: {same}")
+    if "whole_set_identical" in out:
+        lines.append(f"K={k0} read as one span (--span-hyps 0): the same files: {out['whole_set_identical']}")
     last = rows[-1]
     if len(rows) > 1:
         rss_ok = "met" if last["rss_vs_smallest"] <= 1.2 else "NOT met"
@@ -232,6 +267,18 @@ def main(argv=None):
                       f"{r['hypotheses']} hypotheses, other cores {r['other_cores']}", file=sys.stderr, flush=True)
                 runs.append(r)
             out["runs"][k] = runs
+            k0 = min(args.scale)
+            same = copies_identical(os.path.join(work, f"out_x{k0}_0"), os.path.join(work, f"out_x{k}_0"), k0, k)
+            out.setdefault("copies_identical", {})[k] = same
+            print(f"[K={k}] text and nn_cost = K={k0}'s copied K times, byte for byte: {same}", file=sys.stderr,
+                  flush=True)
+            if args.check_whole_set and k == k0:
+                r = run_once(args, os.path.abspath(lists), os.path.join(work, "out_whole"), ("--span-hyps", "0"))
+                out["whole_set_run"] = r
+                out["whole_set_identical"] = {n: r["sha256"][n] == runs[0]["sha256"][n] for n in r["sha256"]}
+                print(f"[K={k} --span-hyps 0] {r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB; "
+                      f"files identical to the streamed run's: {out['whole_set_identical']}", file=sys.stderr,
+                      flush=True)
             if k != 1:
                 import shutil
 

@@ -331,7 +331,7 @@ def _check_score_usage(ctx, kw) -> None:
 @click.option("--span-hyps", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="The lists are read, scored and written one span of whole documents at a time, of at most "
                    "this many hypotheses (a larger document is a span of its own); bounds memory. 0: the whole "
-                   "set at once. The NN costs of other spans can differ in the last float32 digits.")
+                   "set at once. The outputs do not depend on it (on the CPU, byte for byte).")
 @click.option("--scoring", type=click.Choice(["tree", "padded", "single"]), default="tree", show_default=True,
               help="tree: each distinct prefix read once (fastest); padded: length-sorted padded batches; "
                    "single: one hypothesis at a time. All give the same costs.")
@@ -342,6 +342,10 @@ def _check_score_usage(ctx, kw) -> None:
               help="int8: dynamic int8 quantisation of the linear/LSTM/GRU layers (CPU only; approximate).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32",
               show_default=True, help="Weights cast to this type for scoring (float16: CUDA only; approximate).")
+@click.option("--softmax-impl", type=click.Choice(["fused", "plain"]), default="fused", show_default=True,
+              help="The exact full softmax: fused = in vocabulary blocks with an online log-sum-exp (no "
+                   "[positions, V] matrix); plain = log_softmax of the whole product (for comparison; the same "
+                   "costs to about 1e-6 nats). Adaptive-softmax models ignore it.")
 @_threads_option
 @_no_progress
 @_apply(_cache_options)

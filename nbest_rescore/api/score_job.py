@@ -32,6 +32,7 @@ from ..io.atomic import atomic_dir, atomic_write, check_output_dir
 from ..io.score_outputs import ScoreFilesWriter
 from ..io.spans import NbestSource, SetSource
 from ..models.cache import cache_settings
+from ..models.fused_output import SOFTMAX_IMPLS
 from ..rescoring.combine import WEIGHT_SUM_TOL, Weights, flat_scores, segment_argmax
 from ..rescoring.history import HISTORY_MODES, NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
@@ -231,7 +232,8 @@ def _vocab_stats(counts: Counter, vocab) -> dict:
 
 def _scorer(lm: LoadedLM, opts: dict) -> NnScorer:
     return NnScorer(lm.model, lm.vocab, lm.device, opts["batch_size"], opts["max_tokens"], mode=opts["scoring"],
-                    output=opts["output"], quantize=opts["quantize"], dtype=opts["dtype"], model_info=lm.info)
+                    output=opts["output"], quantize=opts["quantize"], dtype=opts["dtype"], model_info=lm.info,
+                    softmax_impl=opts["softmax_impl"])
 
 
 def _rescore_lm(nbest: NbestSet, scorer: NnScorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
@@ -364,7 +366,8 @@ class _SpanRun:
 
 
 def _start(source: NbestSource, lm, *, refs, lm_weight, interp, acoustic_scale, word_ins_penalty, history,
-           nn_weights, ngram_arpa, batch_size, max_tokens, scoring, output, quantize, dtype, progress) -> _SpanRun:
+           nn_weights, ngram_arpa, batch_size, max_tokens, scoring, output, quantize, dtype, softmax_impl,
+           progress) -> _SpanRun:
     """The checks of :func:`score` (options, then references), then a run ready for
     the spans of ``source``."""
     lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
@@ -375,13 +378,14 @@ def _start(source: NbestSource, lm, *, refs, lm_weight, interp, acoustic_scale, 
     check_int("batch_size", batch_size)
     check_int("max_tokens", max_tokens)
     check_choice("scoring", scoring, SCORING_MODES)
+    check_choice("softmax_impl", softmax_impl, SOFTMAX_IMPLS)
     for one in lms:
         check_inference_options(one.device, output, quantize, dtype)
     index = source.index
     if refs is not None:
         check_references(index, refs)
     opts = {"batch_size": batch_size, "max_tokens": max_tokens, "scoring": scoring, "output": output,
-            "quantize": quantize, "dtype": dtype}
+            "quantize": quantize, "dtype": dtype, "softmax_impl": softmax_impl}
     run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps())
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
@@ -397,7 +401,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           acoustic_scale: float = 1.0, word_ins_penalty: float = -0.629606,
           history: Union[str, Sequence[str]] = "first-pass", nn_weights: Optional[Sequence[float]] = None,
           ngram_arpa=None, batch_size: int = 256, max_tokens: int = 8192, scoring: str = "tree",
-          output: str = "softmax", quantize: str = "none", dtype: str = "float32",
+          output: str = "softmax", quantize: str = "none", dtype: str = "float32", softmax_impl: str = "fused",
           progress: Optional[Progress] = None, span_hyps: Optional[int] = None) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
@@ -419,15 +423,17 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
             ``1 - interp``; None splits ``1 - interp`` equally.
         ngram_arpa: recompute the n-gram costs from this ARPA file (kenlm).
         batch_size, max_tokens: most hypotheses and padded tokens per forward pass.
-        scoring, output, quantize, dtype: see :class:`~nbest_rescore.rescoring.scorer.NnScorer`.
+        scoring, output, quantize, dtype, softmax_impl: see
+            :class:`~nbest_rescore.rescoring.scorer.NnScorer` (``softmax_impl``: how the
+            exact full softmax is computed, ``fused`` or ``plain``; the same costs).
         progress: called as ``progress(hypotheses_done, hypotheses_total)`` (over all
             the LMs' passes).
         span_hyps: score the set one span of whole documents at a time, each of at
             most this many hypotheses unless one document has more
             (:func:`~nbest_rescore.io.spans.plan_spans`; what ``ScoreJob`` does with
-            :data:`SPAN_HYPS`); None (default): the whole set at once. The NN costs of
-            other spans can differ in the last float32 digits (the LM batches hold
-            other hypotheses); the rest is the same.
+            :data:`SPAN_HYPS`); None (default): the whole set at once. The results do
+            not depend on it: on the CPU the NN costs are the same to the last bit
+            whatever other hypotheses share a batch (:mod:`nbest_rescore.models.rows`).
     Returns:
         :class:`ScoreResult` (``nn_costs_by_lm``: each LM's float64 [H] costs).
     Raises:
@@ -439,7 +445,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     run = _start(source, lm, refs=refs, lm_weight=lm_weight, interp=interp, acoustic_scale=acoustic_scale,
                  word_ins_penalty=word_ins_penalty, history=history, nn_weights=nn_weights, ngram_arpa=ngram_arpa,
                  batch_size=batch_size, max_tokens=max_tokens, scoring=scoring, output=output, quantize=quantize,
-                 dtype=dtype, progress=progress)
+                 dtype=dtype, softmax_impl=softmax_impl, progress=progress)
     parts = [run.span(span) for span in source.spans(span_hyps)]
     res = run.result(nbest.source)
 
@@ -521,6 +527,7 @@ class ScoreJob:
     output: str = "softmax"
     quantize: str = "none"
     dtype: str = "float32"
+    softmax_impl: str = "fused"
     threads: Optional[int] = None
     cache_size: int = 0
     cache_theta: float = 0.3
@@ -568,7 +575,8 @@ class ScoreJob:
         check_int("span_hyps", self.span_hyps, allow_none=True)
         check_cache(self)
         check_choice("scoring", self.scoring, SCORING_MODES)
-        for name, choices in (("output", OUTPUTS), ("quantize", QUANTIZE), ("dtype", DTYPES)):
+        for name, choices in (("output", OUTPUTS), ("quantize", QUANTIZE), ("dtype", DTYPES),
+                              ("softmax_impl", SOFTMAX_IMPLS)):
             check_choice(name, getattr(self, name), choices)
         check_inference_options(self.device, self.output, self.quantize, self.dtype)
         for path in self.lm_paths:
@@ -605,7 +613,7 @@ class ScoreJob:
                      acoustic_scale=weights.acoustic_scale, word_ins_penalty=weights.word_ins_penalty,
                      nn_weights=weights.nn_weights, history=self.history, ngram_arpa=self.ngram_arpa,
                      batch_size=self.batch_size, max_tokens=self.max_tokens, scoring=self.scoring, output=self.output,
-                     quantize=self.quantize, dtype=self.dtype, progress=progress)
+                     quantize=self.quantize, dtype=self.dtype, softmax_impl=self.softmax_impl, progress=progress)
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
 
         def result() -> ScoreResult:

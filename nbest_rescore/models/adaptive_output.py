@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .rows import pad_rows
+
 __all__ = ["adaptive_log_probs_at", "cluster_of"]
 
 
@@ -47,7 +49,9 @@ def adaptive_log_probs_at(adaptive: nn.AdaptiveLogSoftmaxWithLoss, features: Ten
     Returns:
         float32 [G]; the log-softmaxes are taken in float32 whatever the features' dtype.
         A row none of whose targets lies in tail cluster i never runs that cluster's
-        projection; rows named by no pair run only the head.
+        projection; rows named by no pair run only the head. Each product runs on at
+        least :func:`~.rows.safe_rows` rows (copies of the first pad it), so a pair's
+        value does not depend on the other rows.
     """
     if features.dim() != 2 or rows.shape != targets.shape or rows.dim() != 1:
         raise ValueError(f"expected features [N, D] and rows, targets [G], got {tuple(features.shape)}, "
@@ -59,7 +63,8 @@ def adaptive_log_probs_at(adaptive: nn.AdaptiveLogSoftmaxWithLoss, features: Ten
     if param is not None and features.dtype != param.dtype:
         features = features.to(param.dtype)  # e.g. a bfloat16 output layer after float32 recurrence
     cuts, shortlist = adaptive.cutoffs, adaptive.shortlist_size
-    head_logp = torch.log_softmax(adaptive.head(features).float(), dim=-1)  # [N, c_0 + n_clusters]
+    # every product on safe_rows rows: a row's values then do not depend on the others (.rows)
+    head_logp = torch.log_softmax(adaptive.head(pad_rows(features)).float(), dim=-1)  # [N', c_0 + n_clusters]
     cluster = cluster_of(adaptive, targets)
     # the head entry each pair reads: its word (head) or its cluster's entry (tail)
     col = torch.where(cluster == 0, targets, cluster + (shortlist - 1))
@@ -71,7 +76,8 @@ def adaptive_log_probs_at(adaptive: nn.AdaptiveLogSoftmaxWithLoss, features: Ten
         need, inv = torch.unique(rows.index_select(0, sel), return_inverse=True)
         # torch's own log_softmax, as in log_prob (logit - logsumexp is no faster on the CPU and
         # rounds differently)
-        tail_logp = torch.log_softmax(adaptive.tail[i](features.index_select(0, need.to(dev))).float(), dim=-1)
+        tail_in = pad_rows(features.index_select(0, need.to(dev)))
+        tail_logp = torch.log_softmax(adaptive.tail[i](tail_in).float(), dim=-1)
         word = targets.index_select(0, sel) - cuts[i]
         out.index_add_(0, sel.to(dev), tail_logp[inv.to(dev), word.to(dev)])
     return out

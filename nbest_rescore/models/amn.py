@@ -297,7 +297,9 @@ class AMNLM(LanguageModel):
             alpha[k] = 1.0
             return alpha, m[k]
         beta = (m * u.unsqueeze(0)).sum(-1)  # [K, B]
-        alpha = torch.softmax(beta / self.temperature, dim=0)
+        # softmax over the last axis: along axis 0 torch vectorises across the B positions and
+        # rounds the last ones of a call differently, so a row's value would depend on B (models.rows)
+        alpha = torch.softmax(beta.t() / self.temperature, dim=-1).t()
         o = (alpha.unsqueeze(-1) * m).sum(0)
         return alpha, o
 

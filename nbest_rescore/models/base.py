@@ -26,6 +26,7 @@ from ..validation import check_fields
 from ..errors import DataError
 from .adaptive_output import adaptive_log_probs_at
 from .fused_output import SOFTMAX_IMPLS, fused_linear_cross_entropy, fused_log_probs_at
+from .rows import pad_rows
 
 State = Tuple[Tensor, ...]
 
@@ -346,6 +347,10 @@ class LanguageModel(nn.Module):
         logits = self.decoder(flat).float()
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
 
+    #: whether a row's outputs depend on the width T of the call it is read in, not only on
+    #: its own tokens (attention over all T positions of a segment: the transformer); scoring
+    #: then reads rows of different lengths in separate calls (:mod:`.rows`)
+    width_dependent: ClassVar[bool] = False
     #: exact full-softmax scoring (``ppl``, N-best costs): ``"fused"`` (the product in
     #: vocabulary blocks with an online log-sum-exp, :mod:`.fused_output`) or ``"plain"``
     #: (``log_softmax`` / ``cross_entropy`` of the whole [N, V] product). Set per model
@@ -395,12 +400,15 @@ class LanguageModel(nn.Module):
                 the features' device.
         Returns:
             [G] on the features' device: float64 from the fused full softmax (its
-            float64 log-sum-exp kept unrounded), float32 otherwise.
+            float64 log-sum-exp kept unrounded), float32 otherwise. The output
+            products run on :func:`~.rows.safe_rows` rows, so a pair's value
+            does not depend on the other rows (:mod:`.rows`).
         """
         if type(self).logits is LanguageModel.logits and getattr(self, "adaptive", None) is not None:
             return self.adaptive_log_probs_at(features, rows, targets)
         dev = features.device
         rows, targets = rows.to(dev), targets.to(dev)
+        features = pad_rows(features)  # rows 0..N-1 are the real ones
         if self.fused_output_active():
             w, b = self._output_weights()
             return fused_log_probs_at(self._output_input(features), w, b, rows, targets)

@@ -116,6 +116,7 @@ class TransformerLM(LanguageModel):
     (beyond the papers: a modern baseline); see the module docstring."""
 
     summary = "causal transformer over a sliding window of W positions (beyond the papers)"
+    width_dependent = True  # attention over the M + T keys of a call
 
     Config = TransformerConfig
 

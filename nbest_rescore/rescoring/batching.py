@@ -8,11 +8,14 @@ Hypotheses of many utterances are sorted by length and cut into batches of at mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Sequence
+from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from ..models.base import LanguageModel, Output, State, cat_states, select_state
+from ..models.rows import MIN_ROWS, pad_rows
 
 
 @dataclass
@@ -67,3 +70,64 @@ def make_batches(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int,
         width = new_width
     if current:
         yield pad_batch([seqs[j] for j in current], eos, [rows[j] for j in current], current)
+
+
+def invariant_forward(model: LanguageModel, tokens: Tensor, state: State,
+                      lengths: Optional[Tensor] = None) -> Output:
+    """``model(tokens, state, lengths)`` with every product on at least
+    :func:`~nbest_rescore.models.rows.safe_rows` rows, so that a row's features and end
+    state do not depend on the other rows of the call (:mod:`~nbest_rescore.models.rows`).
+
+    Without ``lengths`` (every row reads all T tokens) the call is padded with copies of
+    row 0 up to :func:`~nbest_rescore.models.rows.safe_rows` rows. With ``lengths``
+    copies of row 0 are appended that read one token more than the longest row (tokens
+    [B, T] get a column, a copy of the last), as many as give the last real step
+    MIN_ROWS rows (at least one): a packed recurrence, whose step t runs on the rows
+    still reading, then has at least MIN_ROWS rows at every step t <= T, and the call
+    takes the packed path whatever the real lengths (all equal or not). A model whose rows depend on the call's width
+    (``model.width_dependent``, the transformer) reads the rows of each length in a call
+    of their own, T = that length.
+
+    Args:
+        tokens: int64 [B, T]; state: batch-first state of batch B; lengths: int64 [B]
+            (CPU) or None.
+    Returns:
+        :class:`~nbest_rescore.models.base.Output` of the B real rows: features
+        [B, T, D], the state after ``lengths[b]`` tokens of row b (after T without
+        lengths), the model's aux_loss (None where the rows are read by length).
+    """
+    b, t = tokens.shape
+    if lengths is not None and model.width_dependent:
+        return _by_length(model, tokens, state, lengths)
+    if lengths is None:
+        out = model(pad_rows(tokens), tuple(pad_rows(s) for s in state))
+    else:
+        lengths = lengths.cpu()
+        # step t <= T runs on the real rows still reading (fewest at t = T) and the extra ones
+        n_extra = max(1, MIN_ROWS - int((lengths == t).sum()))
+        wide = torch.cat([tokens, tokens[:, -1:]], 1)
+        extra = torch.zeros(n_extra, dtype=torch.int64, device=tokens.device)
+        rows = torch.cat([torch.arange(b, device=tokens.device), extra])
+        lens = torch.cat([lengths, torch.full((n_extra,), t + 1, dtype=lengths.dtype)])
+        out = model(wide.index_select(0, rows), tuple(s.index_select(0, rows) for s in state), lens)
+    return Output(out.features[:b, :t], tuple(s[:b] for s in out.state), out.aux_loss)
+
+
+def _by_length(model: LanguageModel, tokens: Tensor, state: State, lengths: Tensor) -> Output:
+    """:func:`invariant_forward` one call per distinct length L (tokens [:, :L], no
+    padding), the outputs put back in row order (features zero past each row's length)."""
+    b, t = tokens.shape
+    lengths = lengths.cpu()
+    feats: Optional[Tensor] = None
+    parts, order = [], []
+    for length in torch.unique(lengths).tolist():
+        rows = torch.nonzero(lengths == length).squeeze(1)
+        idx = rows.to(tokens.device)
+        out = invariant_forward(model, tokens.index_select(0, idx)[:, :length], select_state(state, idx))
+        if feats is None:
+            feats = out.features.new_zeros((b, t, out.features.shape[-1]))
+        feats[idx, :length] = out.features
+        parts.append(out.state)
+        order.append(rows)
+    inverse = torch.argsort(torch.cat(order)).to(tokens.device)
+    return Output(feats, select_state(cat_states(parts), inverse), None)

@@ -55,6 +55,8 @@ import numpy as np
 import torch
 
 from ..models.base import LanguageModel, State, cat_states, select_state
+from ..models.rows import pad_rows
+from .batching import invariant_forward
 
 
 @dataclass(frozen=True)
@@ -353,8 +355,11 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
         parts = []
         for c in chunks:
             st = select_state(prev, dev(c.src))
-            lengths = None if c.lengths is None else torch.from_numpy(c.lengths)
-            out = model(dev(c.tokens), st, lengths)
+            # chains: lengths always (also where T = 1), so that a segment takes the same (packed)
+            # path whatever the lengths of the others in its call (models.rows)
+            lengths = None if max_segment == 1 else torch.from_numpy(
+                c.lengths if c.lengths is not None else np.full(len(c.src), c.tokens.shape[1]))
+            out = invariant_forward(model, dev(c.tokens), st, lengths)
             feats = out.features
             if c.valid is None:
                 feats = feats.reshape(-1, 1, feats.shape[-1])
@@ -368,7 +373,7 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
                 buf[dev(c.g_dst)] = pairs.squeeze(1).double()
             else:
                 g_pos, g_word = dev(c.g_pos), dev(c.g_word)
-                logits = model.logits(feats).squeeze(1).float()
+                logits = model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
                 if out_buf is None or out_buf.shape[0] < logits.shape[0] or out_buf.shape[1] != logits.shape[1]:
                     out_buf = torch.empty(max(logits.shape[0], max_rows), logits.shape[1],
                                           dtype=torch.float32, device=device)

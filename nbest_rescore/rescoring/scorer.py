@@ -58,7 +58,7 @@ from ..models.base import LanguageModel, State, cat_states, select_state
 from ..models.fused_output import SOFTMAX_IMPLS
 from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
-from .batching import make_batches, pad_batch
+from .batching import invariant_forward, make_batches, pad_batch
 from .prefix_tree import PrefixForest, build_forest, score_forest
 
 log = logging.getLogger(__name__)
@@ -311,7 +311,7 @@ class NnScorer:
             chunk = idx[start:start + self.batch_size]
             b = pad_batch([seqs[i] for i in chunk], self.vocab.eos, chunk, chunk)
             st = select_state(states, b.rows.to(self.device))
-            out = self.model(b.inputs.to(self.device), st, b.lengths.to(self.device))
+            out = invariant_forward(self.model, b.inputs.to(self.device), st, b.lengths)
             parts.append(out.state)
         return tuple(s.to(ref.dtype) for s, ref in zip(cat_states(parts), states))
 

@@ -3,9 +3,9 @@ lists (8 documents of 500-1000 hypotheses): a run with a tiny span budget (a spa
 document or two) writes the outputs of a run with one span for one LM, two LMs, a
 backward LM and the first-pass, rescored and interpolated histories: the same files,
 the same 1-best text byte for byte, the same wer.json and run marker apart from the
-timings, and the same NN costs up to float32 rounding (the LM batches hold other
-hypotheses; with one hypothesis per forward pass they are byte-identical too). The
-job's one-span run writes what score() + write_score_outputs() write, byte for byte."""
+timings, and the NN cost files byte for byte (the LM batches hold other hypotheses,
+but every product has a safe number of rows: nbest_rescore.models.rows). The job's
+one-span run writes what score() + write_score_outputs() write, byte for byte."""
 import dataclasses
 import json
 import os
@@ -101,7 +101,7 @@ def test_tiny_spans_write_the_outputs_of_one_span(config, lms, DATA, tmp_path):
     common = dict(nbest=str(DATA / "ci"), ref=str(DATA / "ci" / "ref.txt"), threads=1, **kw)
     tiny = ScoreJob(out=str(tmp_path / "tiny"), span_hyps=TINY_SPANS, **common).run()
     whole = ScoreJob(out=str(tmp_path / "whole"), span_hyps=None, **common).run()
-    assert_same_outputs(tmp_path / "tiny", tmp_path / "whole")
+    assert_same_outputs(tmp_path / "tiny", tmp_path / "whole", exact_costs=True)
     assert dict(tiny.one_best) == dict(whole.one_best) and tiny.wer == whole.wer
     assert list(tiny.best) == list(whole.best) and tiny.keys == () and len(tiny.nn_cost) == 0
 
@@ -163,3 +163,24 @@ def test_cli_span_option(lms, DATA, tmp_path):
     assert tiny.stdout == whole.stdout and len(tiny.stdout.splitlines()) == 60
     bad = CliRunner().invoke(main, [str(a) for a in args + ["--span-hyps", -1]])
     assert bad.exit_code == 2 and "--span-hyps" in bad.output
+
+
+def test_cli_softmax_impl_plain_gives_the_fused_costs(lms, DATA, tmp_path):
+    """``score --softmax-impl plain`` (log_softmax of the whole product) against the
+    default fused output layer on a full-softmax model: the same 1-best, the costs within
+    1e-5 nats, and each run's wer.json records the implementation it used."""
+    args = ["score", "--lm", lms["lstm"], "--nbest", DATA / "ci", "--ref", DATA / "ci" / "ref.txt", "--threads", 1,
+            "--no-progress"]
+    runs = {}
+    for impl in ("fused", "plain"):
+        res = CliRunner().invoke(main, [str(a) for a in args + ["--out", tmp_path / impl, "--softmax-impl", impl]])
+        assert res.exit_code == 0, res.output
+        runs[impl] = tmp_path / impl
+        scoring = json.loads((tmp_path / impl / "wer.json").read_text())["scoring"]
+        assert scoring["softmax_impl"] == impl
+    assert (runs["fused"] / "text").read_bytes() == (runs["plain"] / "text").read_bytes()
+    ka, va = _costs(runs["fused"] / "nn_cost")
+    kb, vb = _costs(runs["plain"] / "nn_cost")
+    assert ka == kb and np.abs(va - vb).max() <= 1e-5 and not np.array_equal(va, vb)
+    bad = CliRunner().invoke(main, [str(a) for a in args + ["--softmax-impl", "blocked"]])
+    assert bad.exit_code == 2 and "--softmax-impl" in bad.output

@@ -42,3 +42,23 @@ def test_bad_arguments_are_usage_errors(tmp_path, DATA):
         res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "rescore_memory.py"), *map(str, args)],
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+
+
+def test_copies_scored_in_other_spans_get_the_same_costs(tiny_lm, DATA, tmp_path):
+    """The check behind ``copies_identical``: ci copied twice and scored a few documents
+    per span writes ci's own text and nn_cost twice over, byte for byte (each copy sits
+    in other spans and batches); a changed last digit is caught."""
+    from nbest_rescore.api import ScoreJob
+
+    score_memory.copy_lists(str(DATA / "ci"), str(tmp_path / "x2"), 2)
+    ScoreJob(lm=str(tiny_lm), nbest=str(DATA / "ci"), out=str(tmp_path / "x1_out"), threads=2).run()
+    ScoreJob(lm=str(tiny_lm), nbest=str(tmp_path / "x2"), out=str(tmp_path / "x2_out"), threads=2,
+             span_hyps=2500).run()
+    same = score_memory.copies_identical(str(tmp_path / "x1_out"), str(tmp_path / "x2_out"), 1, 2)
+    assert same == {"text": True, "nn_cost": True}
+    cost = tmp_path / "x2_out" / "nn_cost"
+    lines = cost.read_text().splitlines(keepends=True)
+    key, value = lines[-1].split()
+    lines[-1] = f"{key} {value[:-1]}{(int(value[-1]) + 1) % 10}\n"
+    cost.write_text("".join(lines))
+    assert score_memory.copies_identical(str(tmp_path / "x1_out"), str(tmp_path / "x2_out"), 1, 2)["nn_cost"] is False

@@ -1,0 +1,64 @@
+"""Row counts that make a hypothesis' costs independent of the other rows of its batch.
+
+A float32 matrix product on the CPU computes a row of its result differently when the
+product has few rows: oneAPI MKL's sgemm (torch 2.13's CPU BLAS), measured on the
+2-core AMD EPYC, gives other last bits for ``[M, K] x [K, N]`` with M in 1..3 (one
+thread) or M in {1, 2, 3, 5, 6, 7, 9, 10, 11} (2 or 8 threads) than the same rows
+inside a larger product, for every K, N tried (128..1024, 512..43k); with M = 4, 8 or
+M >= 12 each row's result is the same whatever the other rows (and so for torch's
+batched products with M >= 4). Scoring N-best lists puts a hypothesis' tree nodes,
+and the 1-best history that gives its start state, into batches whose size and
+company depend on everything else being scored at the same time (the other documents
+of a span, the other lists of a call); the last levels of a tree and of a history
+are a few rows wide. So every product of a scoring call is given a safe number of
+rows (:func:`safe_rows`: at least :data:`MIN_ROWS`, or a multiple of
+:data:`ROW_MULTIPLE` below it), the real rows followed by copies of the first, dropped
+afterwards: the costs of a hypothesis are then the same to the last bit whichever
+hypotheses share its batches (``score --span-hyps``: a span of documents at a time
+writes the whole-set run's costs byte for byte; ``tests/rescoring/test_batch_invariance.py``).
+The extra rows cost little: at most 3 per small call.
+
+Two more row-dependent roundings are avoided in the models themselves: a softmax over
+a non-last axis (torch vectorises across the rows and rounds the last few of a call
+otherwise; the AMN's attention over memcells) and a matrix-vector product (a linear
+layer with one output: the short-span attention scores), both computed one row at a
+time instead.
+
+GPU products (cuBLAS picks kernels, including split-K, by shape) are not covered:
+the padding runs there too but batch invariance is not claimed.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["MIN_ROWS", "ROW_MULTIPLE", "pad_rows", "safe_rows"]
+
+#: row count from which every count is safe (12: the largest count measured to change a
+#: row's result is 11; see the module docstring)
+MIN_ROWS = 12
+#: below :data:`MIN_ROWS`, the safe counts are the multiples of this
+ROW_MULTIPLE = 4
+
+
+def safe_rows(n: int) -> int:
+    """The fewest rows >= ``n`` with which a product rounds each row as in any larger
+    one: ``n`` from :data:`MIN_ROWS` on, else ``n`` rounded up to a multiple of
+    :data:`ROW_MULTIPLE` (1 -> 4, 5 -> 8, 9 -> 12)."""
+    return n if n >= MIN_ROWS else -(-max(n, 1) // ROW_MULTIPLE) * ROW_MULTIPLE
+
+
+def pad_rows(t: Tensor) -> Tensor:
+    """``t`` [N, ...] with copies of its first row appended up to :func:`safe_rows`\ (N)
+    rows (``t`` itself when N is safe); the first N rows are ``t``'s.
+
+    Raises:
+        ValueError: ``t`` has no row (there is nothing to copy).
+    """
+    n = t.shape[0]
+    if n < 1:
+        raise ValueError("pad_rows: need at least one row to copy, got an empty tensor")
+    m = safe_rows(n)
+    if m == n:
+        return t
+    return torch.cat([t, t[:1].expand(m - n, *t.shape[1:])])
