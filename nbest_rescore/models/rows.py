@@ -24,8 +24,11 @@ otherwise; the AMN's attention over memcells) and a matrix-vector product (a lin
 layer with one output: the short-span attention scores), both computed one row at a
 time instead.
 
-GPU products (cuBLAS picks kernels, including split-K, by shape) are not covered:
-the padding runs there too but batch invariance is not claimed.
+Not covered: GPU products (cuBLAS picks kernels, including split-K, by shape; the
+padding runs there too but batch invariance is not claimed), thread counts other than
+the 1 and 2 measured, and the neural cache (:mod:`.cache`), whose slot axis is as long
+as the longest cache in the batch (empty slots in front), so its attention's softmax
+runs over a length that depends on the other rows.
 """
 from __future__ import annotations
 
