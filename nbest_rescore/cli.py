@@ -331,8 +331,7 @@ def _check_score_usage(ctx, kw) -> None:
 @click.option("--span-hyps", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="The lists are read, scored and written one span of whole documents at a time, of at most "
                    "this many hypotheses (a larger document is a span of its own); bounds memory. 0: the whole "
-                   "set at once. The outputs do not depend on it (on the CPU byte for byte, the neural cache "
-                   "aside).")
+                   "set at once. The outputs do not depend on it (on the CPU, byte for byte).")
 @click.option("--scoring", type=click.Choice(["tree", "padded", "single"]), default="tree", show_default=True,
               help="tree: each distinct prefix read once (fastest); padded: length-sorted padded batches; "
                    "single: one hypothesis at a time. All give the same costs.")

@@ -433,8 +433,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
             (:func:`~nbest_rescore.io.spans.plan_spans`; what ``ScoreJob`` does with
             :data:`SPAN_HYPS`); None (default): the whole set at once. The results do
             not depend on it: on the CPU the NN costs are the same to the last bit
-            whatever other hypotheses share a batch (:mod:`nbest_rescore.models.rows`;
-            not with the neural cache, whose costs can differ in the last digits).
+            whatever other hypotheses share a batch (:mod:`nbest_rescore.models.rows`).
     Returns:
         :class:`ScoreResult` (``nn_costs_by_lm``: each LM's float64 [H] costs).
     Raises:

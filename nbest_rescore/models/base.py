@@ -55,7 +55,7 @@ def expand_state(state: State, n: int) -> State:
     return tuple(s.repeat_interleave(n, dim=0) for s in state)
 
 
-def _pad_front(t: Tensor, size: int) -> Tensor:
+def pad_front(t: Tensor, size: int) -> Tensor:
     """``t`` [B, S, ...] with ``size - S`` zero slots put in front along axis 1."""
     if t.dim() < 2 or t.shape[1] == size:
         return t
@@ -73,7 +73,7 @@ def align_slots(parts):
     if len(sizes) <= 1:
         return list(parts)
     top = max(sizes)
-    return [_pad_front(p, top) for p in parts]
+    return [pad_front(p, top) for p in parts]
 
 
 def reset_state(state: State, mask: Tensor, initial: State) -> State:

@@ -21,19 +21,22 @@ rescoring, perplexity and the stream code need no change:
 * The state is the wrapped model's state followed by the cache, all batch-first:
   keys float [B, S, D] and word ids int64 [B, S] (oldest first, newest last),
   validity bool [B, S], where S <= M is the number of slots filled so far in the
-  batch (the cache grows with the inputs, so an empty or short cache costs no copying
-  of M slots; :func:`~.base.cat_states` pads shorter caches in front with empty
-  slots), the previous position's features float [B, D] and whether they exist,
+  batch (the cache grows with the inputs, so an empty or short cache costs no state
+  memory for M slots; :func:`~.base.cat_states` pads shorter caches in front with
+  empty slots), the previous position's features float [B, D] and whether they exist,
   bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
   :func:`~.base.reset_state` therefore work as for any model: in rescoring the cache
   is filled from the 1-best history like the recurrent state, and it is emptied at
-  document starts.
+  document starts. The attention of a call always runs over M old slots (the held
+  ones with empty ones in front), so that a row's values do not depend on how many
+  slots the other rows of its batch hold (:mod:`.rows`).
 
 It is not a registered model name: build it with :func:`with_cache` from a loaded
 model. It cannot be trained nor saved as a checkpoint (save the wrapped model).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -42,9 +45,12 @@ from torch import Tensor, nn
 
 from ..validation import check_fields
 from ..errors import DataError
-from .base import LanguageModel, Output, State
+from .base import LanguageModel, Output, State, pad_front
 
 _NUM_CACHE_STATE = 5  # keys, words, valid, prev_features, has_prev
+#: the slot axis of a call's attention is a multiple of this many slots (64 float32 values
+#: fill whole vector registers and whole halves of a two-thread split, see .rows)
+SLOT_MULTIPLE = 64
 
 
 @dataclass
@@ -83,6 +89,8 @@ class CachedLM(LanguageModel):
     """
 
     Config = CacheConfig
+    #: the cache's attention runs over the M + T slots of a call: rows read by length in scoring
+    width_dependent = True
 
     def __init__(self, model: LanguageModel, size: int = 500, theta: float = 0.3, lam: float = 0.1):
         # the wrapper owns no embedding nor softmax layer: skip LanguageModel.__init__
@@ -181,34 +189,44 @@ class CachedLM(LanguageModel):
         feats = out.features.float()
         logp_model = torch.log_softmax(self.model.logits(out.features).float(), -1)
         b, t = tokens.shape
-        m, m_in = self.config.size, keys.shape[1]
+        m, held = self.config.size, keys.shape[1]
         dev = tokens.device
+        # the attention runs over a fixed number of slots, M + T rounded up to a multiple of
+        # SLOT_MULTIPLE (empty ones in front): a row's values then do not depend on how many
+        # slots the other rows of the call hold, nor on where the row falls in the vector lanes
+        # of the elementwise kernels (.rows). Only the word ids and the validity are widened;
+        # the keys and the state below keep the slots held
+        width = -(-(m + t) // SLOT_MULTIPLE) * SLOT_MULTIPLE
+        m_in = width - t
+        words, valid = pad_front(words, m_in), pad_front(valid, m_in)
 
         # pairs (h_{s-1}, w_s) formed inside this chunk, s = 0 .. T-1
         new_keys = torch.cat([prev.unsqueeze(1).to(feats.dtype), feats[:, :-1]], 1)  # [B, T, D]
         pos = torch.arange(t, device=dev)
         new_valid = (pos.unsqueeze(0) > 0) | has_prev.unsqueeze(1)  # [B, T]
-        # the cache followed by the new pairs, oldest first: [B, M_in + T]
+        # the cache followed by the new pairs, oldest first: keys [B, held + T, D], the rest [B, width]
         all_keys = torch.cat([keys.to(feats.dtype), new_keys], 1)
         all_words = torch.cat([words, tokens], 1)
         all_valid = torch.cat([valid, new_valid], 1)
 
         logp = self._mix(logp_model, feats, all_keys, all_words, all_valid, m_in)
-        # keep the last K = min(M, M_in + T) pairs of each row, ending at its last real
-        # input (index M_in + lengths[b] - 1); slots before a short row's start are empty
-        keep = min(m, m_in + t)
+        # keep the last K = min(M, held + T) pairs of each row, ending at its last real
+        # input (index held + lengths[b] - 1 of the keys, m_in + lengths[b] - 1 of the rest);
+        # slots before a short row's start are empty
+        keep = min(m, held + t)
         if lengths is None or bool((lengths == t).all()):
-            start = m_in + t - keep  # every row ends at the chunk's end: a slice, no copy
-            cache = (all_keys[:, start:], all_words[:, start:], all_valid[:, start:])
+            start = held + t - keep  # every row ends at the chunk's end: slices, no copy
+            cache = (all_keys[:, start:], all_words[:, start + m_in - held:], all_valid[:, start + m_in - held:])
             last = feats[:, -1]
         else:
             lengths = lengths.to(dev)
-            idx = (lengths + (m_in - keep)).unsqueeze(1) + torch.arange(keep, device=dev).unsqueeze(0)  # [B, K]
+            idx = (lengths + (held - keep)).unsqueeze(1) + torch.arange(keep, device=dev).unsqueeze(0)  # [B, K]
             inside = idx >= 0
+            idx_rest = idx + (m_in - held)  # >= 0: m_in >= M >= held
             idx = idx.clamp(min=0)
             cache = (all_keys.gather(1, idx.unsqueeze(-1).expand(b, keep, all_keys.shape[-1]))
                      * inside.unsqueeze(-1).to(all_keys.dtype),  # empty slots hold zeros
-                     all_words.gather(1, idx) * inside, all_valid.gather(1, idx) & inside)
+                     all_words.gather(1, idx_rest) * inside, all_valid.gather(1, idx_rest) & inside)
             last = feats.gather(1, (lengths - 1).view(b, 1, 1).expand(b, 1, feats.shape[-1])).squeeze(1)
         return Output(logp, tuple(out.state) + cache + (last, torch.ones_like(has_prev)), None)
 
@@ -221,14 +239,21 @@ class CachedLM(LanguageModel):
         Args:
             logp_model: float [B, T, V] natural-log probabilities of the wrapped model.
             feats: float [B, T, D] queries h_t.
-            keys, words, valid: the M_in old pairs then the T new ones, [B, M_in + T, (D)].
-            m_in: M_in, the slots the cache held before this chunk (at most M).
+            keys: float [B, S + T, D]: the S held keys then the T new ones.
+            words, valid: [B, M_in + T], M_in >= S: the old slots (the held ones with
+                empty ones in front) then the T new ones.
+            m_in: M_in (at least M).
         Position t sees the entries M_in + t - M + 1 .. M_in + t of the concatenation:
-        the M most recent pairs once the pair (h_{t-1}, w_t) has entered.
+        the M most recent pairs once the pair (h_{t-1}, w_t) has entered. The scores
+        h_t . h_i are a product and a sum over D per slot (not a matrix product, whose
+        rounding would depend on the number of slots), then put in front of the
+        M_in + T slots.
         """
-        _, t, _ = logp_model.shape
+        b, t, _ = logp_model.shape
         m = self.config.size
-        scores = self.config.theta * torch.einsum("btd,bkd->btk", feats, keys)  # [B, T, M_in + T]
+        dots = torch.stack([(keys * feats[:, s:s + 1]).sum(-1) for s in range(t)], 1)  # [B, T, S + T]
+        dots = torch.cat([dots.new_zeros((b, t, m_in + t - keys.shape[1])), dots], 2)
+        scores = self.config.theta * dots  # [B, T, M_in + T]
         k = torch.arange(m_in + t, device=feats.device).unsqueeze(0)
         pos = torch.arange(t, device=feats.device).unsqueeze(1) + m_in
         window = (k > pos - m) & (k <= pos)  # [T, M_in + T]
@@ -239,10 +264,15 @@ class CachedLM(LanguageModel):
         # p_cache of each entry's word: sum the weights of the entries holding that word
         group = _word_groups(words).unsqueeze(1).expand(-1, t, -1)
         p_cache = torch.zeros_like(weights).scatter_add_(2, group, weights).gather(2, group)
-        lam = self.config.lam * any_pair.to(logp_model.dtype)
-        out = logp_model.add_(torch.log1p(-lam))  # log (1 - lambda) p_model
+        # log lambda and log (1 - lambda) where a position has a pair, else -inf and 0: constants,
+        # not tensor logarithms (whose vectorised and scalar paths round differently, see .rows)
+        lam = self.config.lam
+        log_lam = torch.full(any_pair.shape, -math.inf, dtype=logp_model.dtype, device=logp_model.device)
+        log_lam.masked_fill_(any_pair, math.log(lam) if lam > 0 else -math.inf)
+        log_rest = torch.zeros_like(log_lam).masked_fill_(any_pair, math.log1p(-lam))
+        out = logp_model.add_(log_rest)  # log (1 - lambda) p_model
         idx = words.unsqueeze(1).expand(-1, t, -1)
-        mixed = torch.logaddexp(out.gather(2, idx), torch.log(lam) + torch.log(p_cache))
+        mixed = torch.logaddexp(out.gather(2, idx), log_lam + torch.log(p_cache))
         return out.scatter_(2, idx, mixed)  # copies of a word write the same value
 
     def log_probs(self, inputs: Tensor, targets: Tensor, state: State,

@@ -24,11 +24,14 @@ otherwise; the AMN's attention over memcells) and a matrix-vector product (a lin
 layer with one output: the short-span attention scores), both computed one row at a
 time instead.
 
+Models whose rows depend on the width of their call (attention over a segment: the
+transformer, the neural cache) declare ``width_dependent`` and are read one length at
+a time; the neural cache's attention always runs over its M slots (empty ones in
+front), however many the other rows' caches hold.
+
 Not covered: GPU products (cuBLAS picks kernels, including split-K, by shape; the
-padding runs there too but batch invariance is not claimed), thread counts other than
-the 1 and 2 measured, and the neural cache (:mod:`.cache`), whose slot axis is as long
-as the longest cache in the batch (empty slots in front), so its attention's softmax
-runs over a length that depends on the other rows.
+padding runs there too but batch invariance is not claimed) and thread counts other
+than the 1 and 2 measured.
 """
 from __future__ import annotations
 

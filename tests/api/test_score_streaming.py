@@ -91,6 +91,7 @@ CONFIGS = {
     "one LM, rescored": dict(lm=("gru",), history="rescored"),
     "two LMs": dict(lm=("gru", "lstm"), history=("rescored", "first-pass"), interp=0.4, nn_weights="0.35,0.25"),
     "backward LM, interpolated": dict(lm=("bwd",), history="interpolated"),
+    "neural cache": dict(lm=("gru",), history="rescored", cache_size=100),
 }
 
 

@@ -1,10 +1,10 @@
 """A hypothesis' NN cost does not depend on which other hypotheses share its batches
 (``nbest_rescore.models.rows``): on the real ci lists, every registered model, the
-fused and the plain full softmax, the adaptive softmax and self-normalised output,
-costs of the same lists scored all in one call, one utterance per call and in another
-grouping and order are equal to the last bit (float64 ``==``), and so are the start
-states that a batch of 1-best histories of different lengths reaches against each
-history read alone. One and two torch threads (the CI machine has two cores). The
+fused and the plain full softmax, the adaptive softmax, self-normalised output, chains,
+padded batches and the neural cache, costs of the same lists scored all in one call,
+one utterance per call and in another grouping and order are equal to the last bit
+(float64 ``==``), and so are the start states that a batch of 1-best histories of
+different lengths reaches against each history read alone, and the costs from them. One and two torch threads (the CI machine has two cores). The
 sizes are hidden 64 over the 400 most frequent list words, wide enough for the CPU
 GEMM to use its blocked kernels as the real models do."""
 from collections import Counter
@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from nbest_rescore.models import MODEL_REGISTRY, build_model
+from nbest_rescore.models.cache import with_cache
 from nbest_rescore.models.rows import MIN_ROWS, ROW_MULTIPLE, pad_rows, safe_rows
 from nbest_rescore.rescoring.scorer import NnScorer
 from nbest_rescore.vocab import Vocabulary
@@ -75,12 +76,18 @@ def _costs_in_groups(scorer, states, lists, groups):
 def _check(scorer, ci_nbest):
     histories, lists = _lists(ci_nbest)
     together = scorer.advance(scorer.initial_state(len(histories)), histories)
-    for i, h in enumerate(histories):
-        alone = scorer.advance(scorer.initial_state(1), [h])
-        for a, b in zip(alone, together):
-            assert torch.equal(a[0], b[i]), f"start state of history {i} read alone differs"
     n = len(lists)
     one_call = _costs_in_groups(scorer, together, lists, [list(range(n))])
+    ends = np.cumsum([len(x) for x in lists])
+    for i, h in enumerate(histories):
+        alone = scorer.advance(scorer.initial_state(1), [h])
+        for a, b in zip(alone, together):  # (a cache's slots: as many as filled, empty ones in front)
+            assert torch.equal(a[0], b[i][b.shape[1] - a.shape[1]:] if a.dim() > 1 else b[i]), \
+                f"start state of history {i} read alone differs"
+            assert a.dim() < 2 or not b[i][:b.shape[1] - a.shape[1]].any()
+        costs = scorer.costs(alone, [0] * len(lists[i]), lists[i])
+        assert np.array_equal(costs, one_call[ends[i] - len(lists[i]):ends[i]]), \
+            f"list {i} from its history read alone: other costs"
     assert np.isfinite(one_call).all() and len(set(one_call.tolist())) > len(one_call) // 2
     for groups in ([[i] for i in range(n)], [[4, 1], [5, 0, 3], [2]]):
         other = _costs_in_groups(scorer, together, lists, groups)
@@ -95,9 +102,12 @@ def test_costs_do_not_depend_on_the_batch(family, ci_nbest, ci_vocab, threads):
 
 
 @pytest.mark.parametrize("variant", ["plain softmax", "adaptive softmax", "self-normalized", "chains",
-                                     "padded"])
+                                     "padded", "neural cache"])
 def test_output_variants_do_not_depend_on_the_batch(variant, ci_nbest, ci_vocab, threads):
     kw, extra = {}, {}
+    if variant == "neural cache":  # a cache longer than the histories: its slots differ between calls
+        _check(NnScorer(with_cache(_model("lstm", ci_vocab), 50), ci_vocab), ci_nbest)
+        return
     if variant == "plain softmax":
         kw["softmax_impl"] = "plain"
     elif variant == "adaptive softmax":
