@@ -27,9 +27,10 @@ rescoring, perplexity and the stream code need no change:
   bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
   :func:`~.base.reset_state` therefore work as for any model: in rescoring the cache
   is filled from the 1-best history like the recurrent state, and it is emptied at
-  document starts. The attention of a call always runs over M old slots (the held
-  ones with empty ones in front), so that a row's values do not depend on how many
-  slots the other rows of its batch hold (:mod:`.rows`).
+  document starts. The attention of a call always runs over M + T slots rounded up
+  to :data:`SLOT_MULTIPLE` (the held ones with empty ones in front, then the T new
+  ones), so that a row's values do not depend on how many slots the other rows of its
+  batch hold (:mod:`.rows`).
 
 It is not a registered model name: build it with :func:`with_cache` from a loaded
 model. It cannot be trained nor saved as a checkpoint (save the wrapped model).

@@ -26,8 +26,9 @@ time instead.
 
 Models whose rows depend on the width of their call (attention over a segment: the
 transformer, the neural cache) declare ``width_dependent`` and are read one length at
-a time; the neural cache's attention always runs over its M slots (empty ones in
-front), however many the other rows' caches hold.
+a time; the neural cache's attention always runs over M + T slots rounded up to 64
+(empty ones in front), however many the other rows' caches hold, so that a row's slots
+also sit in the same vector lanes of the elementwise kernels.
 
 Not covered: GPU products (cuBLAS picks kernels, including split-K, by shape; the
 padding runs there too but batch invariance is not claimed) and thread counts other
