@@ -351,6 +351,11 @@ class LanguageModel(nn.Module):
     #: its own tokens (attention over all T positions of a segment: the transformer); scoring
     #: then reads rows of different lengths in separate calls (:mod:`.rows`)
     width_dependent: ClassVar[bool] = False
+    #: set by the N-best scorer (:class:`~nbest_rescore.rescoring.scorer.NnScorer`): the few
+    #: computations that would round a row according to the rest of its batch, and whose
+    #: row-by-row form is slower, take that form (the neural cache's scores; :mod:`.rows`).
+    #: Perplexity and training leave it off.
+    row_invariant: bool = False
     #: exact full-softmax scoring (``ppl``, N-best costs): ``"fused"`` (the product in
     #: vocabulary blocks with an online log-sum-exp, :mod:`.fused_output`) or ``"plain"``
     #: (``log_softmax`` / ``cross_entropy`` of the whole [N, V] product). Set per model

@@ -246,13 +246,16 @@ class CachedLM(LanguageModel):
             m_in: M_in (at least M).
         Position t sees the entries M_in + t - M + 1 .. M_in + t of the concatenation:
         the M most recent pairs once the pair (h_{t-1}, w_t) has entered. The scores
-        h_t . h_i are a product and a sum over D per slot (not a matrix product, whose
-        rounding would depend on the number of slots), then put in front of the
-        M_in + T slots.
+        h_t . h_i are, with ``row_invariant`` (N-best scoring), a product and a sum over
+        D per slot and position (a matrix product rounds according to the number of
+        slots), else one batched product; then put in front of the M_in + T slots.
         """
         b, t, _ = logp_model.shape
         m = self.config.size
-        dots = torch.stack([(keys * feats[:, s:s + 1]).sum(-1) for s in range(t)], 1)  # [B, T, S + T]
+        if self.row_invariant:  # a product and a sum per slot and position
+            dots = torch.stack([(keys * feats[:, s:s + 1]).sum(-1) for s in range(t)], 1)  # [B, T, S + T]
+        else:  # one batched matrix product (perplexity: long segments)
+            dots = torch.einsum("btd,bkd->btk", feats, keys)
         dots = torch.cat([dots.new_zeros((b, t, m_in + t - keys.shape[1])), dots], 2)
         scores = self.config.theta * dots  # [B, T, M_in + T]
         k = torch.arange(m_in + t, device=feats.device).unsqueeze(0)

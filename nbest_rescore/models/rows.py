@@ -28,7 +28,8 @@ Models whose rows depend on the width of their call (attention over a segment: t
 transformer, the neural cache) declare ``width_dependent`` and are read one length at
 a time; the neural cache's attention always runs over M + T slots rounded up to 64
 (empty ones in front), however many the other rows' caches hold, so that a row's slots
-also sit in the same vector lanes of the elementwise kernels.
+also sit in the same vector lanes of the elementwise kernels, and with
+``row_invariant`` (set by the N-best scorer) its scores are per-slot products and sums.
 
 Not covered: GPU products (cuBLAS picks kernels, including split-K, by shape; the
 padding runs there too but batch invariance is not claimed) and thread counts other

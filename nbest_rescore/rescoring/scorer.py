@@ -180,6 +180,7 @@ class NnScorer:
         elif dtype != "float32":
             model, self.dtype_scope = cast_for_inference(model, dtype), "model"
         model.softmax_impl = softmax_impl  # an attribute of the model (the last scorer's choice holds)
+        model.row_invariant = True  # costs that do not depend on the batch (models.rows)
         self.model = model
         self.output, self.quantize, self.dtype, self.softmax_impl = output, quantize, dtype, softmax_impl
         self.self_normalized = output == "self-normalized"
