@@ -57,7 +57,7 @@ def safe_rows(n: int) -> int:
 
 
 def pad_rows(t: Tensor) -> Tensor:
-    """``t`` [N, ...] with copies of its first row appended up to :func:`safe_rows`\ (N)
+    """``t`` [N, ...] with copies of its first row appended up to ``safe_rows(N)``
     rows (``t`` itself when N is safe); the first N rows are ``t``'s.
 
     Raises:
