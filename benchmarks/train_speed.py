@@ -20,7 +20,8 @@ step) to show what the batched implementation of :mod:`nbest_rescore.models.amn`
 gains. The vocabulary is the ``--vocab-size`` most frequent words of the prefix.
 
 ``--vs-plain-loop``: each model of ``--models`` (``gru``, ``lstm``, ``gru-adaptive``,
-``lstm-adaptive``) trains with the toolkit's loop and, at the same size, batch, BPTT
+``lstm-adaptive``, ``gru-fused``, ``lstm-fused``: the full softmax trained through the
+fused block-wise cross-entropy, ``optim.fused_softmax``) trains with the toolkit's loop and, at the same size, batch, BPTT
 length, vocabulary and device, with a plain PyTorch loop written here as a user would
 write it, after Kaldi's ``steps/pytorchnn/train.py`` and pytorch/examples'
 ``word_language_model``: the text (the same prefix and the same vocabulary, out-of-
@@ -89,7 +90,9 @@ from nbest_rescore.vocab import Vocabulary
 
 TEXT = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "abc-nbest" / "lm" / "lm_train.txt")
 MODELS = ("gru-small", "gru", "lstm", "amn", "amn-naive")
-VS_MODELS = ("gru", "lstm", "gru-adaptive", "lstm-adaptive")
+#: ``-adaptive``: the adaptive softmax; ``-fused``: the full softmax trained through the fused
+#: block-wise cross-entropy (``optim.fused_softmax``, nbest_rescore/models/fused_output.py)
+VS_MODELS = ("gru", "lstm", "gru-adaptive", "lstm-adaptive", "gru-fused", "lstm-fused")
 PLAIN_LR, PLAIN_CLIP = 20.0, 0.25  # pytorch/examples word_language_model's defaults
 AUTOCAST = {"none": None, "bfloat16": torch.bfloat16}
 # defaults that differ between the modes: (default mode, --vs-plain-loop); None for
@@ -503,11 +506,12 @@ def run_vs_plain_loop(ap, args, device) -> dict:
         base, _, output = kind.partition("-")
         cfg = {"embedding_dim": args.embedding_dim, "hidden_size": args.hidden, "num_layers": args.layers,
                "dropout": args.dropout, "dropout_out": args.dropout, "tie_weights": args.tied,
-               "output": output or "softmax"}
+               "output": "adaptive" if output == "adaptive" else "softmax"}
         if output == "adaptive":
             cfg["adaptive_cutoffs"] = cutoffs
         torch.manual_seed(args.seed)
         model = build_model(base, cfg, v).to(device).train()
+        model.fused_training = output == "fused"  # what optim.fused_softmax sets
         ours[kind] = (model, make_optimizer(model, OptimConfig(),
                                             capturable=device.type == "cuda" and not args.no_cuda_graph))
         if base not in plain:  # gru and gru-adaptive are both compared with the plain GRU
@@ -551,7 +555,7 @@ def run_vs_plain_loop(ap, args, device) -> dict:
         n_ours, n_plain = model.num_parameters()["total"], sum(t.numel() for t in p.parameters())
         print(f"{kind:15s} {n_ours:10d} {n_plain:12d} {m_ours:9.0f} {m_plain:13.0f} {m_ours / m_plain:10.2f} "
               f"{fill:11.1%}")
-        out[kind] = {"words_per_s": m_ours, "plain_loop_words_per_s": m_plain, "ratio": m_ours / m_plain,
+        out[kind] = {"words_per_s": m_ours, "fused_softmax": bool(model.fused_training), "plain_loop_words_per_s": m_plain, "ratio": m_ours / m_plain,
                      "runs": {"ours": w_ours, "plain": w_plain},
                      "parameters": {"ours": n_ours, "plain": n_plain},
                      "ours_nll": [x.loss for x in runs[kind]["ours"]],

@@ -363,7 +363,8 @@ class LanguageModel(nn.Module):
     softmax_impl: str = "fused"
     #: the training loss through :func:`~.fused_output.fused_linear_cross_entropy`
     #: (``optim.fused_softmax``): no [N, V] logits or gradient kept, one more block
-    #: product per step (slower on the 2-core CPU measured, see README)
+    #: product per step (1.02x the words/s of the plain loss on the 2-core CPU, see README;
+    #: off by default while its GPU speed is unmeasured)
     fused_training: bool = False
     #: bfloat16 copy of the output layer's weights for the fused product
     #: (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`), or None

@@ -24,7 +24,7 @@ TINY = ["--threads", "1", "--hidden", "16", "--embedding-dim", "16", "--batch-si
 def test_vs_plain_loop_json_on_cpu(DATA, tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, BENCH, "--vs-plain-loop", "--text", str(DATA / "lm" / "lm_train.txt"), *TINY,
-           "--vocab-size", "500", "--max-words", "20000", "--models", "gru,lstm,gru-adaptive", "--json", str(out)]
+           "--vocab-size", "500", "--max-words", "20000", "--models", "gru,lstm,gru-adaptive,gru-fused", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
@@ -34,7 +34,10 @@ def test_vs_plain_loop_json_on_cpu(DATA, tmp_path):
     # the default --tf32 off: both loops ran with the same (CUDA) flags, TF32 forbidden
     assert d["tf32_setting"] == "off" and d["args"]["tf32"] == "off" and "ours_tf32" not in d["args"]
     assert d["tf32"]["ours"] == d["tf32"]["plain"] == {"matmul": False, "cudnn": False}
-    assert set(d["models"]) == {"gru", "lstm", "gru-adaptive"}
+    assert set(d["models"]) == {"gru", "lstm", "gru-adaptive", "gru-fused"}
+    assert d["models"]["gru-fused"]["fused_softmax"] and not d["models"]["gru"]["fused_softmax"]
+    # the same model and data through the fused and the plain cross-entropy: the same loss
+    assert d["models"]["gru-fused"]["ours_nll"][0] == pytest.approx(d["models"]["gru"]["ours_nll"][0], rel=1e-4)
     for name, m in d["models"].items():
         assert len(m["runs"]["ours"]) == 1 and len(m["runs"]["plain"]) == 1
         assert m["words_per_s"] > 0 and m["plain_loop_words_per_s"] > 0
