@@ -18,7 +18,7 @@ from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_err
 from ..evaluation.wer import check_references
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
 from ..io.score_ark import iter_cost_ark, read_cost_ark
-from ..io.spans import NbestSource
+from ..io.spans import NbestSource, NotInStep
 from ..types import NbestSet
 from .checks import check_choice, check_float, check_grid, check_int, check_paths, parse_grid
 from .inputs import PLAIN_PATHS, load_references, open_job_nbest
@@ -85,19 +85,15 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
                      names=names, labels=labels)
 
 
-class _NotInStep(Exception):
-    """An NN cost file is not in the order of the lists."""
-
-
 def _stream_rows(costs, keys: Sequence[str]) -> np.ndarray:
     """The next ``len(keys)`` values of each cost stream, which must be these keys in
-    this order: float64 [K, h]. Raises _NotInStep otherwise."""
+    this order: float64 [K, h]. Raises NotInStep otherwise."""
     rows = np.empty((len(costs), len(keys)), dtype=np.float64)
     for i, it in enumerate(costs):
         for j, key in enumerate(keys):
             entry = next(it, None)
             if entry is None or entry[0] != key:
-                raise _NotInStep
+                raise NotInStep
             rows[i, j] = entry[1]
     return rows
 
@@ -144,9 +140,9 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
         parts = [TuneData.of(span, refs, _stream_rows(costs, _keys(span)) if costs else None, names, part=True)
                  for span in source.spans(span_hyps)]
         if any(next(it, None) is not None for it in costs):
-            raise _NotInStep  # more entries: extra keys are fine, a repeated key is not; read_cost_ark tells
+            raise NotInStep  # more entries: extra keys are fine, a repeated key is not; read_cost_ark tells
         return TuneData.concat(parts, names)
-    except (DataError, _NotInStep):
+    except (DataError, NotInStep):
         pass  # read them whole: any error is reported as ever
     maps = [read_cost_ark(p) for p in cost_paths]
     missing: List[List[str]] = [[] for _ in maps]

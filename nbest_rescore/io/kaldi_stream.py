@@ -31,7 +31,7 @@ from .kaldi_nbest import (NgramFiles, ac_file, iter_int_words, ngram_files, read
                           split_hyp_key, words_file)
 from .kaldi_text import iter_kaldi_text
 from .score_ark import iter_cost_ark
-from .spans import NbestIndex, NotInStep as _NotInStep, take_rows
+from .spans import NbestIndex, NotInStep as _NotInStep, read_spans
 
 __all__ = ["KaldiNbestStream", "open_kaldi_nbest_stream"]
 
@@ -127,22 +127,18 @@ class KaldiNbestStream:
             DataError: the files changed since the checking pass.
         """
         ix = self.index
-        rows = self.files.rows()
+
+        def make_list(u: int, part: list) -> NbestList:
+            _, keys, hyps, ac, lm, graph = zip(*part)
+            return NbestList(utt_id=ix.utt_ids[u], doc_id=ix.doc_ids[u], keys=keys, hyps=hyps,
+                             ac_cost=np.array(ac, dtype=np.float64), lm_cost=np.array(lm, dtype=np.float64),
+                             graph_cost=(np.array(graph, dtype=np.float64) if graph[0] is not None
+                                         else np.zeros(len(keys), dtype=np.float64)))
+
         changed = DataError(f"{self.files.directory}: the N-best files changed while they were read (the "
                             f"hypotheses no longer match the first pass); do not write them while scoring")
-        for a, b in ix.span_bounds(max_hyps):
-            lists = []
-            for u in range(a, b):
-                part = take_rows(rows, ix.sizes[u], lambda row: row[1].rpartition("-")[0] == ix.utt_ids[u], changed)
-                _, keys, hyps, ac, lm, graph = zip(*part)
-                lists.append(NbestList(
-                    utt_id=ix.utt_ids[u], doc_id=ix.doc_ids[u], keys=keys, hyps=hyps,
-                    ac_cost=np.array(ac, dtype=np.float64), lm_cost=np.array(lm, dtype=np.float64),
-                    graph_cost=(np.array(graph, dtype=np.float64) if graph[0] is not None
-                                else np.zeros(len(keys), dtype=np.float64))))
-            yield NbestSet(tuple(lists), ix.doc_source, ix.source)
-        if next(rows, None) is not None:
-            raise changed
+        return read_spans(ix, self.files.rows(), max_hyps, lambda u, row: row[1].rpartition("-")[0] == ix.utt_ids[u],
+                          make_list, changed)
 
 
 def open_kaldi_nbest_stream(path, *, log: Optional[Callable[[str], None]] = None,

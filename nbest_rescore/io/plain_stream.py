@@ -22,7 +22,7 @@ from ..errors import DataError, format_location
 from ..types import NbestList, NbestSet
 from .plain_nbest import (describe, iter_plain_hyps, iter_values, plain_documents, score_paths, utterance_ids,
                           warn_if_wrong_kind)
-from .spans import NbestIndex, NotInStep as _NotInStep, take_rows
+from .spans import NbestIndex, NotInStep as _NotInStep, read_spans
 
 __all__ = ["PlainNbestStream", "open_plain_nbest_stream"]
 
@@ -78,22 +78,18 @@ class PlainNbestStream:
         """
         ix = self.index
         sign = 1.0 if self.files.scores_are_costs else -1.0
-        rows = self.files.rows()
+
+        def make_list(u: int, part: list) -> NbestList:
+            _, _, hyps, ac, ng = zip(*part)
+            utt = ix.utt_ids[u]
+            return NbestList(utt_id=utt, doc_id=ix.doc_ids[u], keys=tuple(f"{utt}-{r}" for r in range(1, len(hyps) + 1)),
+                             hyps=hyps, ac_cost=_costs(ac, sign), lm_cost=_costs(ng, sign),
+                             graph_cost=np.zeros(len(hyps), dtype=np.float64))
+
         changed = DataError(f"{self.files.nbest}: the plain N-best files changed while they were read; do not "
                             f"write them while scoring")
-        for a, b in ix.span_bounds(max_hyps):
-            lists = []
-            for u in range(a, b):
-                part = take_rows(rows, ix.sizes[u], lambda row: row[1] == self.indices[u], changed)
-                _, _, hyps, ac, ng = zip(*part)
-                utt = ix.utt_ids[u]
-                lists.append(NbestList(
-                    utt_id=utt, doc_id=ix.doc_ids[u], keys=tuple(f"{utt}-{r}" for r in range(1, len(hyps) + 1)),
-                    hyps=hyps, ac_cost=_costs(ac, sign), lm_cost=_costs(ng, sign),
-                    graph_cost=np.zeros(len(hyps), dtype=np.float64)))
-            yield NbestSet(tuple(lists), ix.doc_source, ix.source)
-        if next(rows, None) is not None:
-            raise changed
+        return read_spans(ix, self.files.rows(), max_hyps, lambda u, row: row[1] == self.indices[u], make_list,
+                          changed)
 
 
 def open_plain_nbest_stream(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,

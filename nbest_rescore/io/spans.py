@@ -16,14 +16,14 @@ span.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import DataError
-from ..types import NbestSet
+from ..types import NbestList, NbestSet
 
-__all__ = ["NbestIndex", "NbestSource", "SetSource", "plan_spans"]
+__all__ = ["NbestIndex", "NbestSource", "NotInStep", "SetSource", "plan_spans", "read_spans"]
 
 
 class NotInStep(Exception):
@@ -32,26 +32,48 @@ class NotInStep(Exception):
     whole-set reader."""
 
 
-def take_rows(rows, n: int, belongs, changed: DataError) -> list:
-    """The next ``n`` rows of a lockstep row iterator (one utterance's hypotheses).
+def _next_row(rows, changed: DataError):
+    """The next row of a lockstep iterator, or None at its end; ``changed`` when it
+    falls out of step."""
+    try:
+        return next(rows, None)
+    except NotInStep:
+        raise changed from None
+
+
+def read_spans(index: "NbestIndex", rows: Iterator, max_hyps: Optional[int],
+               belongs: Callable[[int, tuple], bool], make_list: Callable[[int, list], NbestList],
+               changed: DataError) -> Iterator[NbestSet]:
+    """The second pass of a streaming reader: the spans (:meth:`NbestIndex.span_bounds`)
+    built from a lockstep row iterator that yields the hypotheses in set order.
 
     Args:
-        rows: the iterator of the second (span) pass; belongs: row -> bool, whether a row
-            is of the expected utterance; changed: the error to raise otherwise.
+        index: what the checking pass found; rows: the re-read rows (one per hypothesis,
+            raising :class:`NotInStep` where the files fall out of step).
+        belongs: (utterance index u, row) -> whether the row is one of utterance u's.
+        make_list: (u, its ``index.sizes[u]`` rows) -> utterance u's
+            :class:`~nbest_rescore.types.NbestList`.
+        changed: the error raised when the rows no longer match the index.
+    Yields:
+        each span as an :class:`~nbest_rescore.types.NbestSet`, in order.
     Raises:
-        DataError: ``changed``, when the iterator ends, falls out of step, or yields a
-            row of another utterance (the files changed since the checking pass).
+        DataError: ``changed``, when the rows end early, fall out of step, hold a row of
+            another utterance, or go on past the last utterance (the files changed since
+            the checking pass).
     """
-    part = []
-    for _ in range(n):
-        try:
-            row = next(rows)
-        except (StopIteration, NotInStep):
-            raise changed from None
-        if not belongs(row):
-            raise changed
-        part.append(row)
-    return part
+    for a, b in index.span_bounds(max_hyps):
+        lists = []
+        for u in range(a, b):
+            part = []
+            for _ in range(index.sizes[u]):
+                row = _next_row(rows, changed)
+                if row is None or not belongs(u, row):
+                    raise changed
+                part.append(row)
+            lists.append(make_list(u, part))
+        yield NbestSet(tuple(lists), index.doc_source, index.source)
+    if _next_row(rows, changed) is not None:
+        raise changed
 
 
 def plan_spans(doc_sizes: Sequence[int], max_hyps: Optional[int]) -> List[Tuple[int, int]]:

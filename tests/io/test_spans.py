@@ -172,3 +172,32 @@ def test_lists_that_change_between_the_passes_are_an_error(DATA, tmp_path):
     (d / "text").write_text("\n".join(text[:-100]) + "\n")
     with pytest.raises(DataError, match="changed while they were read"):
         list(stream.spans(1000))
+
+
+@pytest.mark.parametrize("change", ["lines appended", "a cost file cut short"])
+def test_kaldi_lists_changed_otherwise_between_the_passes_are_an_error(DATA, tmp_path, change):
+    d = tmp_path / "ci"
+    shutil.copytree(DATA / "ci", d)
+    stream = open_kaldi_nbest_stream(d)
+    if change == "lines appended":  # in step, past the last utterance of the index
+        for name in ("text", "ac_cost", "lm_cost"):
+            last = (d / name).read_text().splitlines()[-1].split(" ", 1)
+            with open(d / name, "a") as f:
+                f.write(f"zz-extra-1 {last[1]}\n")
+    else:  # out of step: the words file goes on where a cost file has ended
+        lines = (d / "ac_cost").read_text().splitlines()
+        (d / "ac_cost").write_text("\n".join(lines[:-3]) + "\n")
+    with pytest.raises(DataError, match="changed while they were read"):
+        list(stream.spans(1000))
+
+
+def test_plain_lists_that_change_between_the_passes_are_an_error(ci_nbest, tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    from test_bad_input import write_plain
+
+    lst, _, _ = write_plain(ci_nbest, tmp_path, costs=False)
+    stream = open_plain_nbest_stream(lst)
+    lines = open(lst).read().splitlines()
+    open(lst, "w").write("\n".join(lines[:-50]) + "\n")
+    with pytest.raises(DataError, match="plain N-best files changed while they were read"):
+        list(stream.spans(1200))
