@@ -84,9 +84,9 @@ def invariant_forward(model: LanguageModel, tokens: Tensor, state: State,
     [B, T] get a column, a copy of the last), as many as give the last real step
     MIN_ROWS rows (at least one): a packed recurrence, whose step t runs on the rows
     still reading, then has at least MIN_ROWS rows at every step t <= T, and the call
-    takes the packed path whatever the real lengths (all equal or not). A model whose rows depend on the call's width
-    (``model.width_dependent``, the transformer) reads the rows of each length in a call
-    of their own, T = that length.
+    takes the packed path whatever the real lengths (all equal or not). A model whose
+    rows depend on the call's width (``model.width_dependent``: the transformer, the
+    neural cache) reads the rows of each length in a call of their own, T = that length.
 
     Args:
         tokens: int64 [B, T]; state: batch-first state of batch B; lengths: int64 [B]

@@ -239,15 +239,30 @@ class NnScorer:
             return self._tree_costs(states, rows, seqs)
         if self.mode == "single":
             return self._single_costs(states, rows, seqs)
+        return self._padded_costs(states, rows, seqs, sort)
+
+    def _padded_costs(self, states: State, rows: Sequence[int], seqs, sort: bool) -> np.ndarray:
+        """``padded`` mode: length-sorted padded batches
+        (:func:`~.batching.make_batches`), each read with its lengths through
+        :func:`~.batching.invariant_forward`; the real positions' log-probabilities from
+        the output layer the tree uses (``model.log_probs_at``, or the target logits
+        when self-normalised), so a cost does not depend on the batch (:mod:`~nbest_rescore.models.rows`)."""
         out = np.zeros(len(seqs), dtype=np.float64)
         for batch in make_batches(seqs, rows, self.vocab.eos, self.batch_size, self.max_tokens, sort):
             st = select_state(states, batch.rows.to(self.device))
-            inp = batch.inputs.to(self.device)
-            tgt = batch.targets.to(self.device)
-            logp, _ = self._log_probs(inp, tgt, st)
-            t = inp.shape[1]
-            mask = torch.arange(t, device=self.device).unsqueeze(0) < batch.lengths.to(self.device).unsqueeze(1)
-            out[batch.items.numpy()] = -(logp.double() * mask).sum(1).cpu().numpy()
+            res = invariant_forward(self.model, batch.inputs.to(self.device), st, batch.lengths)
+            b, t = batch.inputs.shape
+            real = torch.arange(t).unsqueeze(0) < batch.lengths.unsqueeze(1)  # [B, T] on the host
+            pos = torch.nonzero(real.reshape(-1)).squeeze(1)
+            feats = res.features.reshape(b * t, -1).index_select(0, pos.to(self.device))
+            tgt = batch.targets.reshape(-1)[pos]
+            if self.self_normalized:
+                logp = self.model.target_logits(feats.unsqueeze(1), tgt.to(self.device).unsqueeze(1)).squeeze(1)
+            else:
+                logp = self.model.log_probs_at(feats, torch.arange(len(pos)), tgt)
+            sums = torch.zeros(b, dtype=torch.float64, device=self.device)
+            sums.index_add_(0, (pos // t).to(self.device), logp.double())
+            out[batch.items.numpy()] = -sums.cpu().numpy()
         return out
 
     def tree_forests(self, states: State, rows: Sequence[int], seqs) -> Iterator[Tuple[slice, PrefixForest]]:

@@ -102,7 +102,7 @@ def test_costs_do_not_depend_on_the_batch(family, ci_nbest, ci_vocab, threads):
 
 
 @pytest.mark.parametrize("variant", ["plain softmax", "adaptive softmax", "self-normalized", "chains",
-                                     "padded", "neural cache"])
+                                     "padded", "padded transformer", "neural cache"])
 def test_output_variants_do_not_depend_on_the_batch(variant, ci_nbest, ci_vocab, threads):
     kw, extra = {}, {}
     if variant == "neural cache":  # a cache longer than the histories: its slots differ between calls
@@ -116,9 +116,10 @@ def test_output_variants_do_not_depend_on_the_batch(variant, ci_nbest, ci_vocab,
         kw["output"] = "self-normalized"
     elif variant == "chains":
         kw["max_segment"] = 4
-    else:
-        kw["mode"] = "padded"
-    _check(NnScorer(_model("lstm", ci_vocab, **extra), ci_vocab, **kw), ci_nbest)
+    else:  # small batches: the last batch of a call holds a few hypotheses
+        kw.update(mode="padded", batch_size=7)
+    family = "transformer" if variant == "padded transformer" else "lstm"
+    _check(NnScorer(_model(family, ci_vocab, **extra), ci_vocab, **kw), ci_nbest)
 
 
 def test_safe_rows_and_pad_rows():
