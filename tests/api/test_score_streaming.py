@@ -185,3 +185,10 @@ def test_cli_softmax_impl_plain_gives_the_fused_costs(lms, DATA, tmp_path):
     assert ka == kb and np.abs(va - vb).max() <= 1e-5 and not np.array_equal(va, vb)
     bad = CliRunner().invoke(main, [str(a) for a in args + ["--softmax-impl", "blocked"]])
     assert bad.exit_code == 2 and "--softmax-impl" in bad.output
+
+
+def test_job_refuses_an_unknown_softmax_impl_before_reading(lms, DATA):
+    from nbest_rescore.errors import DataError
+
+    with pytest.raises(DataError, match=r"--softmax-impl 'blocked': expected one of fused, plain"):
+        ScoreJob(lm=lms["gru"], nbest=str(DATA / "ci"), softmax_impl="blocked")
