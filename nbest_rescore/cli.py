@@ -157,6 +157,12 @@ _nbest_options = [
                  help="Added per word, in nats (negative = penalty); the default is the benchmark "
                       "decoder's first-pass value."),
 ]
+_replications_option = click.option(
+    "--replications", type=click.IntRange(min=0), default=10000, show_default=True,
+    help="Bootstrap replications (resampled utterance sets, as Kaldi's compute-wer-bootci) for the WER intervals "
+         "and improvement probabilities, seeded by --seed; 0: no bootstrap.")
+
+
 def _grid(ctx, param, value):
     """Click callback: a tuning grid (start:stop:step or a,b,c) parsed at once, so a
     bad grid is a usage error before anything is read (``--interps`` within [0, 1])."""
@@ -386,6 +392,12 @@ def score(obj, no_progress, **kw):
               help="LM weight (grammar scale) delta grid: start:stop:step or a,b,c.")
 @click.option("--word-ins-penalties", default=None, callback=_grid,
               help="Word insertion penalty grid in nats per word (default: only --word-ins-penalty).")
+@click.option("--folds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="K >= 2: also K-fold cross-validation by documents: each fold's 1-best at the weights the same "
+                   "search finds on the other folds; their pooled WER is the cross-validated WER (0 or 1: none).")
+@click.option("--fold-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the shuffle that deals the documents into the --folds.")
+@_replications_option
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this folder "
                    "(replaced as a whole).")
@@ -393,7 +405,9 @@ def score(obj, no_progress, **kw):
 def tune(obj, **kw):
     """Search the weights of the n-gram and of one or more neural LMs, the LM weight
     delta (and the word insertion penalty) by WER on stored NN costs: an exhaustive grid
-    or Och's exact line search (--search line, seeded by --seed). No neural LM is run."""
+    or Och's exact line search (--search line, seeded by --seed). No neural LM is run.
+    Also reports the bootstrap interval of the best point's WER (seeded by --seed) and,
+    with --folds, the cross-validated WER (docs/evaluation.md)."""
     from .api import TuneJob
     from .api.tune_job import has_heatmap
 
@@ -401,6 +415,8 @@ def tune(obj, **kw):
     nn_cost = None if not costs else (costs[0] if len(costs) == 1 else costs)
     res = TuneJob(**_nbest_kwargs(kw), **kw, nn_cost=nn_cost, seed=obj["seed"]).run()
     click.echo(res.table())
+    if res.report is not None:  # cross-validation and bootstrap, before the best line that scripts tail
+        click.echo("\n".join(res.report.lines()))
     b = res.best
     if res.multi:
         click.echo(f"best: WER {b.wer:.2f}% at {res.describe(b)} ({res.search} search: {res.evaluations} "
@@ -487,16 +503,27 @@ def kaldi_score(ref, lm_cost, min_lmwt, max_lmwt, word_ins_penalty, hyp_filter, 
 
 
 @main.command("table", short_help="Markdown WER table from result files.")
+@click.option("--baseline", multiple=True,
+              help="Name of a row to compare every other row with: adds P(better than NAME), the paired bootstrap "
+                   "probability that a row's 1-best makes fewer word errors (and, for rows with --folds results, "
+                   "P(CV better than NAME) for their cross-validated 1-best). Repeat for several.")
+@click.option("--ref", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="References, to score the 1-best 'text' beside each wer.json:rescored row utterance by "
+                   "utterance (its bootstrap columns); tune.json rows carry their own per-utterance errors.")
+@_replications_option
 @click.argument("rows", nargs=-1, required=True)
-def table(rows):
+@click.pass_obj
+def table(obj, baseline, ref, replications, rows):
     """Print a Markdown WER table from result files.
 
     Each ROW is NAME=PATH, PATH a tune.json (its best point) or a wer.json followed by
-    ':first_pass', ':rescored' or ':oracle'.
+    ':first_pass', ':rescored' or ':oracle'. Rows with per-utterance errors also get
+    bootstrap 95% intervals (seeded by --seed) and, from a tune.json with --folds, the
+    cross-validated WER (docs/evaluation.md).
     """
     from .api import wer_table
 
-    click.echo(wer_table(rows))
+    click.echo(wer_table(rows, baselines=baseline, ref=ref, replications=replications, seed=obj["seed"]))
 
 
 @main.command("info", short_help="Parameter counts and training facts of checkpoints.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -13,8 +14,11 @@ import numpy as np
 
 from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
-from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, non_finite_error, tune_grid,
-                                 tune_line, unique_names)
+from ..evaluation.bootstrap import REPLICATIONS
+from ..evaluation.folds import document_folds
+from ..evaluation.tune_report import assess
+from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, non_finite_error, tune_data,
+                                 tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
 from ..io.score_ark import iter_cost_ark, read_cost_ark
@@ -39,8 +43,11 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
          word_ins_penalties: Optional[Sequence[float]] = None, acoustic_scale: float = 1.0,
          search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
          seed: int = 0, lm_weight: float = 9.5, word_ins_penalty: Optional[float] = None,
-         labels: Optional[Sequence[str]] = None) -> TuneResult:
-    """Search the weights by WER (percent); the best point is ``result.best``.
+         labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
+         replications: int = REPLICATIONS) -> TuneResult:
+    """Search the weights by WER (percent); the best point is ``result.best``, and
+    ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
+    holds the per-utterance errors, the cross-validation and the bootstrap.
 
     Args:
         nbest: the lists, or their :class:`~nbest_rescore.evaluation.tuning.TuneData`
@@ -55,11 +62,17 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         search: ``grid`` or ``line`` (Och's exact line search); None = grid for K <= 2.
         names: the LM names (for tune.json's weights block); default ``nn``, ``nn_2`` ...
         restarts, seed, lm_weight, word_ins_penalty: line search: random restarts, their
-            seed, the start LM weight and penalty (None: the first-pass value).
+            seed, the start LM weight and penalty (None: the first-pass value). ``seed``
+            also seeds the bootstrap.
+        folds: K >= 2: K-fold cross-validation by documents
+            (:mod:`~nbest_rescore.evaluation.folds`); 0 or 1: none.
+        fold_seed: the seed that deals the documents into the folds.
+        replications: bootstrap replications (:mod:`~nbest_rescore.evaluation.bootstrap`);
+            0: no bootstrap.
     Raises:
         DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
-            search, restarts < 0, references missing or empty, NN costs missing for
-            some hypotheses.
+            search, restarts < 0, folds or replications < 0, more folds than documents,
+            references missing or empty, NN costs missing for some hypotheses.
     """
     if isinstance(nbest, TuneData):
         k, no_nn = len(nbest.names), nbest.nn is None
@@ -68,21 +81,34 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
     search = search or default_search(k)
     check_choice("search", search, SEARCHES)
     check_float("acoustic_scale", acoustic_scale)
+    check_report_options(folds, fold_seed, replications, seed)
     if search == "line":
         check_int("restarts", restarts, minimum=0)
         check_int("seed", seed, minimum=0)
         check_float("lm_weight", lm_weight, 0.0)
         check_float("word_ins_penalty", word_ins_penalty, allow_none=True)
-        return tune_line(nbest, refs, nn_cost, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
-                         acoustic_scale=acoustic_scale, restarts=restarts, seed=seed, names=names, labels=labels)
-    if no_nn:
-        interps = (1.0,)
-    check_grid("interps", interps, 0.0, 1.0)
-    check_grid("lm_weights", lm_weights)
-    if word_ins_penalties is not None:
-        check_grid("word_ins_penalties", word_ins_penalties)
-    return tune_grid(nbest, refs, nn_cost, interps, lm_weights, word_ins_penalties, acoustic_scale,
-                     names=names, labels=labels)
+        run = partial(tune_line, refs=None, nn_cost=None, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
+                      acoustic_scale=acoustic_scale, restarts=restarts, seed=seed)
+    else:
+        interps = (1.0,) if no_nn else interps
+        check_grid("interps", interps, 0.0, 1.0)
+        check_grid("lm_weights", lm_weights)
+        if word_ins_penalties is not None:
+            check_grid("word_ins_penalties", word_ins_penalties)
+        run = partial(tune_grid, refs=None, nn_cost=None, interps=interps, lm_weights=lm_weights,
+                      word_ins_penalties=word_ins_penalties, acoustic_scale=acoustic_scale)
+    data = tune_data(nbest, refs, nn_cost, names, labels)
+    return assess(run(data), data, run, folds, fold_seed, replications, seed)
+
+
+def check_report_options(folds, fold_seed, replications, seed) -> None:
+    """The options of the cross-validation and the bootstrap: ``folds``,
+    ``fold_seed`` and ``replications`` integers >= 0, and ``seed`` too when there
+    are replications (it seeds them). Raises DataError."""
+    for option, value in (("folds", folds), ("fold_seed", fold_seed), ("replications", replications)):
+        check_int(option, value, minimum=0)
+    if replications:
+        check_int("seed", seed, minimum=0)
 
 
 def _stream_rows(costs, keys: Sequence[str]) -> np.ndarray:
@@ -233,7 +259,9 @@ class TuneJob:
     ``"start:stop:step"``/``"x,y,z"`` strings or sequences of numbers. ``nn_cost``: one
     path or a sequence of paths (one per neural LM; names from :func:`cost_file_names`).
     ``search``: ``grid``/``line``/None (grid for up to two LMs); ``restarts`` and
-    ``seed``: the line search's random restarts."""
+    ``seed``: the line search's random restarts (``seed`` also seeds the bootstrap);
+    ``folds``, ``fold_seed`` and ``replications``: the cross-validation and the
+    bootstrap of :func:`tune`."""
 
     nbest: str
     ref: str
@@ -252,6 +280,9 @@ class TuneJob:
     search: Optional[str] = None
     restarts: int = 5
     seed: int = 0
+    folds: int = 0
+    fold_seed: int = 0
+    replications: int = REPLICATIONS
 
     @property
     def cost_paths(self) -> Tuple[str, ...]:
@@ -278,6 +309,7 @@ class TuneJob:
         check_int("restarts", self.restarts, minimum=0)
         if (self.search or default_search(len(self.cost_paths))) == "line":
             check_int("seed", self.seed, minimum=0)
+        check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
         if self.out is not None:
             check_output_dir(self.out, TUNE_OUTPUTS)
 
@@ -288,12 +320,15 @@ class TuneJob:
         source = open_job_nbest(self)
         refs = load_references(self.ref)
         check_references(source.index, refs, self.ref)
+        if self.folds >= 2:  # too many folds: said before the costs are read
+            document_folds(len(source.index.doc_bounds()) - 1, self.folds, self.fold_seed)
         paths = self.cost_paths
         data = read_tune_data(source, refs, paths, cost_file_names(paths), [f"--nn-cost {p}" for p in paths])
         wips = _grid("word_ins_penalties", self.word_ins_penalties) or (self.word_ins_penalty,)
         res = tune(data, refs, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
                    word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
-                   restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty)
+                   restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty, folds=self.folds,
+                   fold_seed=self.fold_seed, replications=self.replications)
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.nn_cost))
         return res

@@ -1,11 +1,21 @@
 """Markdown tables of results written by ``score`` (``wer.json``) and ``tune``
-(``tune.json``). WER in percent."""
+(``tune.json``), with bootstrap intervals, cross-validated WERs and improvement
+probabilities where per-utterance errors are known. WER in percent."""
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from ..errors import DataError
+from ..io.kaldi_text import read_kaldi_text
+from ..io.references import read_references
+from .bootstrap import REPLICATIONS, bootstrap_wer, improvement_probability
+from .tune_report import UtteranceErrors
+from .wer import utterance_errors
 
 
 def _load(path: str):
@@ -16,8 +26,64 @@ def _load(path: str):
         raise DataError(f"cannot read result file {path}: {exc}") from exc
 
 
-def wer_row(spec: str) -> dict:
-    """Parse ``NAME=PATH[:field]`` into a row: name, WER and the weights if known.
+@dataclass(frozen=True)
+class RowErrors:
+    """Per-utterance word errors of one table row's 1-best: ``ids`` (U utterance ids),
+    ``ref_words`` and ``errors`` (int64 [U]) and, for a tune.json with folds,
+    ``cv_errors`` (int64 [U], the cross-validated 1-best) or None."""
+
+    ids: Tuple[str, ...]
+    ref_words: np.ndarray
+    errors: np.ndarray
+    cv_errors: Optional[np.ndarray] = None
+
+    def aligned(self, ids: Sequence[str], row: str, base: str) -> "RowErrors":
+        """These errors in the utterance order ``ids`` (the baseline ``base``'s).
+        Raises DataError when the two rows do not hold the same utterances."""
+        if tuple(ids) == self.ids:
+            return self
+        where = {u: i for i, u in enumerate(self.ids)}
+        if len(where) != len(ids) or any(u not in where for u in ids):
+            raise DataError(f"rows {row!r} ({len(self.ids)} utterances) and {base!r} ({len(ids)}) do not hold the "
+                            f"same utterances, so they cannot be compared utterance by utterance; compare results "
+                            f"of the same lists")
+        order = np.array([where[u] for u in ids], dtype=np.int64)
+        cv = None if self.cv_errors is None else self.cv_errors[order]
+        return RowErrors(tuple(ids), self.ref_words[order], self.errors[order], cv)
+
+
+def _tune_errors(data: dict, path: str) -> Optional[RowErrors]:
+    """The dev-tuned (and cross-validated) per-utterance errors of a tune.json, or
+    None for one written before tune stored them."""
+    if "utterance_errors" not in data:
+        return None
+    u = UtteranceErrors.from_dict(data["utterance_errors"], path)
+    if "dev_tuned" not in u.systems:
+        raise DataError(f"{path}: 'utterance_errors' lacks 'dev_tuned'; rewrite it with 'nbest-rescore tune --out'")
+    return RowErrors(u.ids, u.ref_words, u.systems["dev_tuned"], u.systems.get("cross_validated"))
+
+
+def _text_errors(path: str, wer: float, refs, ref_path: str) -> RowErrors:
+    """Per-utterance errors of the 1-best ``text`` beside a wer.json, against ``refs``;
+    their WER must be the wer.json's ``wer`` (else the references are not the ones
+    score used: DataError)."""
+    text = Path(path).parent / "text"
+    ids, errors, words = utterance_errors(refs, read_kaldi_text(text), f"--ref {ref_path}")
+    got = errors.sum() / max(int(words.sum()), 1) * 100.0
+    if abs(got - wer) > 1e-6:
+        raise DataError(f"{text} scored against --ref {ref_path} gives WER {got:.2f}%, but {path} says {wer:.2f}%: "
+                        f"give the references that 'score --ref' used")
+    return RowErrors(ids, words, errors)
+
+
+def wer_row(spec: str, refs=None, ref_path: str = "") -> dict:
+    """Parse ``NAME=PATH[:field]`` into a row: name, WER, the weights if known, the
+    cross-validated WER (``cv_wer``, a tune.json with folds, else None) and
+    ``errors`` (:class:`RowErrors` or None): from a tune.json's ``utterance_errors``,
+    or for ``wer.json:rescored`` from the 1-best ``text`` beside it scored against
+    ``refs`` (utterance id -> words; read from ``ref_path``); None for
+    ``:first_pass`` and ``:oracle``, for a ``:rescored`` row without ``refs`` and for
+    an older tune.json.
 
     Raises DataError for a malformed spec or a file without the expected fields.
     """
@@ -30,24 +96,96 @@ def wer_row(spec: str) -> dict:
     data = _load(path)
     if "best" in data:
         b = data["best"]
-        return {"name": name, "wer": b["wer"], "interp": b["interp"], "lm_weight": b["lm_weight"]}
+        cv = data.get("cross_validation")
+        return {"name": name, "wer": b["wer"], "interp": b["interp"], "lm_weight": b["lm_weight"],
+                "cv_wer": None if cv is None else cv["wer"], "errors": _tune_errors(data, path)}
     if "wer" in data and field:
         r = data["wer"][field]
         w = data.get("weights", {})
         interp = w.get("interp") if field == "rescored" else (1.0 if field == "first_pass" else None)
         lw = w.get("lm_weight") if field != "oracle" else None
-        return {"name": name, "wer": r["wer"], "interp": interp, "lm_weight": lw}
+        errors = _text_errors(path, r["wer"], refs, ref_path) if field == "rescored" and refs is not None else None
+        return {"name": name, "wer": r["wer"], "interp": interp, "lm_weight": lw, "cv_wer": None, "errors": errors}
     raise DataError(f"{path}: neither a tune.json (with 'best') nor a wer.json with a ':{field or 'field'}' suffix")
 
 
-def wer_table(specs: Iterable[str]) -> str:
-    """Markdown table with columns system, WER %, lambda, delta."""
-    lines = ["| system | WER % | lambda | delta |", "|---|---:|---:|---:|"]
-    for spec in specs:
-        r = wer_row(spec)
+def _columns(rows: List[dict], baselines: Sequence[str]) -> List[Tuple[str, Callable[[dict], str]]]:
+    """(header, cell function) of the table's columns after delta."""
+    cols: List[Tuple[str, Callable[[dict], str]]] = []
+    if any(r["boot"] is not None for r in rows):
+        cols += [("95% interval", lambda r: r["boot"].interval() if r["boot"] else ""),
+                 ("percentile 95%", lambda r: r["boot"].percentile() if r["boot"] else "")]
+    has_cv = any(r["cv_wer"] is not None for r in rows)
+    if has_cv:
+        cols += [("CV WER %", lambda r: "" if r["cv_wer"] is None else f"{r['cv_wer']:.2f}"),
+                 ("CV 95% interval", lambda r: r["cv_boot"].interval() if r["cv_boot"] else "")]
+    for b in baselines:
+        cols.append((f"P(better than {b})", lambda r, b=b: _p(r["p"].get(b))))
+        if has_cv:
+            cols.append((f"P(CV better than {b})", lambda r, b=b: _p(r["p_cv"].get(b))))
+    return cols
+
+
+def _p(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _bootstrap_rows(rows: List[dict], baselines: Sequence[str], replications: int, seed: int) -> None:
+    """Add ``boot``, ``cv_boot``, ``p`` and ``p_cv`` (baseline name -> probability) to
+    each row (from its ``errors``; None / absent without them or ``replications``)."""
+    by_name = {r["name"]: r for r in rows}
+    for b in baselines:
+        if b not in by_name:
+            raise DataError(f"--baseline {b!r}: no such row; the rows are {', '.join(map(repr, by_name))}")
+        if by_name[b]["errors"] is None:
+            raise DataError(f"--baseline {b!r}: the row has no per-utterance errors (a tune.json written by this "
+                            f"version, or a wer.json:rescored with --ref)")
+    for r in rows:
+        e = r["errors"] if replications else None
+        r["boot"] = None if e is None else bootstrap_wer(e.errors, e.ref_words, replications, seed)
+        cv = None if e is None or e.cv_errors is None else e.cv_errors
+        r["cv_boot"] = None if cv is None else bootstrap_wer(cv, e.ref_words, replications, seed)
+        r["p"], r["p_cv"] = {}, {}
+        for b in baselines:
+            base = by_name[b]["errors"]
+            if e is None or b == r["name"]:
+                continue
+            mine = e.aligned(base.ids, r["name"], b)
+            r["p"][b] = improvement_probability(base.errors, mine.errors, replications, seed)
+            if cv is not None:
+                theirs = base.errors if base.cv_errors is None else base.cv_errors
+                r["p_cv"][b] = improvement_probability(theirs, mine.cv_errors, replications, seed)
+
+
+def wer_table(specs: Iterable[str], baselines: Sequence[str] = (), ref: Optional[str] = None,
+              replications: int = REPLICATIONS, seed: int = 0) -> str:
+    """Markdown table with columns system, WER %, lambda, delta and, where the rows
+    have per-utterance errors (:func:`wer_row`), their bootstrap intervals
+    (:mod:`.bootstrap`: ``mean -+ 1.96 sd`` as compute-wer-bootci, and the 2.5/97.5
+    percentiles), the cross-validated WER and its interval (tune.json with folds),
+    and per baseline row B: ``P(better than B)`` (this row's 1-best makes fewer errors
+    than B's, paired bootstrap over utterances) and ``P(CV better than B)`` (this
+    row's cross-validated 1-best against B's, or B's own 1-best when B has none).
+
+    Args:
+        specs: ``NAME=PATH[:field]`` rows; baselines: row names to compare against.
+        ref: references for ``wer.json:rescored`` rows' per-utterance errors.
+        replications: bootstrap replications (0: no bootstrap columns); seed: theirs.
+    Raises:
+        DataError: a malformed row, an unknown baseline or one without per-utterance
+            errors, or a row and a baseline over different utterances.
+    """
+    refs = None if ref is None else read_references(ref)
+    rows = [wer_row(spec, refs, ref or "") for spec in specs]
+    _bootstrap_rows(rows, baselines if replications else (), replications, seed)
+    cols = _columns(rows, baselines if replications else ())
+    lines = ["| " + " | ".join(["system", "WER %", "lambda", "delta", *[c[0] for c in cols]]) + " |",
+             "|---|" + "---:|" * (3 + len(cols))]
+    for r in rows:
         lam = "" if r["interp"] is None else f"{r['interp']:g}"
         lw = "" if r["lm_weight"] is None else f"{r['lm_weight']:g}"
-        lines.append(f"| {r['name']} | {r['wer']:.2f} | {lam} | {lw} |")
+        cells = [r["name"], f"{r['wer']:.2f}", lam, lw, *[c[1](r) for c in cols]]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

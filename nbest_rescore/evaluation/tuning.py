@@ -10,9 +10,9 @@ WER is in percent.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import product
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -20,7 +20,10 @@ from ..errors import DataError, examples
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..types import NbestSet
 from .line_search import LinearScores, box, initial_point, och_search, split_point
-from .wer import nbest_errors
+from .wer import nbest_errors, utterance_ref_words
+
+if TYPE_CHECKING:
+    from .tune_report import TuneReport
 
 #: The benchmark's first-pass word insertion penalty at acoustic scale 1 (nats per word).
 FIRST_PASS_WIP = -0.629606
@@ -60,6 +63,8 @@ class TuneResult:
     point, then the restarts). ``names``: the neural LMs (K of them; () for the n-gram
     alone); ``evaluations``: grid points or line minimisations; ``hypotheses``:
     hypotheses scored or visited by the envelope sweeps; ``seconds``: search time.
+    ``report``: per-utterance errors, cross-validation and bootstrap
+    (:class:`~.tune_report.TuneReport`, added by :func:`~.tune_report.assess`), or None.
     """
 
     points: Tuple[TunePoint, ...]
@@ -71,6 +76,7 @@ class TuneResult:
     hypotheses: int = 0
     seconds: float = 0.0
     seed: Optional[int] = None
+    report: Optional["TuneReport"] = field(default=None, compare=False, repr=False)
 
     @property
     def multi(self) -> bool:
@@ -142,13 +148,16 @@ class TuneResult:
     def to_dict(self) -> Dict[str, object]:
         """JSON-serialisable form: acoustic_scale, best, points (list of dicts), weights
         (:meth:`weights_block`), search, evaluations, hypotheses, seconds (and seed for
-        the line search)."""
+        the line search), then the :attr:`report`'s blocks (cross_validation,
+        bootstrap, utterance_errors) when there is one."""
         d = {"acoustic_scale": self.acoustic_scale, "best": self.best.to_dict(),
              "points": [p.to_dict() for p in self.points], "weights": self.weights_block(),
              "search": self.search, "evaluations": self.evaluations, "hypotheses": self.hypotheses,
              "seconds": self.seconds}
         if self.seed is not None:
             d["seed"] = self.seed
+        if self.report is not None:
+            d.update(self.report.to_dict())
         return d
 
 
@@ -189,6 +198,10 @@ class TuneData:
             (edit distance).
         ref_words: reference words of all the utterances.
         names: the K LM names.
+        doc_index: int64 [U] the document of each utterance, numbered 0, 1, ... in
+            first-seen order over the whole set (:meth:`subset` keeps the numbers).
+        utt_ref_words: int64 [U] reference words of each utterance (sum = ``ref_words``).
+        utt_ids: the U utterance ids, in set order.
     """
 
     offsets: np.ndarray
@@ -200,6 +213,9 @@ class TuneData:
     errors: np.ndarray
     ref_words: int
     names: Tuple[str, ...]
+    doc_index: np.ndarray
+    utt_ref_words: np.ndarray
+    utt_ids: Tuple[str, ...]
 
     @classmethod
     def of(cls, nbest: NbestSet, refs, nn: Optional[np.ndarray], names: Tuple[str, ...],
@@ -209,20 +225,68 @@ class TuneData:
         :func:`~.wer.nbest_errors`)."""
         flat = nbest.flat()
         errors, offsets, ref_words = nbest_errors(nbest, refs, flat, part=part)
+        doc_index = np.empty(len(nbest), dtype=np.int64)
+        for d, utts in enumerate(nbest.documents()):
+            doc_index[utts] = d
         return cls(offsets, flat.ac_cost, flat.lm_cost, flat.graph_cost, flat.num_words, nn, errors, ref_words,
-                   tuple(names))
+                   tuple(names), doc_index, utterance_ref_words(nbest.utt_ids, refs), tuple(nbest.utt_ids))
 
     @classmethod
     def concat(cls, parts: Sequence["TuneData"], names: Tuple[str, ...]) -> "TuneData":
-        """The parts (spans of one set, in order) as one."""
+        """The parts (spans of whole documents of one set, in order) as one; the
+        documents are renumbered over the whole set."""
         def cat(name):
             return np.concatenate([getattr(p, name) for p in parts])
 
         ends = np.cumsum([0] + [int(p.offsets[-1]) for p in parts])
         offsets = np.concatenate([[0]] + [p.offsets[1:] + e for p, e in zip(parts, ends[:-1])]).astype(np.int64)
         nn = None if parts[0].nn is None else np.concatenate([p.nn for p in parts], axis=1)
+        docs = np.cumsum([0] + [int(p.doc_index.max()) + 1 if len(p.doc_index) else 0 for p in parts])
+        doc_index = np.concatenate([p.doc_index + d for p, d in zip(parts, docs[:-1])]).astype(np.int64)
         return cls(offsets, cat("ac_cost"), cat("lm_cost"), cat("graph_cost"), cat("num_words"), nn, cat("errors"),
-                   sum(p.ref_words for p in parts), tuple(names))
+                   sum(p.ref_words for p in parts), tuple(names), doc_index, cat("utt_ref_words"),
+                   tuple(u for p in parts for u in p.utt_ids))
+
+    def subset(self, utt_mask) -> "TuneData":
+        """The utterances where ``utt_mask`` (bool [U]) is True, in set order, with all
+        their hypotheses; document numbers are kept. Raises ValueError for a mask of
+        another length or one that keeps no utterance."""
+        mask = np.asarray(utt_mask, dtype=bool)
+        if mask.shape != (self.num_utts,) or not mask.any():
+            raise ValueError(f"TuneData.subset: expected a bool [{self.num_utts}] mask keeping >= 1 utterance, "
+                             f"got shape {mask.shape} with {int(mask.sum())} kept")
+        keep = np.flatnonzero(mask)
+        sizes = np.diff(self.offsets)[keep]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        rows = np.repeat(self.offsets[keep] - offsets[:-1], sizes) + np.arange(offsets[-1])
+
+        def pick(name):
+            return getattr(self, name)[rows]
+
+        return TuneData(offsets, pick("ac_cost"), pick("lm_cost"), pick("graph_cost"), pick("num_words"),
+                        None if self.nn is None else self.nn[:, rows], pick("errors"),
+                        int(self.utt_ref_words[keep].sum()), self.names, self.doc_index[keep],
+                        self.utt_ref_words[keep], tuple(self.utt_ids[u] for u in keep))
+
+    @property
+    def num_utts(self) -> int:
+        """U, the number of utterances."""
+        return len(self.offsets) - 1
+
+    def nn_arg(self):
+        """The NN costs as :func:`~nbest_rescore.rescoring.combine.flat_scores` takes
+        them: None (K = 0), float64 [H] (K = 1) or the K rows of [K, H]."""
+        k = len(self.names)
+        return None if k == 0 or self.nn is None else (self.nn[0] if k == 1 else list(self.nn))
+
+    def one_best(self, weights: Weights) -> np.ndarray:
+        """int64 [U] flat indices of each utterance's best hypothesis at ``weights``
+        (ties to the earliest rank)."""
+        return segment_argmax(flat_scores(self, weights, self.nn_arg()), self.offsets)
+
+    def first_pass(self) -> np.ndarray:
+        """int64 [U] flat indices of the rank-1 hypotheses (the decoder's 1-best)."""
+        return self.offsets[:-1].copy()
 
     def __len__(self) -> int:
         return len(self.errors)
@@ -279,6 +343,19 @@ def _prepare(nbest, refs, nn_cost: NnCosts, names, labels) -> TuneData:
         if not np.all(np.isfinite(arr)):
             raise non_finite_error(name, [k for k, v in zip(keys, arr) if not np.isfinite(v)])
     return TuneData.of(nbest, refs, np.vstack(rows) if rows else None, names)
+
+
+def tune_data(nbest, refs, nn_cost: NnCosts = None, names: Optional[Sequence[str]] = None,
+              labels: Optional[Sequence[str]] = None) -> TuneData:
+    """What the searches need of the lists ``nbest`` (an :class:`NbestSet`; a
+    :class:`TuneData` is returned as it is) with references ``refs`` and NN costs
+    ``nn_cost`` (as :func:`tune_grid` takes them).
+
+    Raises:
+        DataError: as :func:`tune_grid` (no utterances, references or NN costs
+            missing, non-finite costs).
+    """
+    return _prepare(nbest, refs, nn_cost, names, labels)
 
 
 def _simplex(interps: Tuple[float, ...], k: int):
@@ -340,19 +417,14 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
                          "give neural LM costs or use interps=[1.0]")
     prep = _prepare(nbest, refs, nn_cost, names, labels)
     k = len(prep.names)
-    if k >= 2:
-        weights = list(_simplex(interps_t, k))
-        nn = list(prep.nn)
-    else:
-        weights = [(lam, None) for lam in interps_t]
-        nn = prep.nn[0] if k == 1 else None
+    weights = list(_simplex(interps_t, k)) if k >= 2 else [(lam, None) for lam in interps_t]
     points = []
     for lam, ws in weights:
         for delta in lms_t:
             for wip in wips_t:
                 w = Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta,
                             interp=lam, word_ins_penalty=wip, nn_weights=ws)
-                chosen = segment_argmax(flat_scores(prep, w, nn), prep.offsets)
+                chosen = prep.one_best(w)
                 wer = float(prep.errors[chosen].sum()) / prep.ref_words * 100.0
                 points.append(TunePoint(interp=lam, lm_weight=delta, word_ins_penalty=wip,
                                         wer=wer, nn_weights=ws))

@@ -181,6 +181,32 @@ def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[s
     return wer_counts(refs, hyps, source).report(source)
 
 
+def utterance_ref_words(utt_ids: Sequence[str], refs: Mapping[str, Sequence[str]]) -> np.ndarray:
+    """int64 [U]: the reference words of each utterance of ``utt_ids`` (every one must
+    be a key of ``refs``; an empty reference counts 0)."""
+    return np.array([len(_as_words(refs[u])) for u in utt_ids], dtype=np.int64)
+
+
+def utterance_errors(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
+                     source: str = "compute_wer") -> Tuple[Tuple[str, ...], np.ndarray, np.ndarray]:
+    """Kaldi's word errors of one hypothesis per utterance, utterance by utterance (the
+    per-utterance pairs of ``compute-wer-bootci``).
+
+    Returns:
+        ``(ids, errors, ref_words)``: the utterance ids of ``hyps`` in its order, int64
+        [U] word errors (substitutions + deletions + insertions) and int64 [U]
+        reference words.
+    Raises:
+        DataError: as :func:`wer_counts` (a hypothesis without a reference, none at all).
+    """
+    if len(hyps) == 0 or any(u not in refs for u in hyps):
+        wer_counts(refs, hyps, source)  # raises the usual DataError
+    ids = tuple(hyps)
+    pairs = [(_as_words(refs[u]), _as_words(hyps[u])) for u in ids]
+    errors = kaldi_error_counts(pairs).sum(axis=1).astype(np.int64) if pairs else np.zeros(0, np.int64)
+    return ids, errors, utterance_ref_words(ids, refs)
+
+
 def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
     """Word-level Levenshtein distance of each hypothesis to the reference.
 

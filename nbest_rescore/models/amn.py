@@ -29,6 +29,16 @@ output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
   attention during annealing does not pull the memcells together); it needs
   ``anneal_fraction`` when ``anneal_t0`` > 1, and without annealing the ramp starts
   at p = 0. 0 = full weight from the start.
+* Beyond the thesis (issue 26), each off by default: ``anneal_floor`` > 1 keeps T
+  above 1 for good; ``itl_detach_attention`` stops the ITL's gradient into the
+  attention (it then only pulls each memcell towards o_t, weighted by alpha, and
+  cannot sharpen alpha); ``balance_weight`` adds a load-balancing term on the
+  segment-mean attention, ``K sum_i abar_i^2 - 1`` (:func:`balance_loss`);
+  ``input_projection`` P > 0 puts one linear map E -> P, shared by the controller and
+  every memcell, before the K + 1 GRUs (narrower input weights: wider memcells at
+  the same cost per word).
+* Padding: the trainer passes the real-token mask (:meth:`AMNLM.token_mask`), and the
+  ITL, the balance term and the health report leave padded positions out.
 * Memcell health (:meth:`AMNLM.begin_diagnostics` / :meth:`AMNLM.end_diagnostics`,
   reported by the trainer at every validation): mean attention per memcell,
   attention entropy in bits, and mean pairwise cosine similarity of the memcell
@@ -78,15 +88,19 @@ def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Te
     return (1.0 - z) * n + z * h
 
 
-def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str = "mean-token") -> Tensor:
+def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str = "mean-token",
+                         weight: Optional[Tensor] = None) -> Tensor:
     """The implicit-target loss of ``000`` eq. 4.32, sum_i alpha^(i) ||o - m^(i)||^2, reduced.
 
     Args:
         alpha: attention float [K, B, T]; o: output float [B, T, H]; cells: memcell
             states m^(i) float [K, B, T, H].
         reduction: one of ``ITL_REDUCTIONS``: ``sum``/``mean`` of the squared distance
-            over the H hidden units, then ``token`` (mean over B and T, like the
+            over the H hidden units, then ``token`` (mean over the real tokens, like the
             per-token cross-entropy) or ``sequence`` (sum over T, mean over B).
+            ``sum-token`` is eq. 4.32 as written (summed over units, averaged over time).
+        weight: float [B, T], 1 for a real token and 0 for padding (None: all real);
+            padding adds nothing.
     Returns:
         a scalar tensor (nats-comparable only under the chosen reduction), unweighted.
     Raises:
@@ -98,7 +112,24 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
     sq = (o.unsqueeze(0) - cells) ** 2
     dist = sq.sum(-1) if hidden == "sum" else sq.mean(-1)  # [K, B, T]
     itl = (alpha * dist).sum(0)  # [B, T]
-    return itl.mean() if per == "token" else itl.sum(1).mean()
+    if weight is None:
+        return itl.mean() if per == "token" else itl.sum(1).mean()
+    itl = itl * weight
+    return itl.sum() / weight.sum().clamp_min(1.0) if per == "token" else itl.sum(1).mean()
+
+
+def balance_loss(alpha: Tensor, weight: Optional[Tensor] = None) -> Tensor:
+    """Load-balancing term on the segment-mean attention (not in the thesis; issue 26):
+    ``K * sum_i abar_i^2 - 1`` with ``abar_i`` the mean of alpha^(i) over the segment's
+    real tokens: 0 when the memcells share the attention equally, K - 1 when one
+    memcell takes it all. alpha float [K, B, T]; weight float [B, T] or None (all real).
+    Returns a scalar tensor."""
+    k = alpha.shape[0]
+    if weight is None:
+        abar = alpha.mean((1, 2))
+    else:
+        abar = (alpha * weight).sum((1, 2)) / weight.sum().clamp_min(1.0)
+    return k * (abar * abar).sum() - 1.0
 
 
 def memcell_health_sums(alpha: Tensor, cells: Tensor, weight: Optional[Tensor] = None
@@ -135,8 +166,15 @@ class AMNConfig(ModelConfig):
     itl_weight: float = 0.0
     itl_reduction: str = "mean-token"
     itl_ramp_fraction: float = 0.0
+    anneal_floor: float = 1.0
+    itl_detach_attention: bool = False
+    balance_weight: float = 0.0
+    input_projection: int = 0
 
     _RANGES = {"anneal_t0": ">= 1 (T = 1 is the plain softmax)",
+               "anneal_floor": ">= 1 (the lowest temperature; 1 = the thesis's floor)",
+               "balance_weight": ">= 0 (0 = no load-balancing term)",
+               "input_projection": ">= 0 (0 = every GRU reads the embedding itself)",
                "anneal_gamma": "(0, 1] (T is multiplied by it after every epoch)", "itl_weight": ">= 0",
                "anneal_fraction": "(0, 1] (the share of the planned training after which T = 1)",
                "itl_ramp_fraction": "[0, 1] (the share of the planned training over which the ITL weight "
@@ -150,6 +188,15 @@ class AMNConfig(ModelConfig):
             raise DataError("model_config.itl_ramp_fraction needs model_config.anneal_fraction when "
                             f"anneal_t0 > 1 (the ramp starts where T reaches 1), got anneal_t0 {self.anneal_t0} "
                             "and no anneal_fraction; e.g. anneal_fraction: 0.5")
+
+        if self.anneal_floor > self.anneal_t0:
+            raise DataError(f"model_config.anneal_floor ({self.anneal_floor}) must not exceed anneal_t0 "
+                            f"({self.anneal_t0}); e.g. anneal_floor: 1")
+
+    @property
+    def input_size(self) -> int:
+        """Width of what each GRU reads: ``input_projection`` when > 0, else ``embedding_dim``."""
+        return self.input_projection or self.embedding_dim
 
     @property
     def itl_ramp_start(self) -> float:
@@ -168,8 +215,11 @@ class AMNLM(LanguageModel):
 
     def __init__(self, config: AMNConfig, vocab_size: int):
         super().__init__(config, vocab_size, config.hidden_size)
-        k1, h, e = config.num_memcells + 1, config.hidden_size, config.embedding_dim
+        k1, h, e = config.num_memcells + 1, config.hidden_size, config.input_size
         bound = 1.0 / math.sqrt(h)
+        # shape (b) of issue 26: one projection of the embedding shared by all K + 1 GRUs
+        self.input_proj = (nn.Linear(config.embedding_dim, config.input_projection)
+                           if config.input_projection else None)
         self.w_ih = nn.Parameter(torch.empty(k1, e, 3 * h).uniform_(-bound, bound))
         self.w_hh = nn.Parameter(torch.empty(k1, h, 3 * h).uniform_(-bound, bound))
         self.b_ih = nn.Parameter(torch.empty(k1, 3 * h).uniform_(-bound, bound))
@@ -181,8 +231,8 @@ class AMNLM(LanguageModel):
         self._scheduled = (float(self.temperature), float(self.itl_scale))  # host copies: no read-back
         self.anneal_gamma = config.anneal_gamma
         self._health: Optional[List[Tensor]] = None
-        self._health_mask: Optional[Tensor] = None  # real tokens of the positions being read
-        self._health_col = 0
+        self._token_mask: Optional[Tensor] = None  # real tokens of the positions being read
+        self._token_col = 0
         # analysis hooks (see the module docstring); not saved with the weights
         self.record_attention = False
         self.recorded_attention: List[Tensor] = []
@@ -205,7 +255,7 @@ class AMNLM(LanguageModel):
         c = self.config
         t, scale = self._scheduled
         if c.anneal_fraction is not None and c.anneal_t0 > 1:
-            t = c.anneal_t0 ** max(0.0, 1.0 - fraction / c.anneal_fraction)
+            t = max(c.anneal_floor, c.anneal_t0 ** max(0.0, 1.0 - fraction / c.anneal_fraction))
         if c.itl_ramp_fraction > 0 and c.itl_weight > 0:
             scale = min(1.0, max(0.0, (fraction - c.itl_ramp_start) / c.itl_ramp_fraction))
         if (t, scale) != self._scheduled:
@@ -214,10 +264,11 @@ class AMNLM(LanguageModel):
             self._scheduled = (t, scale)
 
     def on_epoch_end(self, epoch: int) -> None:
-        """Attention annealing by epoch, T <- max(1, gamma * T) (``000`` eq. 4.20), unless
-        ``anneal_fraction`` ties T to the training's progress (:meth:`on_progress`)."""
+        """Attention annealing by epoch, T <- max(floor, gamma * T) (``000`` eq. 4.20; the
+        thesis's floor is 1), unless ``anneal_fraction`` ties T to the training's progress
+        (:meth:`on_progress`)."""
         if self.config.anneal_fraction is None:
-            t = max(1.0, float(self.temperature) * self.anneal_gamma)
+            t = max(self.config.anneal_floor, float(self.temperature) * self.anneal_gamma)
             self.temperature.fill_(t)
             self._scheduled = (t, self._scheduled[1])
 
@@ -237,32 +288,41 @@ class AMNLM(LanguageModel):
         if self._health is None:
             return None
         attn, ent, cos, n = (x.cpu() for x in self._health)
-        self._health, self._health_mask = None, None
+        self._health = None
         n = max(float(n), 1.0)
         k = self.config.num_memcells
         return {"mean_attention": [round(float(a) / n, 4) for a in attn],
                 "attention_entropy_bits": round(float(ent) / n, 4),
                 "memcell_cosine": round(float(cos) / n, 4) if k > 1 else None}
 
-    def diagnostics_mask(self, mask: Tensor) -> None:
-        """The real-token mask [B, T] of the positions the next forward calls cover (in
-        column order; padding is not counted in the health report)."""
-        if self._health is not None:
-            self._health_mask, self._health_col = mask, 0
+    def token_mask(self, mask: Optional[Tensor]) -> None:
+        """The real-token mask bool [B, T] of the positions the next forward calls cover,
+        in column order (None: forget it). Padding is then left out of the ITL, the
+        load-balancing term and the health report."""
+        self._token_mask, self._token_col = mask, 0
 
-    def _accumulate_health(self, alpha: Tensor, m: Tensor, b: int, t_len: int) -> None:
-        """alpha float [K, B*T], memcell states m float [K, B*T, H]: add to the sums."""
-        weight = None
-        mask = self._health_mask
-        if mask is not None and mask.shape[0] == b and self._health_col + t_len <= mask.shape[1]:
-            weight = mask[:, self._health_col:self._health_col + t_len].reshape(-1)
-            self._health_col += t_len
+    def _take_mask(self, b: int, t_len: int) -> Optional[Tensor]:
+        """float [B, T] weights (1 = real token) of this call's columns, or None when no
+        mask of this batch covers them."""
+        mask = self._token_mask
+        if mask is None or mask.shape[0] != b or self._token_col + t_len > mask.shape[1]:
+            return None
+        part = mask[:, self._token_col:self._token_col + t_len]
+        self._token_col += t_len
+        return part.to(torch.float32)
+
+    def _accumulate_health(self, alpha: Tensor, m: Tensor, weight: Optional[Tensor]) -> None:
+        """alpha float [K, B*T], memcell states m float [K, B*T, H], weight [B*T] or None."""
         for total, part in zip(self._health, memcell_health_sums(alpha, m, weight)):
             total += part
 
     def _input_masks(self, x: Tensor) -> Tensor:
-        """Dropout-masked inputs per GRU: float [B, T, K + 1, E]."""
+        """Dropout-masked inputs per GRU: float [B, T, K + 1, E'] from embeddings [B, T, E]
+        (E' = ``input_size``); a fresh mask per position, GRU and unit (Drop-Mem: the K
+        memcells, eq. 4.26-4.28)."""
         c = self.config
+        if self.input_proj is not None:
+            x = self.input_proj(x)
         b, t, e = x.shape
         k1 = c.num_memcells + 1
         xs = x.unsqueeze(2).expand(b, t, k1, e)
@@ -303,6 +363,21 @@ class AMNLM(LanguageModel):
         o = (alpha.unsqueeze(-1) * m).sum(0)
         return alpha, o
 
+    def _aux_loss(self, alpha: Tensor, o: Tensor, cells: Tensor, weight: Optional[Tensor]) -> Optional[Tensor]:
+        """Training's auxiliary loss: ``itl_weight * scale * ITL`` (attention detached with
+        ``itl_detach_attention``) + ``balance_weight * balance``; None when neither is on
+        or in evaluation. alpha [K, B, T], o [B, T, H], cells [K, B, T, H], weight [B, T]."""
+        c = self.config
+        if not self.training or (c.itl_weight <= 0 and c.balance_weight <= 0):
+            return None
+        aux = torch.zeros((), dtype=o.dtype, device=o.device)
+        if c.itl_weight > 0:
+            a = alpha.detach() if c.itl_detach_attention else alpha
+            aux = aux + c.itl_weight * self.itl_scale * implicit_target_loss(a, o, cells, c.itl_reduction, weight)
+        if c.balance_weight > 0:
+            aux = aux + c.balance_weight * balance_loss(alpha, weight)
+        return aux
+
     def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
         """AMN over embedded inputs ``x`` float [B, T, E]; features are o_t [B, T, H];
         rows stop updating after ``lengths[b]`` steps; the auxiliary loss is the ITL."""
@@ -330,13 +405,11 @@ class AMNLM(LanguageModel):
         k1 = h.shape[0]
         hs = torch.stack(steps, 2)  # [K+1, B, T, H]
         alpha, o = self.attend(hs.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
-        aux = None
-        if self.training and self.config.itl_weight > 0:
-            itl = implicit_target_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), hs[1:],
-                                       self.config.itl_reduction)
-            aux = self.config.itl_weight * self.itl_scale * itl
+        weight = self._take_mask(b, t_len)  # [B, T] or None
+        aux = self._aux_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), hs[1:], weight)
         if self._health is not None:
-            self._accumulate_health(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim), b, t_len)
+            self._accumulate_health(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim),
+                                    None if weight is None else weight.reshape(-1))
         if self.record_attention:
             self.recorded_attention.append(alpha.detach().view(k1 - 1, b, t_len).permute(1, 2, 0))  # [B, T, K]
         if self.record_memcells:

@@ -520,10 +520,10 @@ class LanguageModel(nn.Module):
         """Start accumulating model-specific health figures over the following
         forward passes (the trainer calls it before each validation)."""
 
-    def diagnostics_mask(self, mask: Tensor) -> None:
-        """Between :meth:`begin_diagnostics` and :meth:`end_diagnostics`: the real-token
-        mask [B, T] of the positions the next forward calls cover, so that padding is
-        left out of the figures (called by the evaluation loop before each segment)."""
+    def token_mask(self, mask: Optional[Tensor]) -> None:
+        """The real-token mask bool [B, T] of the positions the next forward calls cover,
+        in column order, so that padding is left out of auxiliary losses and health
+        figures (called by training and the evaluation loop before each segment)."""
 
     def end_diagnostics(self) -> Optional[dict]:
         """The figures accumulated since :meth:`begin_diagnostics` (JSON-ready), or

@@ -228,7 +228,7 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
     total = torch.zeros((), dtype=torch.float64, device=device)
     n_segments = -(-streams.inputs.shape[1] // bptt)
     for k, (inp, tgt, mask, reset) in enumerate(segments(streams, bptt), 1):
-        model.diagnostics_mask(mask)
+        model.token_mask(mask)
         feats, state, _ = run_segment(model, state, inp, reset, aligned)
         logp = model.target_log_probs(feats, tgt)
         total -= (logp.double() * mask).sum()

@@ -191,7 +191,9 @@ def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor,
                     aligned: bool = False, self_norm_weight: float = 0.0, loss_scale: Optional[float] = None):
     """:func:`run_segment` then :func:`segment_loss`: (state after the segment,
     :class:`SegmentLoss`). The forward that data-parallel training wraps in DDP."""
+    model.token_mask(mask)
     feats, state, aux = run_segment(model, state, inputs, reset, aligned)
+    model.token_mask(None)
     return state, segment_loss(model, feats, targets, mask, aux, self_norm_weight, loss_scale)
 
 

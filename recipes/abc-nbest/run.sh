@@ -6,7 +6,7 @@
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
 #        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal|cpu-twins|cpu-ensemble] [--models "gru amn ..."] [--device cpu|cuda]
-#        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."]
+#        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."] [--histories "first-pass none"]
 #
 # Stages: 0 check the data, 1 train, 2 lm_valid perplexity, 3 rescore dev, 4 tune on
 # dev, 5 tables (wer_table.md, model_table.md, ppl_table.txt, summary.md), 6 score
@@ -52,6 +52,12 @@
 # writes the WER table $exp/eval_table.md (first pass at the decoder scale, the
 # 3-gram at its dev-tuned LM weight, each model at its dev-tuned weights, oracle).
 #
+# Every tune of stages 4 and 7 cross-validates its search over 2 folds of dev documents
+# (--folds 2): each tune.json also holds the cross-validated WER, bootstrap intervals and
+# per-utterance errors, and the tables show them (docs/evaluation.md). Stage 7 also
+# applies each combination's dev-tuned weights to the --eval-sets (from the NN costs
+# stage 6 stored there; no LM is run) and adds those rows to the eval tables.
+#
 # Every stage skips work whose output already exists (delete it to redo; stage 6
 # rescores when the dev-tuned weights changed).
 set -euo pipefail
@@ -92,6 +98,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2 ;;
     --ngpu) ngpu=$2 ;;
     --eval-sets) eval_sets=$2 ;;
+    --histories) histories=$2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   given+="$1 "
@@ -107,7 +114,8 @@ if [ -n "$conf_set" ]; then
     cpu-equal) set_models="gru lstm amn amn-anneal"; set_device=cpu ;;
     cpu-twins) set_models="gru-adaptive gru-softmax"; set_device=cpu ;;
     cpu-ensemble) set_models="gru-fwd gru-bwd amn"; set_device=cpu ;;
-    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal, cpu-twins or cpu-ensemble, got '$conf_set'" >&2; exit 2 ;;
+    cpu-ablation) set_models="gru lstm amn-vanilla amn-anneal amn-dropmem amn-dropmem-itl amn-full"; set_device=cpu ;;
+    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal, cpu-twins, cpu-ensemble or cpu-ablation, got '$conf_set'" >&2; exit 2 ;;
   esac
   [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
   [[ $given == *" --models "* ]] || models=$set_models
@@ -153,8 +161,35 @@ ngram_point() {
   if [ -f "$6/tune.json" ] && [ "$(cat "$6/weights" 2>/dev/null)" = "$want" ]; then return 0; fi
   rm -f "$6/weights"
   nbest-rescore tune --nbest "$1" --ref "$2" --acoustic-scale "$3" --interps 1 --lm-weights "$4" \
-    --word-ins-penalties "$5" --out "$6" | tail -n 1
+    --word-ins-penalties "$5" --out "$6" | tune_log
   echo "$want" > "$6/weights"
+}
+
+# the lines of tune's output worth logging: best WER, cross-validated WER, P(better than first pass)
+tune_log() { grep -E '^(best: WER|cross-validated WER|  P\()' || true; }
+
+# the WER table of every eval set with rows (stage 6's table_rows, stage 7's ensemble_rows;
+# P(better than ...) for each row name in baselines) into $exp/eval_<name>/eval_table.md,
+# then all of them into $exp/eval_table.md
+write_eval_tables() {
+  local i ev rows bases tables=()
+  for i in "${!eval_list[@]}"; do
+    ev=$exp/eval_${eval_names[$i]}
+    [ -f "$ev/table_rows" ] || continue
+    mapfile -t rows < "$ev/table_rows"
+    [ ! -f "$ev/ensemble_rows" ] || mapfile -t -O "${#rows[@]}" rows < "$ev/ensemble_rows"
+    mapfile -t bases < "$ev/baselines"
+    {
+      echo "### ${eval_names[$i]} (${eval_list[$i]}): WER at the weights tuned on dev"
+      echo
+      nbest-rescore table --ref "${eval_list[$i]}/ref.txt" "${bases[@]/#/--baseline=}" "${rows[@]}"
+    } > "$ev/eval_table.md"
+    tables+=("$ev/eval_table.md")
+  done
+  if [ ${#tables[@]} -gt 0 ]; then
+    for t in "${tables[@]}"; do cat "$t"; echo; done > "$exp/eval_table.md"
+    cat "$exp/eval_table.md"
+  fi
 }
 
 log() { echo "$(date '+%Y-%m-%d %H:%M:%S') [run.sh stage $1] ${*:2}" >&2; }
@@ -214,21 +249,22 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
     log 4 "$exp/tune_first_pass exists, skipping"
   else
     log 4 "tune the LM weight alone for the first pass (lambda = 1)"
-    nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --lm-weights 0:20:0.5 \
-      --out "$exp/tune_first_pass" | tail -n 1
+    nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --lm-weights 0:20:0.5 --folds 2 \
+      --out "$exp/tune_first_pass" | tune_log
   fi
   for m in "${model_list[@]}"; do
     for h in "${history_list[@]}"; do
       log 4 "tune lambda and delta for $m, --history $h"
       nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" --nn-cost "$exp/score_${m}_$h/nn_cost" \
-        --interps 0:1:0.1 --lm-weights 5:15:0.5 --out "$exp/tune_${m}_$h" | tail -n 1
+        --interps 0:1:0.1 --lm-weights 5:15:0.5 --folds 2 --out "$exp/tune_${m}_$h" | tune_log
     done
   done
 fi
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
-  log 5 "WER table (dev; lambda and delta tuned on dev)"
-  rows=("first-pass (3-gram, lw 9.5)=$exp/score_${first_model}_first-pass/wer.json:first_pass"
+  log 5 "WER table (dev; lambda and delta tuned on dev; cross-validated WER and bootstrap intervals)"
+  ngram_point "$data/dev" "$data/dev/ref.txt" 1 9.5 -0.629606 "$exp/first_pass_dev"
+  rows=("first-pass (3-gram, lw 9.5)=$exp/first_pass_dev/tune.json"
         "3-gram, tuned lw=$exp/tune_first_pass/tune.json")
   for m in "${model_list[@]}"; do
     for h in "${history_list[@]}"; do
@@ -236,7 +272,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
     done
   done
   rows+=("oracle=$exp/score_${first_model}_first-pass/wer.json:oracle")
-  nbest-rescore table "${rows[@]}" | tee "$exp/wer_table.md"
+  nbest-rescore table --baseline "first-pass (3-gram, lw 9.5)" "${rows[@]}" | tee "$exp/wer_table.md"
   log 5 "model sizes and training (parameters with and without embeddings)"
   ckpts=()
   for m in "${model_list[@]}"; do case "$m" in *+cache) ;; *) ckpts+=("$exp/$m.pt") ;; esac; done
@@ -253,13 +289,13 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   if [ ${#eval_list[@]} -eq 0 ]; then
     log 6 "no --eval-sets, nothing to do"
   else
-    tables=()
     for i in "${!eval_list[@]}"; do
       d=${eval_list[$i]}
       ev=$exp/eval_${eval_names[$i]}
       ref=
       [ -f "$d/ref.txt" ] && ref=$d/ref.txt
       mkdir -p "$ev"
+      rm -f "$ev/table_rows" "$ev/ensemble_rows"  # stage 7 adds its rows again
       rows=()
       if [ -n "$ref" ]; then
         log 6 "$d: first pass at the decoder scale and the 3-gram at its dev-tuned LM weight"
@@ -301,18 +337,11 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
         continue
       fi
       [ -z "$first_model" ] || rows+=("oracle=$ev/score_${first_model}_${history_list[0]}/wer.json:oracle")
-      log 6 "WER table of $d (weights tuned on dev, none on this set)"
-      {
-        echo "### ${eval_names[$i]} ($d): WER at the weights tuned on dev"
-        echo
-        nbest-rescore table "${rows[@]}"
-      } > "$ev/eval_table.md"
-      tables+=("$ev/eval_table.md")
+      printf '%s\n' "${rows[@]}" > "$ev/table_rows"
+      echo "first pass (3-gram, lw 9.5)" > "$ev/baselines"
     done
-    if [ ${#tables[@]} -gt 0 ]; then
-      for t in "${tables[@]}"; do cat "$t"; echo; done > "$exp/eval_table.md"
-      cat "$exp/eval_table.md"
-    fi
+    log 6 "WER tables of the eval sets (weights tuned on dev, none on these sets)"
+    write_eval_tables
   fi
 fi
 
@@ -338,8 +367,15 @@ if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ] && [ ${#model_list[@]} -ge 2 ];
       if [ -f "$out/tune.json" ]; then log 7 "$out exists, skipping"; continue; fi
       log 7 "tune $name by $search search"
       nbest-rescore tune --nbest "$data/dev" --ref "$data/dev/ref.txt" "${args[@]}" --search "$search" \
-        --interps 0:1:0.1 --lm-weights 5:15:0.5 --out "$out" | tail -n 1
+        --interps 0:1:0.1 --lm-weights 5:15:0.5 --folds 2 --out "$out" | tune_log
     done
   done
   python3 recipes/abc-nbest/local/ensemble_table.py "$exp" "$data/dev" "$h" "${model_list[@]}" | tee "$exp/ensemble_table.md"
+  for i in "${!eval_list[@]}"; do
+    ev=$exp/eval_${eval_names[$i]}
+    [ -f "$ev/table_rows" ] || continue  # stage 6 made no table (no ref.txt, or not run)
+    log 7 "${eval_list[$i]}: each combination at its dev-tuned weights (stage 6's NN costs, no LM run)"
+    python3 recipes/abc-nbest/local/eval_combinations.py "$exp" "${eval_list[$i]}" "$ev" "$h" "${model_list[@]}"
+  done
+  write_eval_tables
 fi

@@ -44,10 +44,11 @@ def test_span_by_span_data_equals_the_whole_set_preparation(ci_nbest, costs, DAT
     for paths in (costs[0], [costs[1], costs[0][1]]):  # read alongside, and (shuffled) whole
         for span in (1, 800, None):
             got = read_tune_data(open_nbest(DATA / "ci"), refs, paths, ("a", "b"), ["x", "y"], span_hyps=span)
-            for name in ("offsets", "ac_cost", "lm_cost", "graph_cost", "num_words", "nn", "errors"):
+            for name in ("offsets", "ac_cost", "lm_cost", "graph_cost", "num_words", "nn", "errors", "doc_index",
+                         "utt_ref_words"):
                 a, b = getattr(got, name), getattr(want, name)
                 assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), name
-            assert (got.ref_words, got.names) == (want.ref_words, want.names)
+            assert (got.ref_words, got.names, got.utt_ids) == (want.ref_words, want.names, want.utt_ids)
 
 
 def _tune_json(path):

@@ -66,3 +66,26 @@ def ci(DATA):
 @pytest.fixture(scope="session")
 def edit_distance():
     return _edit_distance
+
+
+@pytest.fixture(scope="module")
+def dev(DATA):
+    """(NbestSet, refs) of the dev lists (839 utterances, 116 documents)."""
+    return _load_ci(str(DATA / "dev"))
+
+
+@pytest.fixture(scope="session")
+def own_argmax():
+    """``own_argmax(u, weights, nn)``: the rank of utterance u's best hypothesis by an
+    explicit per-hypothesis loop (first maximum wins); ``nn``: key -> cost, a list of
+    such maps (one per LM) or None."""
+    from nbest_rescore.rescoring.combine import combine
+
+    def pick(u, weights, nn=None):
+        maps = [] if nn is None else ([nn] if isinstance(nn, dict) else list(nn))
+        costs = [np.array([m[k] for k in u.keys]) for m in maps]
+        arg = None if not costs else (costs[0] if len(costs) == 1 else costs)
+        s = combine(u.ac_cost, u.lm_cost, u.num_words, weights, nn_cost=arg, graph_cost=u.graph_cost)
+        return max(range(len(u)), key=lambda i: (s[i], -i))
+
+    return pick

@@ -15,7 +15,7 @@ def reference_amn_step_by_step(m, x):
     k1 = m.config.num_memcells + 1
     cells = []
     for k in range(k1):
-        c = torch.nn.GRUCell(m.config.embedding_dim, h)
+        c = torch.nn.GRUCell(m.config.input_size, h)
         with torch.no_grad():
             c.weight_ih.copy_(m.w_ih[k].T)
             c.weight_hh.copy_(m.w_hh[k].T)
@@ -23,6 +23,8 @@ def reference_amn_step_by_step(m, x):
             c.bias_hh.copy_(m.b_hh[k])
         cells.append(c)
     emb = m.embedding(x)
+    if m.input_proj is not None:  # the shared input projection (issue 26 shape b)
+        emb = emb @ m.input_proj.weight.T + m.input_proj.bias
     b, t = x.shape
     states = [torch.zeros(b, h) for _ in range(k1)]
     outs, alphas = [], []
@@ -366,7 +368,7 @@ def test_memcell_health_leaves_padding_out():
     x = torch.randint(0, 30, (2, 6))
     mask = torch.tensor([[1.0] * 6, [1.0, 1.0, 0, 0, 0, 0]])  # row 2: 2 real tokens, then padding
     m.begin_diagnostics()
-    m.diagnostics_mask(mask)
+    m.token_mask(mask)
     with torch.inference_mode():
         state = m(x[:, :4], m.init_state(2)).state  # two calls cover the mask's columns in order
         m(x[:, 4:], state)
@@ -390,3 +392,89 @@ def test_checkpoints_with_the_retired_epoch_ramp_option_still_load():
     assert m.config.itl_ramp_fraction == 0.0
     with pytest.raises(DataError, match="itl_ramp_epochs"):
         build_model("amn", {**CFG, "itl_ramp_epochs": 2}, 30)
+
+
+def test_shared_input_projection_equals_the_straightforward_version():
+    torch.manual_seed(5)
+    m = build_model("amn", {**CFG, "input_projection": 3, "anneal_t0": 2.0}, 30).eval()
+    assert tuple(m.w_ih.shape) == (5, 3, 18)  # each GRU reads the 3-unit projection
+    x = torch.randint(0, 30, (2, 6))
+    ref, _ = reference_amn_step_by_step(m, x)
+    assert torch.allclose(m(x, m.init_state(2)).features, ref, atol=1e-5)
+    plain = build_model("amn", CFG, 30).num_parameters()["without_embeddings"]
+    proj = m.num_parameters()["without_embeddings"]
+    assert plain - proj == 5 * (8 - 3) * 18 - (8 * 3 + 3)  # smaller input weights, one projection
+
+
+def test_itl_and_balance_leave_padding_out():
+    from nbest_rescore.models.amn import balance_loss
+
+    torch.manual_seed(6)
+    x = torch.randint(0, 30, (2, 6))
+    mask = torch.tensor([[True] * 6, [True, True, True, False, False, False]])
+    m = build_model("amn", {**CFG, "itl_weight": 0.5, "itl_reduction": "sum-token", "balance_weight": 2.0},
+                    30).train()
+    m.token_mask(mask)
+    aux = float(m(x, m.init_state(2)).aux_loss.detach())
+    with torch.no_grad():
+        alpha, o, cells = _reference_itl_terms(m, x)  # alpha [B, T, K]
+        per_pos = (alpha * ((o.unsqueeze(2) - cells) ** 2).sum(-1)).sum(-1)  # [B, T]
+        itl = per_pos[mask].mean()  # real tokens only
+        abar = alpha[mask].mean(0)  # [K]
+        balance = 4 * (abar ** 2).sum() - 1
+    assert aux == pytest.approx(0.5 * float(itl) + 2.0 * float(balance), rel=1e-4)
+    one_hot = torch.zeros(4, 1, 3)
+    one_hot[1] = 1.0
+    assert float(balance_loss(one_hot)) == pytest.approx(3.0)  # one memcell takes it all: K - 1
+    assert float(balance_loss(torch.full((4, 2, 3), 0.25))) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_trainer_passes_the_padding_mask_to_the_model():
+    from nbest_rescore.training.trainer import segment_forward
+
+    torch.manual_seed(7)
+    m = build_model("amn", {**CFG, "itl_weight": 1.0, "itl_reduction": "sum-token"}, 30).train()
+    x = torch.randint(0, 30, (2, 5))
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    reset = torch.zeros(2, 5, dtype=torch.bool)
+    _, loss = segment_forward(m, m.init_state(2), x, x, mask, reset, aligned=True)
+    m.token_mask(mask)
+    masked_aux = m(x, m.init_state(2)).aux_loss
+    m.token_mask(None)
+    unmasked_aux = m(x, m.init_state(2)).aux_loss
+    feats = m(x, m.init_state(2)).features
+    nll = -m.target_log_probs(feats[mask], x[mask]).mean()
+    assert float(loss.loss) == pytest.approx(float(nll + masked_aux), rel=1e-5)
+    assert float(masked_aux) != pytest.approx(float(unmasked_aux), rel=1e-3)
+
+
+def test_itl_with_detached_attention_does_not_train_the_controller():
+    torch.manual_seed(8)
+    x = torch.randint(0, 30, (2, 5))
+    grads = {}
+    for detach in (False, True):
+        torch.manual_seed(0)
+        m = build_model("amn", {**CFG, "itl_weight": 1.0, "itl_detach_attention": detach}, 30).train()
+        aux = m(x, m.init_state(2)).aux_loss
+        aux.backward()
+        grads[detach] = (float(aux), m.w_hh.grad[0].abs().sum().item(), m.w_hh.grad[1:].abs().sum().item())
+    assert grads[True][0] == pytest.approx(grads[False][0])  # the same value
+    # the controller only moves alpha (through o the ITL's gradient is sum_i alpha_i 2 (o - m_i) = 0)
+    assert grads[False][1] > 0 and grads[True][1] < 1e-6 * grads[False][1]
+    assert grads[True][2] > 0  # the memcells still get the ITL's gradient
+
+
+def test_annealing_floor_above_one():
+    from nbest_rescore.errors import DataError
+
+    m = build_model("amn", {**CFG, "anneal_t0": 250.0, "anneal_fraction": 0.3, "anneal_floor": 2.0}, 30)
+    m.on_progress(0.15)
+    assert float(m.temperature) == pytest.approx(250.0 ** 0.5)
+    m.on_progress(0.9)
+    assert float(m.temperature) == 2.0
+    e = build_model("amn", {**CFG, "anneal_t0": 9.0, "anneal_gamma": 1 / 3, "anneal_floor": 1.5}, 30)
+    for epoch in (1, 2, 3):
+        e.on_epoch_end(epoch)
+    assert float(e.temperature) == 1.5
+    with pytest.raises(DataError, match="anneal_floor"):
+        build_model("amn", {**CFG, "anneal_t0": 2.0, "anneal_floor": 3.0}, 30)

@@ -8,13 +8,17 @@ Reads, for each model m (``m+cache`` = the trained m wrapped in the neural cache
 ``EXP_DIR/m.pt`` (parameters, epochs, training time, best validation perplexity, and
 the per-epoch ``history`` the trainer stores in the checkpoint's info),
 ``EXP_DIR/ppl_m.json`` (lm_valid perplexity) and ``EXP_DIR/tune_m_H/tune.json`` for
-H in first-pass and none (best WER, lambda, delta). Missing files leave blank cells;
-checkpoints without a history (older ones) get no rows in the second table.
+H in first-pass and none (best WER, lambda, delta; with ``tune --folds``: the bootstrap
+95% interval of that WER, the cross-validated WER and the paired-bootstrap probability
+that the cross-validated 1-best makes fewer word errors than the first pass, rank 1 of
+each list; docs/evaluation.md). Missing files leave blank cells; checkpoints without a
+history (older ones) get no rows in the second table.
 """
 import json
 import sys
 from pathlib import Path
 
+from nbest_rescore.evaluation.bootstrap import BootstrapWer
 from nbest_rescore.evaluation.report import model_row
 from nbest_rescore.io.checkpoint import load_checkpoint
 
@@ -26,12 +30,20 @@ def _json(path):
         return None
 
 
+#: The cells _wer gives per history.
+WER_CELLS = ("WER {h} history (lambda, delta)", "95% interval", "CV WER", "P(CV better than first pass)")
+
+
 def _wer(exp, m, history):
+    """The WER_CELLS of model m's tune.json for ``history`` (blank where unknown)."""
     d = _json(exp / f"tune_{m}_{history}" / "tune.json")
     if not d:
-        return ""
-    b = d["best"]
-    return f"{b['wer']:.2f} ({b['interp']:g}, {b['lm_weight']:g})"
+        return [""] * len(WER_CELLS)
+    b, boot, cv = d["best"], d.get("bootstrap") or {}, d.get("cross_validation")
+    p = (boot.get("p_better_than_first_pass") or {}).get("cross_validated")
+    return [f"{b['wer']:.2f} ({b['interp']:g}, {b['lm_weight']:g})",
+            BootstrapWer(**boot["dev_tuned"]).interval() if "dev_tuned" in boot else "",
+            "" if cv is None else f"{cv['wer']:.2f}", "" if p is None else f"{p:.3f}"]
 
 
 def _fmt(value, spec):
@@ -86,9 +98,10 @@ def epoch_table(exp, models):
 
 def main(argv):
     exp, models = Path(argv[0]), argv[1:]
+    wer_heads = [c.format(h=h) for h in ("first-pass", "no") for c in WER_CELLS]
     print("| model | parameters (M) | without embeddings (M) | epochs | training (min) | "
-          "best valid ppl (training's valid set) | lm_valid ppl | WER first-pass history (lambda, delta) | WER no history (lambda, delta) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "best valid ppl (training's valid set) | lm_valid ppl | " + " | ".join(wer_heads) + " |")
+    print("|---|" + "---:|" * (6 + len(wer_heads)))
     for m in models:
         base = m.split("+")[0]
         ckpt = exp / f"{base}.pt"
@@ -103,7 +116,7 @@ def main(argv):
         else:
             cells += [""] * 5
         cells.append(f"{ppl['perplexity']:.1f}" if ppl else "")
-        cells += [_wer(exp, m, "first-pass"), _wer(exp, m, "none")]
+        cells += _wer(exp, m, "first-pass") + _wer(exp, m, "none")
         print("| " + " | ".join(cells) + " |")
     print()
     print("Validation perplexity per epoch (best in bold; the checkpoint keeps the best epoch's weights):")

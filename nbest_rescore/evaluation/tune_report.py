@@ -1,0 +1,132 @@
+"""What ``tune`` reports besides the dev-tuned best point, so that its numbers can be
+judged from the tuning set alone: the word errors of every utterance's 1-best (tuned,
+first pass, cross-validated), the cross-validated WER (:mod:`.folds`) and bootstrap
+intervals and improvement probabilities (:mod:`.bootstrap`).
+
+The first pass is the hypothesis of rank 1 in each list (the decoder's 1-best:
+acoustic + n-gram at the decoder's scale). WERs are in percent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..errors import DataError
+from .bootstrap import BootstrapWer, bootstrap_wer, improvement_probability
+from .folds import CrossValidation, Search, cross_validate
+from .tuning import TuneData, TuneResult
+
+#: The 1-bests of ``utterance_errors``, in the order they are printed.
+SYSTEMS = (("dev_tuned", "dev-tuned best"), ("first_pass", "first pass"), ("cross_validated", "cross-validated"))
+
+
+@dataclass(frozen=True)
+class UtteranceErrors:
+    """Per-utterance word errors of the 1-bests of a tune run (tune.json's
+    ``utterance_errors``), utterances in set order.
+
+    Attributes:
+        ids: the U utterance ids.
+        ref_words: int64 [U] reference words.
+        systems: name -> int64 [U] word errors of that 1-best: ``dev_tuned`` (at the
+            best point), ``first_pass`` (rank 1) and, with folds, ``cross_validated``.
+    Raises:
+        ValueError: (on construction) vectors whose length is not U.
+    """
+
+    ids: Tuple[str, ...]
+    ref_words: np.ndarray = field(repr=False)
+    systems: Mapping[str, np.ndarray] = field(repr=False)
+
+    def __post_init__(self):
+        bad = {k: len(v) for k, v in (("ref_words", self.ref_words), *self.systems.items()) if len(v) != len(self.ids)}
+        if bad:
+            raise ValueError(f"UtteranceErrors: {len(self.ids)} ids but vector lengths {bad}")
+
+    def to_dict(self) -> Dict[str, list]:
+        """``{"ids": [...], "ref_words": [...], "<system>": [...], ...}`` (int lists)."""
+        return {"ids": list(self.ids), "ref_words": [int(x) for x in self.ref_words],
+                **{k: [int(x) for x in v] for k, v in self.systems.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, list], source: str = "utterance_errors") -> "UtteranceErrors":
+        """The inverse of :meth:`to_dict`. Raises DataError for a malformed block."""
+        try:
+            ids = tuple(str(u) for u in d["ids"])
+            words = np.asarray(d["ref_words"], dtype=np.int64)
+            systems = {k: np.asarray(v, dtype=np.int64) for k, v in d.items() if k not in ("ids", "ref_words")}
+            return cls(ids, words, systems)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{source}: malformed 'utterance_errors' block ({exc}); rewrite it with "
+                            f"'nbest-rescore tune --out'") from None
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """The additions to a :class:`~.tuning.TuneResult`: ``utterances`` (per-utterance
+    errors), ``cross_validation`` (None without folds) and ``bootstrap`` (system name ->
+    :class:`~.bootstrap.BootstrapWer`; empty without replications) with
+    ``p_better_than_first_pass`` (system name -> probability in [0, 1])."""
+
+    utterances: UtteranceErrors
+    cross_validation: Optional[CrossValidation] = None
+    bootstrap: Mapping[str, BootstrapWer] = field(default_factory=dict)
+    p_better_than_first_pass: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> Dict[str, object]:
+        """tune.json's ``cross_validation`` (with folds), ``bootstrap`` (with
+        replications: replications, seed, one block per 1-best and
+        ``p_better_than_first_pass``) and ``utterance_errors`` blocks."""
+        out: Dict[str, object] = {}
+        if self.cross_validation is not None:
+            out["cross_validation"] = self.cross_validation.to_dict()
+        if self.bootstrap:
+            first = next(iter(self.bootstrap.values()))
+            out["bootstrap"] = {"replications": first.replications, "seed": first.seed,
+                                **{k: b.to_dict() for k, b in self.bootstrap.items()},
+                                "p_better_than_first_pass": dict(self.p_better_than_first_pass)}
+        out["utterance_errors"] = self.utterances.to_dict()
+        return out
+
+    def lines(self) -> List[str]:
+        """Printable lines: the cross-validation, then the bootstrap."""
+        out = self.cross_validation.lines() if self.cross_validation is not None else []
+        if self.bootstrap:
+            first = next(iter(self.bootstrap.values()))
+            out.append(f"bootstrap over {first.utterances} utterances ({first.replications} replications, seed "
+                       f"{first.seed}; 95% interval = mean -+ 1.96 sd as compute-wer-bootci, percentile = 2.5-97.5%):")
+            labels = dict(SYSTEMS)
+            out += [f"  {labels[k] + ':':<17} {b.describe()}" for k, b in self.bootstrap.items()]
+            out += [f"  P({labels[k]} better than first pass) = {p:.4f}"
+                    for k, p in self.p_better_than_first_pass.items()]
+        return out
+
+
+def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
+           replications: int = 0, seed: int = 0) -> TuneResult:
+    """``result`` (the search on ``data``) with its :class:`TuneReport`.
+
+    Args:
+        result: what ``search(data)`` returned.
+        data: the tuning set; search: the search, re-run on each fold's complement.
+        folds: K >= 2 cross-validates (:func:`~.folds.cross_validate`); 0 or 1: none.
+        fold_seed: the seed that deals the documents into folds.
+        replications: bootstrap replications (0: no bootstrap); seed: their seed.
+    Raises:
+        DataError: as :func:`~.folds.cross_validate`.
+    """
+    systems = {"dev_tuned": data.errors[data.one_best(result.best_weights())],
+               "first_pass": data.errors[data.first_pass()]}
+    cv = cross_validate(data, search, folds, fold_seed) if folds >= 2 else None
+    if cv is not None:
+        systems["cross_validated"] = cv.utt_errors
+    boots: Dict[str, BootstrapWer] = {}
+    better: Dict[str, float] = {}
+    if replications > 0:
+        boots = {k: bootstrap_wer(e, data.utt_ref_words, replications, seed) for k, e in systems.items()}
+        better = {k: improvement_probability(systems["first_pass"], e, replications, seed)
+                  for k, e in systems.items() if k != "first_pass"}
+    utts = UtteranceErrors(data.utt_ids, data.utt_ref_words, systems)
+    return replace(result, report=TuneReport(utts, cv, boots, better))
