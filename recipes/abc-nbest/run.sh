@@ -40,6 +40,13 @@
 # 43k vocabulary, 2 epochs capped at 30 minutes each, one thread each); train them side
 # by side (one run.sh --stop-stage 1 per model), then run stages 2-7 once.
 #
+# --conf-set cpu-ablation: the thesis's ablation (000 Table 6.2/6.6) on this benchmark
+# (docs/amn_ablation.md): GRU, LSTM and the AMN vanilla, + Anneal, + Drop-Mem, + Drop-Mem +
+# ITL and + Anneal + Drop-Mem + ITL (memcells as wide as the GRU), each trained for 10
+# minutes on one thread, two side by side (one run.sh --stop-stage 3 per model, then stages
+# 4-7 once); amn-full-costeq / amn-full-eqparams are the same training at two other shapes,
+# and amn-full-{itl2,floor,balance,detach} the options beyond the thesis.
+#
 # --conf-set cpu-twins: the same GRU 256 with the adaptive softmax (gru-adaptive) and
 # the full softmax (gru-softmax), 30 minutes each; train them side by side with
 # --threads 1 (one run.sh per model) for an equal-time comparison.

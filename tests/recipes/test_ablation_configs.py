@@ -45,6 +45,8 @@ def test_ablation_rows_differ_only_in_their_named_steps():
         assert {k: v for k, v in cfg.items() if k != "model_config"} == \
             {k: v for k, v in vanilla.items() if k != "model_config"}, name  # data, vocab, optim alike
         assert cfg["model_config"] == {**vanilla["model_config"], **adds}, name
+    costeq = _load("amn-full-costeq")["model_config"]
+    assert _load("amn-full-costeq-balance")["model_config"] == {**costeq, "balance_weight": 0.1}
     for baseline in ("gru", "lstm"):  # the same data, vocabulary and budget as the AMN rows
         assert {k: v for k, v in _load(baseline).items() if k not in ("model", "model_config")} == \
             {k: v for k, v in vanilla.items() if k not in ("model", "model_config")}
@@ -54,7 +56,7 @@ def _macs(mc, model="amn"):
     return recurrent_macs(build_model(model, mc, 43050))
 
 
-@pytest.mark.parametrize("name, shape", [("amn-full", "b"), ("amn-full-eqparams", "c"), ("amn-full-wide", "a")])
+@pytest.mark.parametrize("name, shape", [("amn-full-costeq", "b"), ("amn-full-eqparams", "c"), ("amn-full", "a")])
 def test_shapes_state_their_sizes(name, shape):
     mc = _model_config(name)
     full = _model_config("amn-full")
@@ -76,3 +78,8 @@ def test_shapes_state_their_sizes(name, shape):
         assert [int(x.replace(",", "")) for x in stated.groups()] == counts
     else:  # as wide as the GRU
         assert mc["hidden_size"] == _model_config("gru")["hidden_size"]
+
+
+def test_ensemble_set_trains_the_chosen_ablation_amn():
+    ensemble = yaml.safe_load((CONF.parent / "cpu-ensemble" / "amn.yaml").read_text())
+    assert ensemble["model_config"] == _load("amn-anneal")["model_config"]
