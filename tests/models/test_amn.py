@@ -478,3 +478,14 @@ def test_annealing_floor_above_one():
     assert float(e.temperature) == 1.5
     with pytest.raises(DataError, match="anneal_floor"):
         build_model("amn", {**CFG, "anneal_t0": 2.0, "anneal_floor": 3.0}, 30)
+
+
+@pytest.mark.parametrize("field, value, expected", [("anneal_floor", 0.5, ">= 1"), ("input_projection", -3, ">= 0"),
+                                                    ("balance_weight", -0.1, ">= 0"),
+                                                    ("itl_detach_attention", "yes", "true or false")])
+def test_new_options_refuse_bad_values_by_name(field, value, expected):
+    from nbest_rescore.errors import DataError
+
+    with pytest.raises(DataError, match=f"model_config.{field} must be") as err:
+        build_model("amn", {**CFG, field: value}, 30)
+    assert expected in str(err.value) and "\n" not in str(err.value)
