@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import DataError
-from ..io.kaldi_nbest import read_kaldi_nbest_dir
-from ..io.kaldi_stream import open_kaldi_nbest_stream
-from ..io.plain_nbest import read_plain_nbest
-from ..io.plain_stream import open_plain_nbest_stream
+from ..io.kaldi_nbest import open_kaldi_nbest, read_kaldi_nbest_dir
+from ..io.plain_nbest import open_plain_nbest, read_plain_nbest
 from ..io.references import read_references
-from ..io.spans import NbestSource, SetSource
+from ..io.spans import NbestSource
 from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
@@ -73,26 +71,19 @@ def _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids) -> st
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
                utt_ids=None) -> NbestSource:
     """The N-best lists as a source read one span of whole documents at a time
-    (:mod:`nbest_rescore.io.spans`): its ``index`` (one entry per utterance) comes from
-    one cheap checking pass over the files, its ``spans(max_hyps)`` read them again
-    span by span (:mod:`nbest_rescore.io.kaldi_stream`, :mod:`nbest_rescore.io.plain_stream`).
-    Lists the lockstep pass cannot read (cost files in another key order than the
-    words, an utterance's hypotheses not on consecutive lines) or with an error are
-    read whole by :func:`load_nbest` instead (which reports the error), and sliced.
+    (:class:`nbest_rescore.io.spans.StreamSource`): its ``index`` (one entry per
+    utterance) comes from one checking pass over the files now, which reports any
+    error before long work starts; its ``spans(max_hyps)`` read the files again, one
+    utterance at a time (:func:`~nbest_rescore.io.kaldi_nbest.iter_kaldi_nbest`,
+    :func:`~nbest_rescore.io.plain_nbest.iter_plain_nbest`).
 
     Arguments, checks and errors as :func:`load_nbest`.
     """
     path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
     if os.path.isdir(path):
-        stream = open_kaldi_nbest_stream(path, log=log.info)
-    else:
-        stream = open_plain_nbest_stream(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                                         utt_ids=utt_ids, log=log.info)
-    if stream is not None:
-        return stream
-    log.debug("%s: not in the order of a lockstep pass (or malformed): read whole", path)
-    return SetSource(load_nbest(path, ac=ac, ngram=ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                                utt_ids=utt_ids))
+        return open_kaldi_nbest(path, log=log.info)
+    return open_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids,
+                            log=log.info)
 
 
 #: The plain-format path options a job may carry (``plain_ac`` ...).

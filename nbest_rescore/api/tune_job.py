@@ -21,8 +21,8 @@ from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_err
                                  tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
-from ..io.score_ark import iter_cost_ark, read_cost_ark
-from ..io.spans import NbestSource, NotInStep
+from ..io.cost_column import CostColumn
+from ..io.spans import NbestSource
 from ..types import NbestSet
 from .checks import check_choice, check_float, check_grid, check_int, check_paths, parse_grid
 from .inputs import PLAIN_PATHS, load_references, open_job_nbest
@@ -111,31 +111,28 @@ def check_report_options(folds, fold_seed, replications, seed) -> None:
         check_int("seed", seed, minimum=0)
 
 
-def _stream_rows(costs, keys: Sequence[str]) -> np.ndarray:
-    """The next ``len(keys)`` values of each cost stream, which must be these keys in
-    this order: float64 [K, h]. Raises NotInStep otherwise."""
-    rows = np.empty((len(costs), len(keys)), dtype=np.float64)
-    for i, it in enumerate(costs):
-        for j, key in enumerate(keys):
-            entry = next(it, None)
-            if entry is None or entry[0] != key:
-                raise NotInStep
-            rows[i, j] = entry[1]
-    return rows
-
-
-def _map_rows(maps, keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
-    """The values of ``keys`` in each cost map (float64 [K, h]; NaN where missing, the
+def _column_rows(columns: Sequence[CostColumn], keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
+    """The values of ``keys`` in each cost file (float64 [K, h]; NaN where missing, the
     missing keys added to ``missing``)."""
-    rows = np.empty((len(maps), len(keys)), dtype=np.float64)
-    for i, cost in enumerate(maps):
+    rows = np.empty((len(columns), len(keys)), dtype=np.float64)
+    for i, column in enumerate(columns):
         for j, key in enumerate(keys):
-            v = cost.get(key)
+            v = column.take(key)
             if v is None:
                 missing[i].append(key)
                 v = np.nan
             rows[i, j] = v
     return rows
+
+
+def _non_finite(bad: dict, keys: Sequence[str], part: TuneData, labels: Sequence[str]) -> None:
+    """Add the keys of ``part`` whose NN, acoustic, n-gram or graph cost is not finite
+    to ``bad`` (name -> keys)."""
+    arrays = list(zip(labels, part.nn if part.nn is not None else ()))
+    for name, arr in (*arrays, ("ac_cost", part.ac_cost), ("lm_cost", part.lm_cost), ("graph_cost", part.graph_cost)):
+        ok, found = np.isfinite(arr), bad.setdefault(name, [])
+        if not ok.all():
+            found.extend(k for k, v in zip(keys, ok) if not v)
 
 
 def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_paths: Sequence[str],
@@ -144,9 +141,9 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     documents at a time (:mod:`nbest_rescore.io.spans`): each hypothesis reduced at
     once to its costs, word count and word errors against the reference
     (:class:`~nbest_rescore.evaluation.tuning.TuneData`), its words dropped. The NN
-    cost files (``cost_paths``, one per LM) are read alongside when they list the
-    hypotheses in the lists' order (as ``score`` writes them), else read whole
-    (:func:`~nbest_rescore.io.score_ark.read_cost_ark`) and looked up by key.
+    cost files (``cost_paths``, one per LM) are read alongside, in lock-step while they
+    list the hypotheses in the lists' order (as ``score`` writes them), else whole and
+    looked up by key (:class:`~nbest_rescore.io.cost_column.CostColumn`).
 
     Args:
         source: the lists (:func:`~nbest_rescore.api.inputs.open_nbest`).
@@ -155,33 +152,24 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
             name them (e.g. ``--nn-cost PATH``).
         span_hyps: hypotheses per span (:func:`~nbest_rescore.io.spans.plan_spans`).
     Raises:
-        DataError: a malformed cost file (file and line), costs missing for some
-            hypotheses (the file, the count and examples), or non-finite costs.
+        DataError: a malformed cost file or a repeated key (file and line), costs
+            missing for some hypotheses (the file, the count and examples), or
+            non-finite costs.
     """
     names = tuple(names)
     if not len(source.index):
         raise DataError("tune: the N-best set has no utterances")
-    try:
-        costs = [iter_cost_ark(p) for p in cost_paths]
-        parts = [TuneData.of(span, refs, _stream_rows(costs, _keys(span)) if costs else None, names, part=True)
-                 for span in source.spans(span_hyps)]
-        if any(next(it, None) is not None for it in costs):
-            raise NotInStep  # more entries: extra keys are fine, a repeated key is not; read_cost_ark tells
-        return TuneData.concat(parts, names)
-    except (DataError, NotInStep):
-        pass  # read them whole: any error is reported as ever
-    maps = [read_cost_ark(p) for p in cost_paths]
-    missing: List[List[str]] = [[] for _ in maps]
+    columns = [CostColumn(p) for p in cost_paths]
+    missing: List[List[str]] = [[] for _ in columns]
     parts, total, bad = [], 0, {}
     for span in source.spans(span_hyps):
         keys = _keys(span)
-        part = TuneData.of(span, refs, _map_rows(maps, keys, missing) if maps else None, names, part=True)
+        part = TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names, part=True)
         total += len(keys)
-        arrays = [(label, row) for label, row in zip(labels, part.nn if maps else ())]
-        for name, arr in (*arrays, ("ac_cost", part.ac_cost), ("lm_cost", part.lm_cost),
-                          ("graph_cost", part.graph_cost)):
-            bad.setdefault(name, []).extend(k for k, v in zip(keys, arr) if not np.isfinite(v))
+        _non_finite(bad, keys, part, labels)
         parts.append(part)
+    for column in columns:
+        column.extra()  # keys after the lists' keys are fine, a repeated key is not
     for label, keys in zip(labels, missing):
         if keys:
             raise missing_keys_error(label, keys, total)

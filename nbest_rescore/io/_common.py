@@ -1,11 +1,11 @@
 """Private helpers shared by the readers: line iteration, Kaldi-style field splitting,
 the one strict number parser (:func:`parse_cost`), key checks and the document-order
-check (:func:`check_documents_contiguous`)."""
+check (:class:`DocumentOrder`)."""
 from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from ..errors import DataError, format_location
 
@@ -147,47 +147,42 @@ def check_key(key: str, loc: str, what: str = "key") -> str:
                     f"`sed -i 's/\\xef\\xbb\\xbf//g' FILE` for byte-order marks)")
 
 
-def check_documents_contiguous(utts: Iterable[str], doc_of: Mapping[str, str],
-                               doc_path, list_desc: str,
-                               doc_lines: Optional[Mapping[str, int]] = None,
-                               utt_locs: Optional[Mapping[str, str]] = None) -> None:
-    """Check that each document's utterances are consecutive in list order.
+class DocumentOrder:
+    """Checks, utterance by utterance in list order, that each document's utterances
+    are consecutive: history is carried through a document in list order, so a
+    document that reappears after another one (A, B, A) would make it skip or
+    interleave utterances. ``doc_path``: the file the documents came from
+    (``utt2doc``/``utt2spk``, or a description); ``list_desc``: the N-best file that
+    fixes the order. :attr:`count` is the number of documents so far."""
 
-    History is carried through a document's utterances in list order; a document that
-    reappears after another one (A, B, A) would make the history skip or interleave
-    utterances, so it is an error.
+    def __init__(self, doc_path, list_desc: str):
+        self.doc_path, self.list_desc = doc_path, list_desc
+        self.closed: set = set()
+        self.current: Optional[str] = None
+        self.last_utt: Optional[str] = None
+        self.count = 0
 
-    Args:
-        utts: utterance ids in list order.
-        doc_of: utterance id -> document id.
-        doc_path: the file the documents came from (``utt2doc``/``utt2spk``), or a
-            description when they came from a mapping.
-        list_desc: the N-best file that fixes the list order (for the message).
-        doc_lines: utterance id -> 1-based line in ``doc_path`` (optional).
-        utt_locs: utterance id -> ``file:line`` of its first hypothesis (optional).
+    def add(self, utt: str, doc: str, doc_line: Optional[int] = None, utt_loc: Optional[str] = None) -> None:
+        """The next utterance ``utt`` of document ``doc`` (``doc_line``: its line in
+        ``doc_path``; ``utt_loc``: ``file:line`` of its first hypothesis).
 
-    Raises:
-        DataError: ``"<doc_path>:<line>: document 'A' reappears at utterance 'u3' after
-            document 'B' ..."`` with the fix.
-    """
-    closed = set()
-    current = None
-    last_utt = None
-    for utt in utts:
-        doc = doc_of[utt]
-        if doc != current:
-            if doc in closed:
-                line = doc_lines.get(utt) if doc_lines is not None else None
-                at = f" ({utt_locs[utt]})" if utt_locs is not None and utt in utt_locs else ""
+        Raises:
+            DataError: ``"<doc_path>:<line>: document 'A' reappears at utterance 'u3'
+                after document 'B' ..."`` with the fix.
+        """
+        if doc != self.current:
+            if doc in self.closed:
+                at = f" ({utt_loc})" if utt_loc is not None else ""
                 raise DataError(
-                    f"{format_location(doc_path, line)}: document {doc!r} reappears at "
-                    f"utterance {utt!r}{at} after utterances of document {current!r} "
-                    f"(last one {last_utt!r}); the utterances of a document must be "
-                    f"consecutive in the order of {list_desc}, else the 1-best history "
-                    f"would skip the utterances in between; fix: reorder {list_desc} so "
+                    f"{format_location(self.doc_path, doc_line)}: document {doc!r} reappears at "
+                    f"utterance {utt!r}{at} after utterances of document {self.current!r} "
+                    f"(last one {self.last_utt!r}); the utterances of a document must be "
+                    f"consecutive in the order of {self.list_desc}, else the 1-best history "
+                    f"would skip the utterances in between; fix: reorder {self.list_desc} so "
                     f"that each document's utterances are consecutive (in spoken order), "
                     f"or correct the document id of {utt!r} if it is wrong")
-            if current is not None:
-                closed.add(current)
-            current = doc
-        last_utt = utt
+            if self.current is not None:
+                self.closed.add(self.current)
+            self.current = doc
+            self.count += 1
+        self.last_utt = utt

@@ -21,17 +21,19 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet
-from ._common import check_documents_contiguous, check_key, iter_lines, split_fields
-from .kaldi_text import parse_kaldi_text
-from .score_ark import read_cost_ark
+from ._common import DocumentOrder, check_key, iter_lines, split_fields
+from .cost_column import CostColumn
+from .kaldi_text import iter_kaldi_text
+from .spans import StreamSource, open_stream
 
-__all__ = ["read_kaldi_nbest_dir", "read_utt_map", "split_hyp_key"]
+__all__ = ["iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_nbest_dir", "read_utt_map", "split_hyp_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -151,22 +153,6 @@ def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tu
         yield line_no, key, _map_ids(tokens, table, words_path, line_no, key, table_path)
 
 
-def _read_int_words(words_path, table_path) -> Tuple[Dict[str, Words], List[int]]:
-    """``words`` (``<key> id id ...``; bare key = empty) mapped through ``words.txt``."""
-    table = read_symbol_table(table_path)
-    entries: Dict[str, Words] = {}
-    lines: List[int] = []
-    first: Dict[str, int] = {}
-    for line_no, key, tokens in _int_word_lines(words_path):
-        if key in entries:
-            raise DataError(f"{format_location(words_path, line_no)}: duplicate key "
-                            f"{key!r} (first on line {first[key]})")
-        entries[key] = _map_ids(tokens, table, words_path, line_no, key, table_path)
-        lines.append(line_no)
-        first[key] = line_no
-    return entries, lines
-
-
 def _first_existing(directory: str, *names: str) -> Optional[str]:
     for name in names:
         if os.path.isfile(os.path.join(directory, name)):
@@ -232,7 +218,7 @@ def ngram_files(directory: str, words_name: str, lm_cost_name: Optional[str] = N
                     f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
 
 
-def _check_same_keys(words_name: str, word_keys: Dict[str, Words], cost_name: str,
+def _check_same_keys(words_name: str, word_keys: Dict[str, None], cost_name: str,
                      costs: Dict[str, float], directory: str) -> None:
     if len(costs) == len(word_keys) and all(k in costs for k in word_keys):
         return
@@ -250,50 +236,185 @@ def _check_same_keys(words_name: str, word_keys: Dict[str, Words], cost_name: st
 
 
 @dataclass(frozen=True)
-class Documents:
-    """The document of every utterance (``doc_of``), where it came from (``source``:
-    ``utt2doc``, ``utt2spk`` or ``none``) and the reader's log phrase (``desc``)."""
+class KaldiFiles:
+    """The files of an N-best directory (names inside ``directory``, see the module
+    docstring): ``words``, ``ac`` (acoustic costs), ``ngram`` (n-gram and graph
+    costs) and ``docs`` (``utt2doc``, ``utt2spk``, or None: one document per utterance)."""
 
-    doc_of: Dict[str, str]
-    source: str
-    desc: str
+    directory: str
+    words: str
+    ac: str
+    ngram: NgramFiles
+    docs: Optional[str]
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    @property
+    def doc_source(self) -> str:
+        """``utt2doc``, ``utt2spk`` or ``none`` (see :class:`~nbest_rescore.types.NbestSet`)."""
+        return self.docs or "none"
+
+    def cost_names(self) -> Tuple[str, ...]:
+        """The cost files in the order read: acoustic, n-gram, then graph (if any)."""
+        return (self.ac, self.ngram.lm) + ((self.ngram.graph,) if self.ngram.graph else ())
+
+    def word_lines(self) -> Iterator[Tuple[int, str, Words]]:
+        """``(line_no, key, words)`` of every line of the words file (ids mapped
+        through ``words.txt``). Raises DataError for a malformed line (``file:line``)."""
+        if self.words == "words":
+            table = read_symbol_table(self.path("words.txt"))
+            return iter_int_words(self.path("words"), table, self.path("words.txt"))
+        return iter_kaldi_text(self.path(self.words))
 
 
-def read_documents(directory: str, words_name: str, utt_line: Dict[str, int]) -> Documents:
-    """The documents of the utterances ``utt_line`` (utterance id -> line of its first
-    hypothesis in ``words_name``, in list order): ``utt2doc``, else ``utt2spk``, else
-    one document per utterance.
+def kaldi_files(path, lm_cost_name: Optional[str] = None) -> KaldiFiles:
+    """The files of the N-best directory ``path`` (``lm_cost_name``: as
+    :func:`read_kaldi_nbest_dir`). Raises DataError naming the names looked for."""
+    directory = os.fspath(path)
+    if not os.path.isdir(directory):
+        raise DataError(f"{directory}: N-best directory not found")
+    words = words_file(directory)
+    return KaldiFiles(directory, words, ac_file(directory), ngram_files(directory, words, lm_cost_name),
+                      _first_existing(directory, "utt2doc", "utt2spk"))
+
+
+def _hypotheses(files: KaldiFiles) -> Iterator[Tuple[int, str, str, Words]]:
+    """``(line_no, key, utterance id, words)`` of every hypothesis, checking that keys
+    are ``<uttid>-<n>``, unique, and an utterance's hypotheses on consecutive lines."""
+    path = files.path(files.words)
+    seen = "first on line" if files.words == "words" else "first seen on line"
+    started: Dict[str, int] = {}  # utterance -> line of its first hypothesis
+    current, key_lines = None, {}
+    for line_no, key, words in files.word_lines():
+        loc = format_location(path, line_no)
+        try:
+            utt, _ = split_hyp_key(key)
+        except ValueError as e:
+            raise DataError(f"{loc}: {e}") from None
+        if utt != current:
+            if utt in started:
+                raise DataError(
+                    f"{loc}: hypothesis {key!r} of utterance {utt!r} follows utterance {current!r}, but "
+                    f"{utt!r} already had hypotheses from line {started[utt]} on; expected the hypotheses of "
+                    f"an utterance on consecutive lines (as Kaldi writes them); fix: move all lines of "
+                    f"{utt!r} together (in rank order), keeping the utterances in spoken order")
+            started[utt], current, key_lines = line_no, utt, {}
+        if key in key_lines:
+            raise DataError(f"{loc}: duplicate key {key!r} ({seen} {key_lines[key]})")
+        key_lines[key] = line_no
+        yield line_no, key, utt, words
+
+
+def _keys_differ(files: KaldiFiles, name: str, column: CostColumn) -> DataError:
+    """The error for a cost file whose keys are not those of the words file (both
+    read whole: the message counts and shows the keys missing each way)."""
+    keys = {key: None for _, key, _ in files.word_lines()}
+    _check_same_keys(files.words, keys, name, column.table(), files.directory)
+    return DataError(f"{files.path(name)}: its keys do not match those of {files.words}; "
+                     f"give one cost for every hypothesis key")
+
+
+def _rows(files: KaldiFiles) -> Iterator[Tuple[int, str, str, Words, List[float]]]:
+    """Every hypothesis with its costs (acoustic, n-gram, graph), the cost files read
+    alongside the words (:class:`~.cost_column.CostColumn`)."""
+    names = files.cost_names()
+    columns = [CostColumn(files.path(n)) for n in names]
+    n = 0
+    for line_no, key, utt, words in _hypotheses(files):
+        values = [c.take(key) for c in columns]
+        for name, column, value in zip(names, columns, values):
+            if value is None:
+                raise _keys_differ(files, name, column)
+        n += 1
+        yield line_no, key, utt, words, values
+    if not n:
+        raise DataError(f"{files.path(files.words)}: no hypotheses")
+    for name, column in zip(names, columns):
+        if column.extra():
+            raise _keys_differ(files, name, column)
+
+
+class _Documents:
+    """The document of each utterance, in list order: from ``utt2doc``/``utt2spk``
+    (checked: every utterance listed, documents consecutive), else the utterance."""
+
+    def __init__(self, files: KaldiFiles):
+        self.files = files
+        self.doc_of, self.lines = read_utt_map_lines(files.path(files.docs)) if files.docs else ({}, {})
+        self.order = DocumentOrder(files.path(files.docs or ""), files.path(files.words))
+
+    def of(self, utt: str, line_no: int) -> str:
+        """The document of ``utt`` (first hypothesis on ``line_no`` of the words file)."""
+        if self.files.docs is None:
+            return utt
+        doc = self.doc_of.get(utt)
+        if doc is None:
+            utts = dict.fromkeys(key.rpartition("-")[0] for _, key, _ in self.files.word_lines())
+            missing = [u for u in utts if u not in self.doc_of]
+            raise DataError(f"{self.files.path(self.files.docs)}: {len(missing)} utterances of "
+                            f"{self.files.words} have no entry: {examples(missing)}")
+        self.order.add(utt, doc, self.lines[utt], format_location(self.files.path(self.files.words), line_no))
+        return doc
+
+    def desc(self) -> str:
+        if self.files.docs is None:
+            return "no utt2doc or utt2spk: one document per utterance"
+        return f"documents from {self.files.docs} ({self.order.count})"
+
+
+def _nbest_list(files: KaldiFiles, docs: _Documents, group: list) -> NbestList:
+    """One utterance's list from its rows (:func:`_rows`)."""
+    line_no, _, utt, _, _ = group[0]
+    costs = list(zip(*(row[4] for row in group)))
+    lm, graph = costs[1], (costs[2] if files.ngram.graph is not None else None)
+    if files.ngram.subtract_graph:
+        lm = [a - b for a, b in zip(lm, graph)]
+    return NbestList(utt_id=utt, doc_id=docs.of(utt, line_no), keys=tuple(row[1] for row in group),
+                     hyps=tuple(row[3] for row in group), ac_cost=np.array(costs[0], dtype=np.float64),
+                     lm_cost=np.array(lm, dtype=np.float64),
+                     graph_cost=(np.array(graph, dtype=np.float64) if graph is not None
+                                 else np.zeros(len(group), dtype=np.float64)))
+
+
+def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
+                     lm_cost_name: Optional[str] = None, quiet: bool = False) -> Iterator[NbestList]:
+    """Read an N-best directory one utterance at a time, checking everything as it
+    reads: each :class:`~nbest_rescore.types.NbestList` is yielded once its lines are
+    read and checked. The cost files are read in lock-step with the words file (only
+    one whose keys come in another order is read whole into a dict, with the same
+    values). Arguments, order, units and errors as :func:`read_kaldi_nbest_dir`; the
+    log line comes after the last list (none when ``quiet``).
 
     Raises:
-        DataError: a malformed map, utterances without an entry (examples), or a
-            document whose utterances are not consecutive (``file:line``, the fix).
+        DataError: as :func:`read_kaldi_nbest_dir`, when the iteration reaches the error.
     """
-    def p(name):
-        return os.path.join(directory, name)
-
-    doc_name = _first_existing(directory, "utt2doc", "utt2spk")
-    if doc_name is None:
-        return Documents({u: u for u in utt_line}, "none", "no utt2doc or utt2spk: one document per utterance")
-    utt2doc, doc_lines = read_utt_map_lines(p(doc_name))
-    missing = [u for u in utt_line if u not in utt2doc]
-    if missing:
-        raise DataError(f"{p(doc_name)}: {len(missing)} utterances of "
-                        f"{words_name} have no entry: {examples(missing)}")
-    check_documents_contiguous(
-        utt_line, utt2doc, p(doc_name), p(words_name), doc_lines,
-        {u: format_location(p(words_name), n) for u, n in utt_line.items()})
-    return Documents(utt2doc, doc_name, f"documents from {doc_name} ({len(set(utt2doc[u] for u in utt_line))})")
+    files = kaldi_files(path, lm_cost_name)
+    docs = _Documents(files)
+    n_utts = n_hyps = 0
+    group: list = []
+    for row in _rows(files):
+        if group and row[2] != group[0][2]:
+            yield _nbest_list(files, docs, group)
+            n_utts, n_hyps, group = n_utts + 1, n_hyps + len(group), []
+        group.append(row)
+    yield _nbest_list(files, docs, group)
+    if not quiet:
+        (log if log is not None else logger.info)(
+            f"{files.directory}: {n_utts + 1} utterances, {n_hyps + len(group)} hypotheses; words {files.words}, "
+            f"acoustic {files.ac}, n-gram {files.ngram.desc}; {docs.desc()}")
 
 
 def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
                          lm_cost_name: Optional[str] = None) -> NbestSet:
-    """Read an N-best directory into an :class:`~nbest_rescore.types.NbestSet`.
+    """Read an N-best directory into an :class:`~nbest_rescore.types.NbestSet`
+    (:func:`iter_kaldi_nbest`, all at once).
 
     See the module docstring for the file names looked for. Utterances keep the order
-    of their first hypothesis in the words file; hypotheses of an utterance keep file
-    order (first-pass rank order). Costs are float64 arrays of negated natural-log
-    values (larger = worse): ``ac_cost`` acoustic, ``lm_cost`` n-gram (incl. ``</s>``),
-    ``graph_cost`` Kaldi's ``lmwt.nolm`` or zeros.
+    of the words file; hypotheses of an utterance keep file order (first-pass rank
+    order) and must be on consecutive lines. Costs are float64 arrays of negated
+    natural-log values (larger = worse): ``ac_cost`` acoustic, ``lm_cost`` n-gram
+    (incl. ``</s>``), ``graph_cost`` Kaldi's ``lmwt.nolm`` or zeros.
 
     Args:
         path: the directory.
@@ -306,78 +427,28 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
     Raises:
         DataError: ``path`` is not a directory; no words / acoustic / n-gram cost file
             (the message lists the names looked for), or no ``lm_cost_name`` file; a
-            malformed line in any file
-            (``file:line``); a hypothesis key that is not ``<uttid>-<n>`` with n >= 1
-            (``file:line``); an unknown word id; key sets that differ between the words
-            file and a cost file (a few examples each way); a NaN/infinite cost (key);
-            an utterance missing from ``utt2doc``/``utt2spk`` (examples); a document
-            whose utterances are not consecutive in the words file (``utt2doc:line``
-            where it reappears, the document id, and the fix); a key or id holding a
-            byte-order mark or zero-width character (``file:line``); a cost that is not
-            a decimal number (``1_000``, ``nan``, ``inf``: ``file:line``); no hypotheses.
+            malformed line in any file (``file:line``); a hypothesis key that is not
+            ``<uttid>-<n>`` with n >= 1 (``file:line``); a duplicate key, or hypotheses
+            of an utterance that are not on consecutive lines (``file:line``, the fix);
+            an unknown word id; key sets that differ between the words file and a cost
+            file (a few examples each way); an utterance missing from
+            ``utt2doc``/``utt2spk`` (examples); a document whose utterances are not
+            consecutive in the words file (``utt2doc:line`` where it reappears, the
+            document id, and the fix); a key or id holding a byte-order mark or
+            zero-width character (``file:line``); a cost that is not a decimal number
+            (``1_000``, ``nan``, ``inf``: ``file:line``); no hypotheses.
     """
-    say = log if log is not None else logger.info
-    directory = os.fspath(path)
-    if not os.path.isdir(directory):
-        raise DataError(f"{directory}: N-best directory not found")
+    lists = tuple(iter_kaldi_nbest(path, log=log, lm_cost_name=lm_cost_name))
+    return NbestSet(utterances=lists, doc_source=kaldi_files(path, lm_cost_name).doc_source,
+                    source=os.fspath(path))
 
-    def p(name):
-        return os.path.join(directory, name)
 
-    # --- words
-    words_name = words_file(directory)
-    if words_name == "words":
-        hyps, lines = _read_int_words(p("words"), p("words.txt"))
-    else:
-        hyps, lines = parse_kaldi_text(p(words_name))
-    if not hyps:
-        raise DataError(f"{p(words_name)}: no hypotheses")
-
-    # --- costs
-    ac_name = ac_file(directory)
-    ac = read_cost_ark(p(ac_name))
-    _check_same_keys(words_name, hyps, ac_name, ac, directory)
-
-    lm_files = ngram_files(directory, words_name, lm_cost_name)
-    lm = read_cost_ark(p(lm_files.lm))
-    _check_same_keys(words_name, hyps, lm_files.lm, lm, directory)
-    graph: Optional[Dict[str, float]] = None
-    if lm_files.graph is not None:
-        graph = read_cost_ark(p(lm_files.graph))
-        _check_same_keys(words_name, hyps, lm_files.graph, graph, directory)
-    if lm_files.subtract_graph:
-        lm = {k: lm[k] - graph[k] for k in hyps}
-    lm_desc = lm_files.desc
-
-    # --- group hypotheses by utterance
-    groups: Dict[str, List[str]] = {}
-    utt_line: Dict[str, int] = {}
-    for key, line_no in zip(hyps, lines):
-        try:
-            utt, _ = split_hyp_key(key)
-        except ValueError as e:
-            raise DataError(f"{format_location(p(words_name), line_no)}: {e}") from None
-        if utt not in groups:
-            groups[utt] = []
-            utt_line[utt] = line_no
-        groups[utt].append(key)
-
-    # --- documents
-    docs = read_documents(directory, words_name, utt_line)
-    utt2doc, doc_source, doc_desc = docs.doc_of, docs.source, docs.desc
-
-    utterances = []
-    for utt, keys in groups.items():
-        utterances.append(NbestList(
-            utt_id=utt,
-            doc_id=utt2doc[utt],
-            keys=tuple(keys),
-            hyps=tuple(hyps[k] for k in keys),
-            ac_cost=np.array([ac[k] for k in keys], dtype=np.float64),
-            lm_cost=np.array([lm[k] for k in keys], dtype=np.float64),
-            graph_cost=(np.array([graph[k] for k in keys], dtype=np.float64)
-                        if graph is not None else np.zeros(len(keys), dtype=np.float64)),
-        ))
-    say(f"{directory}: {len(utterances)} utterances, {len(hyps)} hypotheses; words "
-        f"{words_name}, acoustic {ac_name}, n-gram {lm_desc}; {doc_desc}")
-    return NbestSet(utterances=tuple(utterances), doc_source=doc_source, source=directory)
+def open_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
+                     lm_cost_name: Optional[str] = None) -> StreamSource:
+    """The lists of an N-best directory as a source read span by span
+    (:class:`~.spans.StreamSource`): one checking pass now (:func:`iter_kaldi_nbest`,
+    which logs its line), and a quiet read of the files per pass over the spans.
+    Raises DataError as :func:`read_kaldi_nbest_dir`."""
+    files = kaldi_files(path, lm_cost_name)
+    return open_stream(partial(iter_kaldi_nbest, path, log=log, lm_cost_name=lm_cost_name), files.doc_source,
+                       files.directory, f"{files.directory}: the N-best files changed while they were read")

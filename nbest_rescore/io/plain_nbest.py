@@ -30,17 +30,18 @@ from __future__ import annotations
 import logging
 import os
 from collections import abc
+from functools import partial
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import DataError, examples, format_location
-from ..types import NbestList, NbestSet
-from ._common import (check_documents_contiguous, check_key, iter_lines, parse_cost,
-                      split_fields)
+from ..types import NbestList, NbestSet, Words
+from ._common import DocumentOrder, check_key, iter_lines, parse_cost, split_fields
 from .kaldi_nbest import read_utt_map_lines
+from .spans import StreamSource, open_stream
 
-__all__ = ["find_plain_score_files", "read_plain_nbest"]
+__all__ = ["find_plain_score_files", "iter_plain_nbest", "open_plain_nbest", "read_plain_nbest"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,16 +83,6 @@ def iter_plain_hyps(path) -> Iterator[Tuple[int, str, Tuple[str, ...]]]:
         yield line_no, idx, tuple(words)
 
 
-def _read_plain_hyps(path) -> Tuple[List[str], List[Tuple[str, ...]]]:
-    """Per hypothesis line: its utterance index string and its words."""
-    indices: List[str] = []
-    hyps: List[Tuple[str, ...]] = []
-    for _, idx, words in iter_plain_hyps(path):
-        indices.append(idx)
-        hyps.append(words)
-    return indices, hyps
-
-
 def iter_values(path, what: str) -> Iterator[float]:
     """Stream a score file: one decimal number per line (``what`` names it in messages).
 
@@ -105,10 +96,6 @@ def iter_values(path, what: str) -> Iterator[float]:
             raise DataError(f"{loc}: expected one number per line ({what} of hypothesis "
                             f"line {line_no}), found {len(fields)} fields")
         yield parse_cost(fields[0], loc, what)
-
-
-def _read_values(path, what: str) -> List[float]:
-    return list(iter_values(path, what))
 
 
 _SCORE_KINDS = (("ac", "acoustic"), ("ngram", "n-gram"))
@@ -201,13 +188,6 @@ def _read_utt_ids(path) -> Dict[str, str]:
     return ids
 
 
-def _warn_if_wrong_kind(values: List[float], path, desc: str, scores_are_costs: bool,
-                        log: Optional[Callable[[str], None]]) -> None:
-    """Warn when natural-log scores look like costs or the other way round."""
-    warn_if_wrong_kind(sum(1 for v in values if v < 0), sum(1 for v in values if v > 0), len(values), path, desc,
-                       scores_are_costs, log)
-
-
 def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, scores_are_costs: bool,
                        log: Optional[Callable[[str], None]]) -> None:
     """Warn when most of the ``n`` values of a score file (``negative`` of them < 0,
@@ -250,55 +230,6 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
     return ac_path, ngram_path, found
 
 
-def utterance_ids(utt_ids, first_line: Dict[str, int], nbest_path) -> Tuple[Dict[str, str], str]:
-    """``({index: utterance id}, log phrase)`` for the indices of the list (``first_line``:
-    index -> its first line, in list order): from the ``utt_ids`` file, else the index.
-    Raises DataError for a malformed file or indices without an id."""
-    if utt_ids is None:
-        return {idx: idx for idx in first_line}, "utterance id = index (no utt_ids)"
-    id_of = _read_utt_ids(utt_ids)
-    missing = [idx for idx in first_line if idx not in id_of]
-    if missing:
-        raise DataError(f"{utt_ids}: {len(missing)} utterance indices of {nbest_path} "
-                        f"have no utterance id: {examples(missing)}; add a line "
-                        f"'<utterance-index> <utterance-id>' for each")
-    unused = len(id_of) - len(first_line)
-    return id_of, f"utterance ids from {utt_ids}" + (f" ({unused} entries for other indices unused)" if unused else "")
-
-
-def plain_documents(utt2doc, utts: List[str], index_of: Dict[str, str], have_ids: bool,
-                    utt_locs: Dict[str, str], nbest_path) -> Tuple[Dict[str, str], str, str]:
-    """``(utterance id -> document, doc_source, log phrase)`` of the utterances ``utts``
-    (list order; ``index_of``: id -> index; ``have_ids``: ids came from a utt_ids file;
-    ``utt_locs``: id -> ``file:line``): from ``utt2doc`` (path or mapping, keyed by id
-    or index), else the whole file one document. Raises DataError for utterances
-    without an entry or documents that are not consecutive."""
-    if utt2doc is None:
-        doc = os.path.basename(os.fspath(nbest_path)) or "file"
-        return ({u: doc for u in utts}, "file",
-                "no utt2doc: the whole file is one document (corpus-level stream)")
-    if isinstance(utt2doc, abc.Mapping):
-        doc_map = {str(k): str(v) for k, v in utt2doc.items()}
-        doc_lines, doc_file = None, "utt2doc"
-    else:
-        doc_map, doc_lines = read_utt_map_lines(utt2doc, "utterance id or index")
-        doc_file = os.fspath(utt2doc)
-    if all(u in doc_map for u in utts):
-        by = {u: u for u in utts}
-    elif have_ids and all(index_of[u] in doc_map for u in utts):
-        by = {u: index_of[u] for u in utts}
-    else:
-        missing = [u for u in utts if u not in doc_map]
-        also = "" if not have_ids else " (nor for their utterance indices)"
-        raise DataError(f"{doc_file}: no entry for {len(missing)} utterances of "
-                        f"{nbest_path}{also}: {examples(missing)}; add a line "
-                        f"'<utterance-id> <document-id>' for each")
-    doc_of = {u: doc_map[by[u]] for u in utts}
-    line_of = ({u: doc_lines[by[u]] for u in utts} if doc_lines is not None else None)
-    check_documents_contiguous(utts, doc_of, doc_file, os.fspath(nbest_path), line_of, utt_locs)
-    return doc_of, "utt2doc", f"documents from {doc_file} ({len(set(doc_of.values()))})"
-
-
 def describe(nbest_path, n_utts: int, n_hyps: int, scores_are_costs: bool, ac_path, ngram_path,
              found: List[str], id_desc: str, doc_desc: str) -> str:
     """The reader's log line: what was read from where."""
@@ -308,10 +239,162 @@ def describe(nbest_path, n_utts: int, n_hyps: int, scores_are_costs: bool, ac_pa
             f"{ac_path} and {ngram_path}{by_name}; {id_desc}; {doc_desc}")
 
 
+def _doc_map(utt2doc) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, int]], str]:
+    """``(document map, its lines or None, how messages name it)`` of ``utt2doc``
+    (a path, a mapping, or None: no map)."""
+    if utt2doc is None:
+        return None, None, "file"
+    if isinstance(utt2doc, abc.Mapping):
+        return {str(k): str(v) for k, v in utt2doc.items()}, None, "utt2doc"
+    doc_map, doc_lines = read_utt_map_lines(utt2doc, "utterance id or index")
+    return doc_map, doc_lines, os.fspath(utt2doc)
+
+
+class _PlainInput:
+    """What the reader knows before the hypotheses: the files, the utterance ids
+    (``utt_ids``) and the documents (``utt2doc``), checked utterance by utterance."""
+
+    def __init__(self, path, ac_path, ngram_path, scores_are_costs: bool, utt2doc, utt_ids):
+        if not os.path.isfile(os.fspath(path)):
+            raise DataError(f"{path}: plain N-best file not found")
+        self.nbest, self.costs, self.utt_ids = path, scores_are_costs, utt_ids
+        self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)
+        self.id_of = None if utt_ids is None else _read_utt_ids(utt_ids)
+        self.doc_map, self.doc_lines, self.doc_file = _doc_map(utt2doc)
+        self.order = DocumentOrder(self.doc_file, os.fspath(path))
+        self.by_index: Optional[bool] = None  # utt2doc keyed by index: decided at the first utterance
+
+    def utt_id(self, idx: str) -> str:
+        """The utterance id of index ``idx``. Raises DataError listing the indices
+        without an id (the list read again)."""
+        utt = idx if self.id_of is None else self.id_of.get(idx)
+        if utt is not None:
+            return utt
+        indices = dict.fromkeys(i for _, i, _ in iter_plain_hyps(self.nbest))
+        missing = [i for i in indices if i not in self.id_of]
+        raise DataError(f"{self.utt_ids}: {len(missing)} utterance indices of {self.nbest} have no utterance "
+                        f"id: {examples(missing)}; add a line '<utterance-index> <utterance-id>' for each")
+
+    def doc_of(self, utt: str, idx: str, line_no: int) -> str:
+        """The document of utterance ``utt`` (index ``idx``, first line ``line_no``).
+        Raises DataError for utterances without an entry or a document that reappears."""
+        if self.doc_map is None:
+            return os.path.basename(os.fspath(self.nbest)) or "file"
+        if self.by_index is None:
+            self.by_index = utt not in self.doc_map and self.id_of is not None and idx in self.doc_map
+        key = idx if self.by_index else utt
+        doc = self.doc_map.get(key)
+        if doc is None:
+            raise self._no_docs()
+        self.order.add(utt, doc, None if self.doc_lines is None else self.doc_lines[key],
+                       format_location(self.nbest, line_no))
+        return doc
+
+    def _no_docs(self) -> DataError:
+        ids = self.id_of or {}
+        utts = dict.fromkeys((ids.get(i, i), i) for _, i, _ in iter_plain_hyps(self.nbest))
+        missing = [u for u, i in utts if (i if self.by_index else u) not in self.doc_map]
+        also = "" if self.id_of is None else " (nor for their utterance indices)"
+        return DataError(f"{self.doc_file}: no entry for {len(missing)} utterances of {self.nbest}{also}: "
+                         f"{examples(missing)}; add a line '<utterance-id> <document-id>' for each")
+
+    def not_parallel(self) -> DataError:
+        """The error for score files not line-parallel to the list (all counted)."""
+        n = sum(1 for _ in iter_plain_hyps(self.nbest))
+        kind = "cost" if self.costs else "score"
+        for path, desc in ((self.ac, "acoustic"), (self.ngram, "n-gram")):
+            m = sum(1 for _ in iter_values(path, f"{desc} {kind}"))
+            if m != n:
+                return DataError(f"{path} has {m} score lines but {self.nbest} has {n} hypothesis lines; "
+                                 f"the files must be parallel")
+        return DataError(f"{self.nbest}: the score files changed while they were read; do not write them now")
+
+    def describe(self, n_utts: int, n_hyps: int) -> str:
+        """The reader's log line."""
+        id_desc = "utterance id = index (no utt_ids)"
+        if self.id_of is not None:
+            unused = len(self.id_of) - n_utts
+            id_desc = f"utterance ids from {self.utt_ids}" + (
+                f" ({unused} entries for other indices unused)" if unused else "")
+        doc_desc = ("no utt2doc: the whole file is one document (corpus-level stream)" if self.doc_map is None
+                    else f"documents from {self.doc_file} ({self.order.count})")
+        return describe(self.nbest, n_utts, n_hyps, self.costs, self.ac, self.ngram, self.found, id_desc, doc_desc)
+
+
+def _rows(plain: _PlainInput) -> Iterator[Tuple[int, str, Words, float, float]]:
+    """``(line, index, words, acoustic value, n-gram value)`` per hypothesis line, the
+    score files read in lock-step with the list (values as written)."""
+    kind = "cost" if plain.costs else "score"
+    ac, ng = iter_values(plain.ac, f"acoustic {kind}"), iter_values(plain.ngram, f"n-gram {kind}")
+    n = 0
+    for line_no, idx, words in iter_plain_hyps(plain.nbest):
+        a, g = next(ac, None), next(ng, None)
+        if a is None or g is None:
+            raise plain.not_parallel()
+        n += 1
+        yield line_no, idx, words, a, g
+    if not n:
+        raise DataError(f"{plain.nbest}: no hypotheses")
+    if next(ac, None) is not None or next(ng, None) is not None:
+        raise plain.not_parallel()
+
+
+def _costs(values, sign: float) -> np.ndarray:
+    """Values as float64 costs (negated unless they are costs), no negative zeros."""
+    arr = np.asarray(values, dtype=np.float64) * sign
+    arr[arr == 0] = 0.0
+    return arr
+
+
+def _plain_list(plain: _PlainInput, group: list, signs: List[int]) -> NbestList:
+    """One utterance's list from its rows (:func:`_rows`); ``signs`` (acoustic < 0,
+    > 0, n-gram < 0, > 0) counts its values."""
+    line_no, idx = group[0][0], group[0][1]
+    _, _, hyps, ac, ng = zip(*group)
+    for k, values in ((0, ac), (2, ng)):
+        signs[k] += sum(v < 0 for v in values)
+        signs[k + 1] += sum(v > 0 for v in values)
+    utt = plain.utt_id(idx)
+    sign = 1.0 if plain.costs else -1.0
+    return NbestList(utt_id=utt, doc_id=plain.doc_of(utt, idx, line_no),
+                     keys=tuple(f"{utt}-{r}" for r in range(1, len(group) + 1)), hyps=hyps,
+                     ac_cost=_costs(ac, sign), lm_cost=_costs(ng, sign),
+                     graph_cost=np.zeros(len(group), dtype=np.float64))
+
+
+def iter_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
+                     utt2doc=None, utt_ids=None, log: Optional[Callable[[str], None]] = None,
+                     quiet: bool = False) -> Iterator[NbestList]:
+    """Read a plain N-best file one utterance at a time, its score files in lock-step
+    with it, checking everything as it reads. Arguments, order, units and errors as
+    :func:`read_plain_nbest`; the warnings and the log line come after the last list
+    (none when ``quiet``).
+
+    Raises:
+        DataError: as :func:`read_plain_nbest`, when the iteration reaches the error.
+    """
+    plain = _PlainInput(path, ac_path, ngram_path, scores_are_costs, utt2doc, utt_ids)
+    signs = [0, 0, 0, 0]
+    n_utts = n_hyps = 0
+    group: list = []
+    for row in _rows(plain):
+        if group and row[1] != group[0][1]:
+            yield _plain_list(plain, group, signs)
+            n_utts, n_hyps, group = n_utts + 1, n_hyps + len(group), []
+        group.append(row)
+    yield _plain_list(plain, group, signs)
+    n_utts, n_hyps = n_utts + 1, n_hyps + len(group)
+    if not quiet:
+        for k, score_path, desc in ((0, plain.ac, "acoustic"), (2, plain.ngram, "n-gram")):
+            warn_if_wrong_kind(signs[k], signs[k + 1], n_hyps, score_path, desc, scores_are_costs, log)
+        (log if log is not None else logger.info)(plain.describe(n_utts, n_hyps))
+
+
 def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
                      utt2doc=None, utt_ids=None,
                      log: Optional[Callable[[str], None]] = None) -> NbestSet:
-    """Read a plain N-best file (thesis Fig. 5.1) and its acoustic / n-gram score files.
+    """Read a plain N-best file (thesis Fig. 5.1) and its acoustic / n-gram score files
+    (:func:`iter_plain_nbest`, all at once).
 
     Args:
         path: hypotheses, ``<utterance-index> w1 ... <eos>`` per line.
@@ -352,63 +435,18 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
             are not consecutive (``utt2doc:line``, document id, fix); a key holding a
             byte-order mark or zero-width character (``file:line``); an empty N-best file.
     """
-    say = log if log is not None else logger.info
-    nbest_path = path
-    if not os.path.isfile(os.fspath(nbest_path)):
-        raise DataError(f"{nbest_path}: plain N-best file not found")
-    ac_path, ngram_path, found = score_paths(nbest_path, ac_path, ngram_path)
+    lists = tuple(iter_plain_nbest(path, ac_path, ngram_path, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                                   utt_ids=utt_ids, log=log))
+    return NbestSet(utterances=lists, doc_source="file" if utt2doc is None else "utt2doc", source=os.fspath(path))
 
-    indices, hyps = _read_plain_hyps(nbest_path)
-    if not hyps:
-        raise DataError(f"{nbest_path}: no hypotheses")
-    n = len(hyps)
 
-    # --- utterance ids
-    first_line: Dict[str, int] = {}
-    for i, idx in enumerate(indices):
-        first_line.setdefault(idx, i + 1)
-    id_of, id_desc = utterance_ids(utt_ids, first_line, nbest_path)
-    utt_of_line = [id_of[idx] for idx in indices]
-
-    sign = 1.0 if scores_are_costs else -1.0
-    kind = "cost" if scores_are_costs else "score"
-    costs = {}
-    ranks: List[int] = []
-    for i, idx in enumerate(indices):
-        ranks.append(ranks[-1] + 1 if i > 0 and indices[i - 1] == idx else 1)
-    keys = [f"{utt}-{r}" for utt, r in zip(utt_of_line, ranks)]
-    for name, score_path, desc in (("ac", ac_path, "acoustic"),
-                                   ("ngram", ngram_path, "n-gram")):
-        values = _read_values(score_path, f"{desc} {kind}")
-        if len(values) != n:
-            raise DataError(f"{score_path} has {len(values)} score lines but {nbest_path} "
-                            f"has {n} hypothesis lines; the files must be parallel")
-        _warn_if_wrong_kind(values, score_path, desc, scores_are_costs, log)
-        arr = np.asarray(values, dtype=np.float64) * sign
-        arr[arr == 0] = 0.0  # no negative zeros
-        costs[name] = arr
-
-    groups: Dict[str, List[int]] = {}
-    for i, utt in enumerate(utt_of_line):
-        groups.setdefault(utt, []).append(i)
-    index_of = {id_of[idx]: idx for idx in first_line}
-    utt_locs = {u: format_location(nbest_path, first_line[index_of[u]]) for u in groups}
-
-    doc_of, doc_source, doc_desc = plain_documents(utt2doc, list(groups), index_of, utt_ids is not None,
-                                                   utt_locs, nbest_path)
-
-    utterances = []
-    for utt, rows in groups.items():
-        sel = np.asarray(rows, dtype=np.int64)
-        utterances.append(NbestList(
-            utt_id=utt,
-            doc_id=doc_of[utt],
-            keys=tuple(keys[i] for i in rows),
-            hyps=tuple(hyps[i] for i in rows),
-            ac_cost=costs["ac"][sel],
-            lm_cost=costs["ngram"][sel],
-            graph_cost=np.zeros(len(rows), dtype=np.float64),
-        ))
-    say(describe(nbest_path, len(utterances), n, scores_are_costs, ac_path, ngram_path, found, id_desc, doc_desc))
-    return NbestSet(utterances=tuple(utterances), doc_source=doc_source,
-                    source=os.fspath(nbest_path))
+def open_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False, utt2doc=None,
+                     utt_ids=None, log: Optional[Callable[[str], None]] = None) -> StreamSource:
+    """The lists of a plain N-best file as a source read span by span
+    (:class:`~.spans.StreamSource`): one checking pass now (:func:`iter_plain_nbest`,
+    which warns and logs), and a quiet read of the files per pass over the spans.
+    Arguments and errors as :func:`read_plain_nbest`."""
+    read = partial(iter_plain_nbest, path, ac_path, ngram_path, scores_are_costs=scores_are_costs,
+                   utt2doc=utt2doc, utt_ids=utt_ids, log=log)
+    return open_stream(read, "file" if utt2doc is None else "utt2doc", os.fspath(path),
+                       f"{path}: the plain N-best files changed while they were read")

@@ -9,71 +9,23 @@ memory then follows the largest span, not the number of hypotheses.
 
 An N-best *source* is anything with an :class:`NbestIndex` (``index``) and a
 ``spans(max_hyps)`` method yielding the spans as :class:`~nbest_rescore.types.NbestSet`
-values in order: :class:`SetSource` for a set already in memory, or the streaming
-readers (:mod:`.kaldi_stream`, :mod:`.plain_stream`), which re-read the files span by
-span.
+values in order: :class:`SetSource` for a set already in memory, or
+:class:`StreamSource` for lists read from files by a reader's generator
+(:func:`~.kaldi_nbest.iter_kaldi_nbest`, :func:`~.plain_nbest.iter_plain_nbest`): a
+counting pass over it first (it checks everything), then one read per pass over the
+spans (:func:`iter_spans`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import DataError
 from ..types import NbestList, NbestSet
 
-__all__ = ["NbestIndex", "NbestSource", "NotInStep", "SetSource", "plan_spans", "read_spans"]
-
-
-class NotInStep(Exception):
-    """The files are not in the order a lockstep pass needs (a score file with another
-    number of lines, keys out of order, or an error): the readers fall back to the
-    whole-set reader."""
-
-
-def _next_row(rows, changed: DataError):
-    """The next row of a lockstep iterator, or None at its end; ``changed`` when it
-    falls out of step."""
-    try:
-        return next(rows, None)
-    except NotInStep:
-        raise changed from None
-
-
-def read_spans(index: "NbestIndex", rows: Iterator, max_hyps: Optional[int],
-               belongs: Callable[[int, tuple], bool], make_list: Callable[[int, list], NbestList],
-               changed: DataError) -> Iterator[NbestSet]:
-    """The second pass of a streaming reader: the spans (:meth:`NbestIndex.span_bounds`)
-    built from a lockstep row iterator that yields the hypotheses in set order.
-
-    Args:
-        index: what the checking pass found; rows: the re-read rows (one per hypothesis,
-            raising :class:`NotInStep` where the files fall out of step).
-        belongs: (utterance index u, row) -> whether the row is one of utterance u's.
-        make_list: (u, its ``index.sizes[u]`` rows) -> utterance u's
-            :class:`~nbest_rescore.types.NbestList`.
-        changed: the error raised when the rows no longer match the index.
-    Yields:
-        each span as an :class:`~nbest_rescore.types.NbestSet`, in order.
-    Raises:
-        DataError: ``changed``, when the rows end early, fall out of step, hold a row of
-            another utterance, or go on past the last utterance (the files changed since
-            the checking pass).
-    """
-    for a, b in index.span_bounds(max_hyps):
-        lists = []
-        for u in range(a, b):
-            part = []
-            for _ in range(index.sizes[u]):
-                row = _next_row(rows, changed)
-                if row is None or not belongs(u, row):
-                    raise changed
-                part.append(row)
-            lists.append(make_list(u, part))
-        yield NbestSet(tuple(lists), index.doc_source, index.source)
-    if _next_row(rows, changed) is not None:
-        raise changed
+__all__ = ["NbestIndex", "NbestSource", "SetSource", "StreamSource", "iter_spans", "open_stream", "plan_spans"]
 
 
 def plan_spans(doc_sizes: Sequence[int], max_hyps: Optional[int]) -> List[Tuple[int, int]]:
@@ -199,3 +151,87 @@ class SetSource:
             return
         for a, b in self.index.span_bounds(max_hyps):
             yield nb if (a, b) == (0, len(nb)) else NbestSet(nb.utterances[a:b], nb.doc_source, nb.source)
+
+
+def _documents(lists: Iterable[NbestList]) -> Iterator[List[NbestList]]:
+    """The lists grouped into runs of one document (consecutive lists, same ``doc_id``)."""
+    doc: List[NbestList] = []
+    for u in lists:
+        if doc and u.doc_id != doc[-1].doc_id:
+            yield doc
+            doc = []
+        doc.append(u)
+    if doc:
+        yield doc
+
+
+def iter_spans(lists: Iterable[NbestList], max_hyps: Optional[int], doc_source: str = "utt2doc",
+               source: str = "") -> Iterator[NbestSet]:
+    """The spans of :func:`plan_spans` taken from lists read in order (their documents
+    consecutive, as the readers check): whole documents while a span's hypotheses stay
+    within ``max_hyps`` (a larger document is a span of its own; None: one span).
+    Holds one span and the document being read, each an
+    :class:`~nbest_rescore.types.NbestSet` with ``doc_source`` and ``source``.
+    Raises ValueError for ``max_hyps`` < 1."""
+    if max_hyps is not None and max_hyps < 1:
+        raise ValueError(f"max_hyps must be >= 1 or None, got {max_hyps}")
+    span: List[NbestList] = []
+    size = 0
+    for doc in _documents(lists):
+        n = sum(len(u) for u in doc)
+        if span and max_hyps is not None and size + n > max_hyps:
+            yield NbestSet(tuple(span), doc_source, source)
+            span, size = [], 0
+        span.extend(doc)
+        size += n
+    if span:
+        yield NbestSet(tuple(span), doc_source, source)
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    """Lists read from files, span by span: ``index`` from the checking pass, and
+    ``read(quiet=True)`` (a reader's generator function) reading the files again.
+    ``changed``: what the error says when the files no longer give the index."""
+
+    index: NbestIndex
+    read: Callable[..., Iterator[NbestList]]
+    changed: str
+
+    def _checked(self) -> Iterator[NbestList]:
+        ix = self.index
+        fix = "do not write them while scoring"
+        try:
+            n = 0
+            for n, u in enumerate(self.read(quiet=True), start=1):
+                if n > len(ix) or (u.utt_id, u.doc_id, len(u)) != (ix.utt_ids[n - 1], ix.doc_ids[n - 1],
+                                                                    ix.sizes[n - 1]):
+                    raise DataError(f"{self.changed} (the lists no longer match the first pass); {fix}")
+                yield u
+        except DataError as e:
+            if str(e).startswith(self.changed):
+                raise
+            raise DataError(f"{self.changed}; {fix}: {e}") from None
+        if n != len(ix):
+            raise DataError(f"{self.changed} (they end after {n} of {len(ix)} utterances); {fix}")
+
+    def spans(self, max_hyps: Optional[int]) -> Iterator[NbestSet]:
+        """The spans (:func:`iter_spans`), the files read again.
+
+        Raises:
+            DataError: the files changed since the checking pass (or became malformed).
+        """
+        return iter_spans(self._checked(), max_hyps, self.index.doc_source, self.index.source)
+
+
+def open_stream(read: Callable[..., Iterator[NbestList]], doc_source: str, source: str,
+                changed: str) -> StreamSource:
+    """The checking pass: count the lists of ``read()`` (a reader's generator function,
+    which checks everything and logs its line) into the :class:`NbestIndex` of a
+    :class:`StreamSource`. Raises DataError as the reader."""
+    utts, docs, sizes = [], [], []
+    for u in read():
+        utts.append(u.utt_id)
+        docs.append(u.doc_id)
+        sizes.append(len(u))
+    return StreamSource(NbestIndex(tuple(utts), tuple(docs), tuple(sizes), doc_source, source), read, changed)

@@ -137,13 +137,25 @@ def read(d):
 
 
 def test_small_dir_and_empty_hypothesis(tmp_path):
-    d = make_dir(tmp_path, text="u1-1 a b\nu1-2\nu2-1 c\nu1-3 d\n")
+    d = make_dir(tmp_path, text="u1-1 a b\nu1-2\nu1-3 d\nu2-1 c\n")
     s = read(d)
     assert s.utt_ids == ["u1", "u2"]
     assert s.utterances[0].keys == ("u1-1", "u1-2", "u1-3")
     assert s.utterances[0].hyps == (("a", "b"), (), ("d",))
     assert s.utterances[0].num_words.tolist() == [2, 0, 1]
     assert s.utterances[0].ac_cost.tolist() == [10.0, 10.0, 10.0]
+
+
+def test_hypotheses_of_an_utterance_on_non_consecutive_lines_are_an_error(tmp_path):
+    """Issue 27: read whole, such a list used to be regrouped, but it cannot be read in
+    lock-step (spans); one line names the file, the line, what was expected and a fix."""
+    d = make_dir(tmp_path, text="u1-1 a b\nu1-2\nu2-1 c\nu1-3 d\n")
+    with pytest.raises(DataError) as e:
+        read(d)
+    msg = str(e.value)
+    assert msg.startswith(f"{d / 'text'}:4: hypothesis 'u1-3' of utterance 'u1' follows utterance 'u2'")
+    assert "from line 1" in msg and "expected the hypotheses of an utterance on consecutive lines" in msg
+    assert "fix: move all lines of 'u1' together" in msg and "\n" not in msg
 
 
 def test_key_missing_from_ac_cost_is_listed(tmp_path):

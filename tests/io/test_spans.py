@@ -1,8 +1,9 @@
-"""Spans of whole documents (nbest_rescore.io.spans) and the streaming readers
-(kaldi_stream, plain_stream) on the real ci lists: a span never cuts a document, a
-document larger than the budget is a span of its own, the spans put together are the
-set the whole-set readers return (same keys, words and float64 costs, bit for bit), and
-lists the lockstep pass cannot read fall back to the whole-set reader and its errors."""
+"""Spans of whole documents (nbest_rescore.io.spans) and the sources read from files
+(open_kaldi_nbest, open_plain_nbest: a checking pass over the readers' generators, then
+one read per pass) on the real ci lists: a span never cuts a document, a document
+larger than the budget is a span of its own, the spans put together are the set the
+whole-set readers return (same keys, words and float64 costs, bit for bit), a cost file
+in another key order is still streamed, and bad lists raise the whole-set readers' errors."""
 import shutil
 import sys
 
@@ -11,11 +12,9 @@ import pytest
 
 from nbest_rescore.api.inputs import load_nbest, open_nbest
 from nbest_rescore.errors import DataError
-from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
-from nbest_rescore.io.kaldi_stream import KaldiNbestStream, open_kaldi_nbest_stream
-from nbest_rescore.io.plain_nbest import read_plain_nbest
-from nbest_rescore.io.plain_stream import PlainNbestStream, open_plain_nbest_stream
-from nbest_rescore.io.spans import NbestIndex, SetSource, plan_spans
+from nbest_rescore.io.kaldi_nbest import open_kaldi_nbest as open_kaldi_nbest_stream, read_kaldi_nbest_dir
+from nbest_rescore.io.plain_nbest import open_plain_nbest as open_plain_nbest_stream, read_plain_nbest
+from nbest_rescore.io.spans import NbestIndex, SetSource, StreamSource, iter_spans, plan_spans
 from nbest_rescore.types import NbestSet
 
 CI_DOC_HYPS = [700, 600, 1000, 500, 600, 1000, 600, 1000]  # hypotheses of the 8 ci documents, in order
@@ -58,7 +57,7 @@ def test_spans_are_whole_documents_and_make_up_the_set(ci_nbest, DATA, budget, e
     docs = list(dict.fromkeys(u.doc_id for u in ci_nbest.utterances))
     assert [sum(len(ci_nbest.utterances[i]) for i in d) for d in ci_nbest.documents()] == CI_DOC_HYPS
     stream = open_kaldi_nbest_stream(DATA / "ci")
-    assert isinstance(stream, KaldiNbestStream) and stream.index == NbestIndex.of(ci_nbest)
+    assert isinstance(stream, StreamSource) and stream.index == NbestIndex.of(ci_nbest)
     for source in (stream, SetSource(ci_nbest)):
         spans = list(source.spans(budget))
         # each document whole in exactly one span, the spans in order
@@ -91,7 +90,7 @@ def test_stream_equals_the_reader_for_kaldi_names_and_binary_costs(ci_nbest, tmp
     lines_whole, lines_stream = [], []
     whole = read_kaldi_nbest_dir(d, log=lines_whole.append)
     stream = open_kaldi_nbest_stream(d, log=lines_stream.append)
-    assert isinstance(stream, KaldiNbestStream) and lines_stream == lines_whole
+    assert isinstance(stream, StreamSource) and lines_stream == lines_whole
     assert np.any(whole.utterances[0].graph_cost) and stream.index.doc_source == "utt2spk"
     assert_same_lists(list(stream.spans(1500)), whole)
 
@@ -108,7 +107,7 @@ def test_plain_stream_equals_the_reader(ci_nbest, tmp_path):
             a, b = [], []
             whole = read_plain_nbest(lst, log=a.append, **kw)
             stream = open_plain_nbest_stream(lst, log=b.append, **kw)
-            assert isinstance(stream, PlainNbestStream) and a == b
+            assert isinstance(stream, StreamSource) and a == b
             spans = list(stream.spans(1200))
             assert len(spans) == (7 if "utt2doc" in kw else 1)  # without utt2doc the file is one document
             assert_same_lists(spans, whole)
@@ -120,21 +119,22 @@ def test_plain_stream_equals_the_reader(ci_nbest, tmp_path):
     assert a == b and any("--plain-costs" in line for line in b)
 
 
-def test_lists_out_of_step_fall_back_to_the_whole_set_reader(ci_nbest, DATA, tmp_path):
+def test_a_cost_file_in_another_order_is_streamed_and_split_utterances_are_an_error(ci_nbest, DATA, tmp_path):
     d = tmp_path / "ci"
     shutil.copytree(DATA / "ci", d)
     lines = (d / "lm_cost").read_text().splitlines()
     (d / "lm_cost").write_text("\n".join(lines[::-1]) + "\n")  # another key order: fine for the reader
-    assert open_kaldi_nbest_stream(d) is None
     source = open_nbest(d)
-    assert isinstance(source, SetSource)
-    assert_same_lists([source.nbest], ci_nbest, same_source=False)
-    # an utterance whose hypotheses are not on consecutive lines
+    assert isinstance(source, StreamSource) and source.index.sizes == NbestIndex.of(ci_nbest).sizes
+    assert_same_lists(list(source.spans(1200)), ci_nbest, same_source=False)
+    # an utterance whose hypotheses are not on consecutive lines: one clear error (issue 27)
     text = (d / "text").read_text().splitlines()
     text[1], text[150] = text[150], text[1]
     (d / "text").write_text("\n".join(text) + "\n")
-    assert open_kaldi_nbest_stream(d) is None
-    assert isinstance(open_nbest(d), SetSource)
+    for read in (load_nbest, open_nbest):
+        with pytest.raises(DataError, match=rf"^{d / 'text'}:3: hypothesis '{text[2].split()[0]}' of utterance "
+                                            r"'.*' follows utterance '.*'.* on consecutive lines.*fix: move"):
+            read(d)
 
 
 @pytest.mark.parametrize("edit, words", [
@@ -150,12 +150,13 @@ def test_bad_lists_raise_the_whole_set_readers_error(DATA, tmp_path, edit, words
     d = tmp_path / "ci"
     shutil.copytree(DATA / "ci", d)
     edit(d)
-    assert open_kaldi_nbest_stream(d) is None
+    with pytest.raises(DataError) as streamed:
+        open_kaldi_nbest_stream(d)
     with pytest.raises(DataError) as want:
         load_nbest(d)
     with pytest.raises(DataError) as got:
         open_nbest(d)
-    assert str(got.value) == str(want.value) and all(w in str(got.value) for w in words)
+    assert str(got.value) == str(want.value) == str(streamed.value) and all(w in str(got.value) for w in words)
 
 
 def test_a_set_built_by_hand_with_split_documents_is_one_span(ci_nbest):
@@ -201,3 +202,11 @@ def test_plain_lists_that_change_between_the_passes_are_an_error(ci_nbest, tmp_p
     open(lst, "w").write("\n".join(lines[:-50]) + "\n")
     with pytest.raises(DataError, match="plain N-best files changed while they were read"):
         list(stream.spans(1200))
+
+
+def test_iter_spans_cuts_lists_read_in_order_as_plan_spans(ci_nbest):
+    for budget in (1, 800, 1200, 1300, 5000, None):
+        spans = list(iter_spans(iter(ci_nbest.utterances), budget, ci_nbest.doc_source, ci_nbest.source))
+        assert [s.utterances for s in spans] == [s.utterances for s in SetSource(ci_nbest).spans(budget)]
+    with pytest.raises(ValueError, match="max_hyps"):
+        list(iter_spans(iter(ci_nbest.utterances), 0))
