@@ -90,12 +90,6 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
 PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids")
 
 
-def load_job_nbest(job) -> NbestSet:
-    """:func:`load_nbest` of a job's ``nbest`` and ``plain_*`` options."""
-    return load_nbest(job.nbest, ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs,
-                      utt2doc=job.plain_utt2doc, utt_ids=job.plain_utt_ids)
-
-
 def open_job_nbest(job) -> NbestSource:
     """:func:`open_nbest` of a job's ``nbest`` and ``plain_*`` options."""
     return open_nbest(job.nbest, ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs,

@@ -74,11 +74,6 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
 
 
 
-def strip_bom(data: bytes) -> bytes:
-    """``data`` without a UTF-8 byte-order mark at its very start (see :func:`iter_lines`)."""
-    return data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
-
-
 def parse_cost(token: str, loc: str, what: str) -> float:
     """Parse one cost or score strictly: the only number parser of the readers.
 

@@ -109,37 +109,6 @@ def read_symbol_table(path) -> Dict[int, str]:
     return table
 
 
-def _int_word_lines(words_path) -> Iterator[Tuple[int, str, List[str]]]:
-    """``(line_no, key, id tokens)`` of every line of ``words``."""
-    for line_no, line in iter_lines(words_path):
-        fields = split_fields(line)
-        if not fields:
-            raise DataError(f"{format_location(words_path, line_no)}: blank line; "
-                            f"expected '<key> [id ...]'")
-        key = fields[0]
-        if not key.isascii():
-            check_key(key, format_location(words_path, line_no))
-        yield line_no, key, fields[1:]
-
-
-def _map_ids(tokens: List[str], table: Dict[int, str], words_path, line_no: int, key: str,
-             table_path) -> Words:
-    words = []
-    for tok in tokens:
-        try:
-            if not (tok.isascii() and tok.isdigit()):
-                raise ValueError
-            words.append(table[int(tok)])
-        except ValueError:
-            raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
-                            f"word id {tok!r} is not a non-negative integer (ASCII "
-                            f"digits only, e.g. 42)") from None
-        except KeyError:
-            raise DataError(f"{format_location(words_path, line_no)}: key {key!r}: "
-                            f"word id {tok} is not in {table_path}") from None
-    return tuple(words)
-
-
 def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tuple[int, str, Words]]:
     """Stream ``words`` (``<key> id id ...``; bare key = empty) mapped through the
     symbol table of ``words.txt`` (:func:`read_symbol_table`): ``(line_no, key,
@@ -149,8 +118,18 @@ def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tu
         DataError: a blank line, a key holding an invisible character, a word id that
             is not a non-negative integer or not in the table (``file:line``).
     """
-    for line_no, key, tokens in _int_word_lines(words_path):
-        yield line_no, key, _map_ids(tokens, table, words_path, line_no, key, table_path)
+    for line_no, line in iter_lines(words_path):
+        fields, loc = split_fields(line), format_location(words_path, line_no)
+        if not fields:
+            raise DataError(f"{loc}: blank line; expected '<key> [id ...]'")
+        key = fields[0] if fields[0].isascii() else check_key(fields[0], loc)
+        for tok in fields[1:]:
+            if not (tok.isascii() and tok.isdigit()):
+                raise DataError(f"{loc}: key {key!r}: word id {tok!r} is not a non-negative integer (ASCII "
+                                f"digits only, e.g. 42)")
+            if int(tok) not in table:
+                raise DataError(f"{loc}: key {key!r}: word id {tok} is not in {table_path}")
+        yield line_no, key, tuple(table[int(tok)] for tok in fields[1:])
 
 
 def _first_existing(directory: str, *names: str) -> Optional[str]:
@@ -216,23 +195,6 @@ def ngram_files(directory: str, words_name: str, lm_cost_name: Optional[str] = N
         return NgramFiles("lmwt.withlm", "lmwt.nolm", True, "lmwt.withlm - lmwt.nolm, graph cost lmwt.nolm")
     raise DataError(f"{directory}: no n-gram costs: looked for 'lm_cost', "
                     f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
-
-
-def _check_same_keys(words_name: str, word_keys: Dict[str, None], cost_name: str,
-                     costs: Dict[str, float], directory: str) -> None:
-    if len(costs) == len(word_keys) and all(k in costs for k in word_keys):
-        return
-    missing = [k for k in word_keys if k not in costs]
-    extra = [k for k in costs if k not in word_keys]
-    parts = []
-    if missing:
-        parts.append(f"{len(missing)} keys in {words_name} are missing from {cost_name}: "
-                     f"{examples(missing)}")
-    if extra:
-        parts.append(f"{len(extra)} keys in {cost_name} are missing from {words_name}: "
-                     f"{examples(extra)}")
-    raise DataError(f"{directory}: hypothesis keys differ between {words_name} and "
-                    f"{cost_name}: " + "; ".join(parts))
 
 
 @dataclass(frozen=True)
@@ -310,9 +272,12 @@ def _keys_differ(files: KaldiFiles, name: str, column: CostColumn) -> DataError:
     """The error for a cost file whose keys are not those of the words file (both
     read whole: the message counts and shows the keys missing each way)."""
     keys = {key: None for _, key, _ in files.word_lines()}
-    _check_same_keys(files.words, keys, name, column.table(), files.directory)
-    return DataError(f"{files.path(name)}: its keys do not match those of {files.words}; "
-                     f"give one cost for every hypothesis key")
+    costs = column.table()
+    missing, extra = [k for k in keys if k not in costs], [k for k in costs if k not in keys]
+    parts = [f"{len(ks)} keys in {a} are missing from {b}: {examples(ks)}"
+             for ks, a, b in ((missing, files.words, name), (extra, name, files.words)) if ks]
+    return DataError(f"{files.directory}: hypothesis keys differ between {files.words} and {name}: "
+                     + "; ".join(parts or ["the files changed while they were read"]))
 
 
 def _rows(files: KaldiFiles) -> Iterator[Tuple[int, str, str, Words, List[float]]]:

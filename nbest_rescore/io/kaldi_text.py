@@ -8,7 +8,7 @@ inside a key is an error, since the key would silently not match.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Dict, Iterable, Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
 from ._common import check_key, iter_lines, split_fields
@@ -41,29 +41,6 @@ def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
         yield line_no, key, tuple(fields[1:])
 
 
-def parse_kaldi_text(path) -> Tuple[Dict[str, Words], List[int]]:
-    """Read a Kaldi text file, also returning the 1-based line number of each entry.
-
-    Returns ``(entries, line_numbers)``: ``entries`` maps key -> word tuple in file
-    order and ``line_numbers[i]`` is the line of the i-th key.
-
-    Raises:
-        DataError: as :func:`read_kaldi_text`.
-    """
-    entries: Dict[str, Words] = {}
-    lines: List[int] = []
-    first_line: Dict[str, int] = {}
-    for line_no, key, words in iter_kaldi_text(path):
-        if key in entries:
-            raise DataError(
-                f"{format_location(path, line_no)}: duplicate key {key!r} "
-                f"(first seen on line {first_line[key]})")
-        entries[key] = words
-        first_line[key] = line_no
-        lines.append(line_no)
-    return entries, lines
-
-
 def read_kaldi_text(path) -> Dict[str, Words]:
     """Read a Kaldi ``text`` file into ``{key: (w1, w2, ...)}``.
 
@@ -75,7 +52,15 @@ def read_kaldi_text(path) -> Dict[str, Words]:
             only, a key occurs twice, or a key holds a byte-order mark or zero-width
             character (message ``path:line``).
     """
-    return parse_kaldi_text(path)[0]
+    entries: Dict[str, Words] = {}
+    first_line: Dict[str, int] = {}
+    for line_no, key, words in iter_kaldi_text(path):
+        if key in entries:
+            raise DataError(f"{format_location(path, line_no)}: duplicate key {key!r} "
+                            f"(first seen on line {first_line[key]})")
+        entries[key] = words
+        first_line[key] = line_no
+    return entries
 
 
 def _check_token(token, what: str, key) -> None:

@@ -120,14 +120,6 @@ def _missing_message(nbest_path, missing) -> str:
             f"the paths explicitly (ac_path/ngram_path, --plain-ac/--plain-ngram)")
 
 
-def _find_score_file(nbest_path, suffix: str, desc: str) -> str:
-    names = _score_file_candidates(nbest_path, suffix)
-    for n in names:
-        if os.path.isfile(n):
-            return n
-    raise DataError(_missing_message(nbest_path, [(desc, names)]))
-
-
 def find_plain_score_files(path) -> Tuple[str, str]:
     """Find the acoustic and n-gram score files of a plain N-best list by name.
 
@@ -145,17 +137,7 @@ def find_plain_score_files(path) -> Tuple[str, str]:
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise DataError(f"{p}: plain N-best file not found")
-    found: List[Optional[str]] = []
-    missing = []
-    for suffix, desc in _SCORE_KINDS:
-        names = _score_file_candidates(p, suffix)
-        hit = next((n for n in names if os.path.isfile(n)), None)
-        if hit is None:
-            missing.append((desc, names))
-        found.append(hit)
-    if missing:
-        raise DataError(_missing_message(p, missing))
-    return found[0], found[1]
+    return score_paths(p)[:2]
 
 
 def _read_utt_ids(path) -> Dict[str, str]:
@@ -217,17 +199,18 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
     """``(ac_path, ngram_path, found)``: the score files given, the missing ones found
     beside the list by name (``found``: ``"ac"``/``"ngram"`` for those).
     Raises DataError naming the names tried."""
-    found = []
-    if ac_path is None and ngram_path is None:
-        ac_path, ngram_path = find_plain_score_files(nbest_path)
-        found = ["ac", "ngram"]
-    elif ac_path is None:
-        ac_path = _find_score_file(nbest_path, "ac", "acoustic")
-        found = ["ac"]
-    elif ngram_path is None:
-        ngram_path = _find_score_file(nbest_path, "ngram", "n-gram")
-        found = ["ngram"]
-    return ac_path, ngram_path, found
+    paths = {"ac": ac_path, "ngram": ngram_path}
+    found, missing = [], []
+    for suffix, desc in _SCORE_KINDS:
+        if paths[suffix] is None:
+            names = _score_file_candidates(nbest_path, suffix)
+            paths[suffix] = next((n for n in names if os.path.isfile(n)), None)
+            found.append(suffix)
+            if paths[suffix] is None:
+                missing.append((desc, names))
+    if missing:
+        raise DataError(_missing_message(nbest_path, missing))
+    return paths["ac"], paths["ngram"], found
 
 
 def describe(nbest_path, n_utts: int, n_hyps: int, scores_are_costs: bool, ac_path, ngram_path,

@@ -10,7 +10,6 @@ natural-log values, larger = worse).
 """
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping
 from typing import Dict, Iterable, Iterator, Tuple
@@ -18,7 +17,7 @@ from typing import Dict, Iterable, Iterator, Tuple
 import numpy as np
 
 from ..errors import DataError, format_location
-from ._common import check_key, iter_lines, parse_cost, split_fields, strip_bom
+from ._common import check_key, iter_lines, parse_cost, split_fields
 from .atomic import atomic_write
 
 __all__ = ["cost_ark_line", "iter_cost_ark", "read_cost_ark", "write_cost_ark"]
@@ -70,26 +69,6 @@ def _text_entries(path, lines: Iterator[Tuple[int, str]]) -> Iterator[Tuple[int,
         yield line_no, key, parse_cost(values[0], loc, f"key {key!r}")
 
 
-def _read_text_ark(path, data: bytes) -> Dict[str, float]:
-    data = strip_bom(data)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_no = data[:e.start].count(b"\n") + 1
-        raise DataError(f"{format_location(path, line_no)}: not valid UTF-8 text") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    out: Dict[str, float] = {}
-    first: Dict[str, int] = {}
-    for line_no, key, value in _text_entries(path, enumerate(lines, start=1)):
-        if key in out:
-            raise DataError(f"{format_location(path, line_no)}: duplicate key {key!r} (first on line {first[key]})")
-        out[key] = value
-        first[key] = line_no
-    return out
-
-
 def _binary_entries(path, fh) -> Iterator[Tuple[int, str, float]]:
     """``(entry_no, key, value)`` of a binary archive read from the open file ``fh``
     (one entry at a time); duplicates are the caller's to find."""
@@ -116,15 +95,6 @@ def _binary_entries(path, fh) -> Iterator[Tuple[int, str, float]]:
                         f"{type(e).__name__}: {e}") from None
 
 
-def _read_binary_ark(path, data: bytes) -> Dict[str, float]:
-    out: Dict[str, float] = {}
-    for entry, key, value in _binary_entries(path, io.BytesIO(data)):
-        if key in out:
-            raise DataError(f"{path} (entry {entry}, key {key!r}): duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def _is_binary(path) -> bool:
     """Whether the file holds a NUL byte (a binary archive), read in 1 MB blocks."""
     with open(path, "rb") as fh:
@@ -134,6 +104,23 @@ def _is_binary(path) -> bool:
                 return False
             if b"\x00" in block:
                 return True
+
+
+def _entries(path) -> Iterator[Tuple[int, str, float, bool]]:
+    """``(line or entry number, key, value, binary)`` of every entry, in file order."""
+    try:
+        binary = _is_binary(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
+    if binary:
+        with open(path, "rb") as fh:
+            for entry, key, value in _binary_entries(path, fh):
+                yield entry, key, value, True
+        return
+    for line_no, key, value in _text_entries(path, iter_lines(path)):
+        yield line_no, key, value, False
 
 
 def iter_cost_ark(path) -> Iterator[Tuple[str, float]]:
@@ -146,18 +133,7 @@ def iter_cost_ark(path) -> Iterator[Tuple[str, float]]:
     Raises:
         DataError: as :func:`read_cost_ark`, except for duplicate keys.
     """
-    try:
-        binary = _is_binary(path)
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
-    if binary:
-        with open(path, "rb") as fh:
-            for _, key, value in _binary_entries(path, fh):
-                yield key, value
-        return
-    for _, key, value in _text_entries(path, iter_lines(path)):
+    for _, key, value, _ in _entries(path):
         yield key, value
 
 
@@ -178,20 +154,18 @@ def read_cost_ark(path) -> Dict[str, float]:
             more than one value, or a value that is not a decimal number (``1_000``,
             ``nan``, ``inf``, ``0x1p3``, ...: ``path:line``, key, token and an example of
             a valid number); a key holding a byte-order mark or zero-width character
-            (``path:line``); a binary
-            entry is not a single number (path, entry number, key); a value is NaN or
-            infinite (path and key); a key occurs twice.
+            (``path:line``); a binary entry is not a single number (path, entry number,
+            key); a value is NaN or infinite (path and key); a key occurs twice.
     """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
-    if b"\x00" in data:
-        return _read_binary_ark(path, data)
-    return _read_text_ark(path, data)
+    out: Dict[str, float] = {}
+    first: Dict[str, int] = {}
+    for n, key, value, binary in _entries(path):
+        if key in out:
+            raise DataError(f"{path} (entry {n}, key {key!r}): duplicate key {key!r}" if binary else
+                            f"{format_location(path, n)}: duplicate key {key!r} (first on line {first[key]})")
+        out[key] = value
+        first[key] = n
+    return out
 
 
 def cost_ark_line(key, value, where: str = "write_cost_ark") -> str:

@@ -93,13 +93,6 @@ class NbestIndex:
         starts = [i for i in range(len(self.doc_ids)) if i == 0 or self.doc_ids[i] != self.doc_ids[i - 1]]
         return np.asarray(starts + [len(self.doc_ids)], dtype=np.int64)
 
-    def span_bounds(self, max_hyps: Optional[int]) -> List[Tuple[int, int]]:
-        """:func:`plan_spans` as utterance ranges ``[(first_utt, end_utt), ...]``."""
-        bounds = self.doc_bounds()
-        ends = np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)])
-        doc_sizes = ends[bounds[1:]] - ends[bounds[:-1]]
-        return [(int(bounds[a]), int(bounds[b])) for a, b in plan_spans(doc_sizes.tolist(), max_hyps)]
-
     @classmethod
     def of(cls, nbest: NbestSet) -> "NbestIndex":
         """The index of a set in memory."""
@@ -149,8 +142,7 @@ class SetSource:
         if max_hyps is None or not documents_contiguous(nb):
             yield nb
             return
-        for a, b in self.index.span_bounds(max_hyps):
-            yield nb if (a, b) == (0, len(nb)) else NbestSet(nb.utterances[a:b], nb.doc_source, nb.source)
+        yield from iter_spans(nb.utterances, max_hyps, nb.doc_source, nb.source)
 
 
 def _documents(lists: Iterable[NbestList]) -> Iterator[List[NbestList]]:

@@ -12,8 +12,8 @@ import pytest
 
 from nbest_rescore.api.inputs import load_nbest, open_nbest
 from nbest_rescore.errors import DataError
-from nbest_rescore.io.kaldi_nbest import open_kaldi_nbest as open_kaldi_nbest_stream, read_kaldi_nbest_dir
-from nbest_rescore.io.plain_nbest import open_plain_nbest as open_plain_nbest_stream, read_plain_nbest
+from nbest_rescore.io.kaldi_nbest import open_kaldi_nbest, read_kaldi_nbest_dir
+from nbest_rescore.io.plain_nbest import open_plain_nbest, read_plain_nbest
 from nbest_rescore.io.spans import NbestIndex, SetSource, StreamSource, iter_spans, plan_spans
 from nbest_rescore.types import NbestSet
 
@@ -56,7 +56,7 @@ def assert_same_lists(got, want, same_source=True):
 def test_spans_are_whole_documents_and_make_up_the_set(ci_nbest, DATA, budget, expected):
     docs = list(dict.fromkeys(u.doc_id for u in ci_nbest.utterances))
     assert [sum(len(ci_nbest.utterances[i]) for i in d) for d in ci_nbest.documents()] == CI_DOC_HYPS
-    stream = open_kaldi_nbest_stream(DATA / "ci")
+    stream = open_kaldi_nbest(DATA / "ci")
     assert isinstance(stream, StreamSource) and stream.index == NbestIndex.of(ci_nbest)
     for source in (stream, SetSource(ci_nbest)):
         spans = list(source.spans(budget))
@@ -89,7 +89,7 @@ def test_stream_equals_the_reader_for_kaldi_names_and_binary_costs(ci_nbest, tmp
     (d / "utt2spk").write_text("".join(f"{u.utt_id} {u.doc_id}\n" for u in ci_nbest.utterances))
     lines_whole, lines_stream = [], []
     whole = read_kaldi_nbest_dir(d, log=lines_whole.append)
-    stream = open_kaldi_nbest_stream(d, log=lines_stream.append)
+    stream = open_kaldi_nbest(d, log=lines_stream.append)
     assert isinstance(stream, StreamSource) and lines_stream == lines_whole
     assert np.any(whole.utterances[0].graph_cost) and stream.index.doc_source == "utt2spk"
     assert_same_lists(list(stream.spans(1500)), whole)
@@ -106,7 +106,7 @@ def test_plain_stream_equals_the_reader(ci_nbest, tmp_path):
             kw = dict(kw, scores_are_costs=costs)
             a, b = [], []
             whole = read_plain_nbest(lst, log=a.append, **kw)
-            stream = open_plain_nbest_stream(lst, log=b.append, **kw)
+            stream = open_plain_nbest(lst, log=b.append, **kw)
             assert isinstance(stream, StreamSource) and a == b
             spans = list(stream.spans(1200))
             assert len(spans) == (7 if "utt2doc" in kw else 1)  # without utt2doc the file is one document
@@ -115,7 +115,7 @@ def test_plain_stream_equals_the_reader(ci_nbest, tmp_path):
     lst, _, _ = write_plain(ci_nbest, tmp_path, costs=True)
     a, b = [], []
     read_plain_nbest(lst, log=a.append)
-    open_plain_nbest_stream(lst, log=b.append)
+    open_plain_nbest(lst, log=b.append)
     assert a == b and any("--plain-costs" in line for line in b)
 
 
@@ -151,7 +151,7 @@ def test_bad_lists_raise_the_whole_set_readers_error(DATA, tmp_path, edit, words
     shutil.copytree(DATA / "ci", d)
     edit(d)
     with pytest.raises(DataError) as streamed:
-        open_kaldi_nbest_stream(d)
+        open_kaldi_nbest(d)
     with pytest.raises(DataError) as want:
         load_nbest(d)
     with pytest.raises(DataError) as got:
@@ -168,7 +168,7 @@ def test_a_set_built_by_hand_with_split_documents_is_one_span(ci_nbest):
 def test_lists_that_change_between_the_passes_are_an_error(DATA, tmp_path):
     d = tmp_path / "ci"
     shutil.copytree(DATA / "ci", d)
-    stream = open_kaldi_nbest_stream(d)
+    stream = open_kaldi_nbest(d)
     text = (d / "text").read_text().splitlines()
     (d / "text").write_text("\n".join(text[:-100]) + "\n")
     with pytest.raises(DataError, match="changed while they were read"):
@@ -179,7 +179,7 @@ def test_lists_that_change_between_the_passes_are_an_error(DATA, tmp_path):
 def test_kaldi_lists_changed_otherwise_between_the_passes_are_an_error(DATA, tmp_path, change):
     d = tmp_path / "ci"
     shutil.copytree(DATA / "ci", d)
-    stream = open_kaldi_nbest_stream(d)
+    stream = open_kaldi_nbest(d)
     if change == "lines appended":  # in step, past the last utterance of the index
         for name in ("text", "ac_cost", "lm_cost"):
             last = (d / name).read_text().splitlines()[-1].split(" ", 1)
@@ -197,7 +197,7 @@ def test_plain_lists_that_change_between_the_passes_are_an_error(ci_nbest, tmp_p
     from test_bad_input import write_plain
 
     lst, _, _ = write_plain(ci_nbest, tmp_path, costs=False)
-    stream = open_plain_nbest_stream(lst)
+    stream = open_plain_nbest(lst)
     lines = open(lst).read().splitlines()
     open(lst, "w").write("\n".join(lines[:-50]) + "\n")
     with pytest.raises(DataError, match="plain N-best files changed while they were read"):
