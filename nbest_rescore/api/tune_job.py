@@ -17,7 +17,7 @@ from ..evaluation.plots import plot_wer_heatmap
 from ..evaluation.bootstrap import REPLICATIONS
 from ..evaluation.folds import document_folds
 from ..evaluation.tune_report import assess
-from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, non_finite_error, tune_data,
+from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
                                  tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
 from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
@@ -74,10 +74,7 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
             search, restarts < 0, folds or replications < 0, more folds than documents,
             references missing or empty, NN costs missing for some hypotheses.
     """
-    if isinstance(nbest, TuneData):
-        k, no_nn = len(nbest.names), nbest.nn is None
-    else:
-        k, no_nn = 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost)), nn_cost is None
+    k, no_nn = _lm_count(nbest, nn_cost)
     search = search or default_search(k)
     check_choice("search", search, SEARCHES)
     check_float("acoustic_scale", acoustic_scale)
@@ -99,6 +96,13 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
                       word_ins_penalties=word_ins_penalties, acoustic_scale=acoustic_scale)
     data = tune_data(nbest, refs, nn_cost, names, labels)
     return assess(run(data), data, run, folds, fold_seed, replications, seed)
+
+
+def _lm_count(nbest: Union[NbestSet, TuneData], nn_cost: NnCosts) -> Tuple[int, bool]:
+    """``(K, no NN costs)``: the number of neural LMs of ``tune``'s arguments."""
+    if isinstance(nbest, TuneData):
+        return len(nbest.names), nbest.nn is None
+    return 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost)), nn_cost is None
 
 
 def check_report_options(folds, fold_seed, replications, seed) -> None:
@@ -125,16 +129,6 @@ def _column_rows(columns: Sequence[CostColumn], keys: Sequence[str], missing: Li
     return rows
 
 
-def _non_finite(bad: dict, keys: Sequence[str], part: TuneData, labels: Sequence[str]) -> None:
-    """Add the keys of ``part`` whose NN, acoustic, n-gram or graph cost is not finite
-    to ``bad`` (name -> keys)."""
-    arrays = list(zip(labels, part.nn if part.nn is not None else ()))
-    for name, arr in (*arrays, ("ac_cost", part.ac_cost), ("lm_cost", part.lm_cost), ("graph_cost", part.graph_cost)):
-        ok, found = np.isfinite(arr), bad.setdefault(name, [])
-        if not ok.all():
-            found.extend(k for k, v in zip(keys, ok) if not v)
-
-
 def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_paths: Sequence[str],
                    names: Sequence[str], labels: Sequence[str], span_hyps: Optional[int] = SPAN_HYPS) -> TuneData:
     """What the weight search needs of the lists of ``source``, read one span of whole
@@ -152,30 +146,26 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
             name them (e.g. ``--nn-cost PATH``).
         span_hyps: hypotheses per span (:func:`~nbest_rescore.io.spans.plan_spans`).
     Raises:
-        DataError: a malformed cost file or a repeated key (file and line), costs
-            missing for some hypotheses (the file, the count and examples), or
-            non-finite costs.
+        DataError: a malformed cost file or a repeated key (file and line), or costs
+            missing for some hypotheses (the file, the count and examples). Costs read
+            from files are finite (the readers refuse NaN and infinity).
     """
     names = tuple(names)
     if not len(source.index):
         raise DataError("tune: the N-best set has no utterances")
     columns = [CostColumn(p) for p in cost_paths]
     missing: List[List[str]] = [[] for _ in columns]
-    parts, total, bad = [], 0, {}
+    parts, total = [], 0
     for span in source.spans(span_hyps):
         keys = _keys(span)
         part = TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names, part=True)
         total += len(keys)
-        _non_finite(bad, keys, part, labels)
         parts.append(part)
     for column in columns:
         column.extra()  # keys after the lists' keys are fine, a repeated key is not
     for label, keys in zip(labels, missing):
         if keys:
             raise missing_keys_error(label, keys, total)
-    for name, keys in bad.items():
-        if keys:
-            raise non_finite_error(name, keys)
     return TuneData.concat(parts, names)
 
 

@@ -13,8 +13,12 @@ Files looked for in the directory, first match wins:
   history is carried through a document in that order); a document that reappears
   after another one is an error.
 
-Hypothesis keys are ``<uttid>-<n>`` (n = 1, 2, ...: first-pass rank). All costs are
-negated natural-log values (larger = worse).
+Hypothesis keys are ``<uttid>-<n>`` (n = 1, 2, ...: first-pass rank), the hypotheses
+of an utterance on consecutive lines (as Kaldi writes them). All costs are negated
+natural-log values (larger = worse). :func:`iter_kaldi_nbest` reads one utterance at a
+time, checking as it reads, the cost files in lock-step with the words file
+(:class:`~.cost_column.CostColumn`: only a file whose keys come in another order is
+read into a dict); :func:`read_kaldi_nbest_dir` is the whole set.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ import logging
 import os
 from dataclasses import dataclass
 from functools import partial
+from itertools import groupby
+from operator import itemgetter
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -132,81 +138,21 @@ def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tu
         yield line_no, key, tuple(table[int(tok)] for tok in fields[1:])
 
 
-def _first_existing(directory: str, *names: str) -> Optional[str]:
-    for name in names:
-        if os.path.isfile(os.path.join(directory, name)):
-            return name
-    return None
-
-
-def words_file(directory: str) -> str:
-    """The hypothesis file of an N-best directory: ``text``, ``words_text`` or ``words``
-    (with ``words.txt``). Raises DataError naming the names looked for."""
-    name = _first_existing(directory, "text", "words_text")
-    if name is not None:
-        return name
-    if os.path.isfile(os.path.join(directory, "words")) and os.path.isfile(os.path.join(directory, "words.txt")):
-        return "words"
-    hint = (" (found words but not its symbol table words.txt)"
-            if os.path.isfile(os.path.join(directory, "words")) else "")
-    raise DataError(f"{directory}: no hypothesis words: looked for 'text', "
-                    f"'words_text', and 'words' + 'words.txt'{hint}")
-
-
-def ac_file(directory: str) -> str:
-    """The acoustic cost file: ``ac_cost`` or ``acwt``. Raises DataError when neither is there."""
-    name = _first_existing(directory, "ac_cost", "acwt")
-    if name is None:
-        raise DataError(f"{directory}: no acoustic costs: looked for 'ac_cost', 'acwt'")
-    return name
-
-
-@dataclass(frozen=True)
-class NgramFiles:
-    """Where the n-gram cost comes from: the file ``lm``, minus ``graph`` when
-    ``subtract_graph`` (``lmwt.withlm - lmwt.nolm``); ``graph`` (``lmwt.nolm``) is also
-    the graph cost, None for none; ``desc`` says so in the reader's log line."""
-
-    lm: str
-    graph: Optional[str]
-    subtract_graph: bool
-    desc: str
-
-
-def ngram_files(directory: str, words_name: str, lm_cost_name: Optional[str] = None) -> NgramFiles:
-    """The n-gram (and graph) cost files of an N-best directory, first match wins (see
-    the module docstring), or ``lm_cost_name`` as asked. Raises DataError naming the
-    names looked for."""
-    def there(name):
-        return os.path.isfile(os.path.join(directory, name))
-
-    if lm_cost_name is not None:
-        if not there(lm_cost_name):
-            raise DataError(f"{os.path.join(directory, lm_cost_name)}: file not found (the LM cost file asked "
-                            f"for); expected a Kaldi archive '<hyp-key> <cost>' for every key of {words_name}")
-        return NgramFiles(lm_cost_name, None, False, f"{lm_cost_name} (as asked), no graph cost")
-    if there("lm_cost"):
-        return NgramFiles("lm_cost", None, False, "lm_cost")
-    if there("lmwt.lmonly"):
-        if there("lmwt.nolm"):
-            return NgramFiles("lmwt.lmonly", "lmwt.nolm", False, "lmwt.lmonly, graph cost lmwt.nolm")
-        return NgramFiles("lmwt.lmonly", None, False, "lmwt.lmonly, no lmwt.nolm so graph cost 0")
-    if there("lmwt.withlm") and there("lmwt.nolm"):
-        return NgramFiles("lmwt.withlm", "lmwt.nolm", True, "lmwt.withlm - lmwt.nolm, graph cost lmwt.nolm")
-    raise DataError(f"{directory}: no n-gram costs: looked for 'lm_cost', "
-                    f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
-
-
 @dataclass(frozen=True)
 class KaldiFiles:
     """The files of an N-best directory (names inside ``directory``, see the module
-    docstring): ``words``, ``ac`` (acoustic costs), ``ngram`` (n-gram and graph
-    costs) and ``docs`` (``utt2doc``, ``utt2spk``, or None: one document per utterance)."""
+    docstring): ``words``, ``ac`` (acoustic costs), ``lm`` (n-gram costs, minus
+    ``graph`` when ``subtract_graph``), ``graph`` (the graph cost, None: zero),
+    ``lm_desc`` (for the log line) and ``docs`` (``utt2doc``, ``utt2spk``, or None:
+    one document per utterance)."""
 
     directory: str
     words: str
     ac: str
-    ngram: NgramFiles
+    lm: str
+    graph: Optional[str]
+    subtract_graph: bool
+    lm_desc: str
     docs: Optional[str]
 
     def path(self, name: str) -> str:
@@ -219,7 +165,7 @@ class KaldiFiles:
 
     def cost_names(self) -> Tuple[str, ...]:
         """The cost files in the order read: acoustic, n-gram, then graph (if any)."""
-        return (self.ac, self.ngram.lm) + ((self.ngram.graph,) if self.ngram.graph else ())
+        return (self.ac, self.lm) + ((self.graph,) if self.graph else ())
 
     def word_lines(self) -> Iterator[Tuple[int, str, Words]]:
         """``(line_no, key, words)`` of every line of the words file (ids mapped
@@ -230,15 +176,53 @@ class KaldiFiles:
         return iter_kaldi_text(self.path(self.words))
 
 
+def _ngram_files(directory: str, there: Callable[[str], bool], words: str,
+                 lm_cost_name: Optional[str]) -> Tuple[str, Optional[str], bool, str]:
+    """``(lm, graph, subtract_graph, desc)``: the n-gram (and graph) cost files, first
+    match wins, or ``lm_cost_name`` as asked. Raises DataError naming the names looked for."""
+    if lm_cost_name is not None:
+        if not there(lm_cost_name):
+            raise DataError(f"{os.path.join(directory, lm_cost_name)}: file not found (the LM cost file asked "
+                            f"for); expected a Kaldi archive '<hyp-key> <cost>' for every key of {words}")
+        return lm_cost_name, None, False, f"{lm_cost_name} (as asked), no graph cost"
+    if there("lm_cost"):
+        return "lm_cost", None, False, "lm_cost"
+    if there("lmwt.lmonly"):
+        if there("lmwt.nolm"):
+            return "lmwt.lmonly", "lmwt.nolm", False, "lmwt.lmonly, graph cost lmwt.nolm"
+        return "lmwt.lmonly", None, False, "lmwt.lmonly, no lmwt.nolm so graph cost 0"
+    if there("lmwt.withlm") and there("lmwt.nolm"):
+        return "lmwt.withlm", "lmwt.nolm", True, "lmwt.withlm - lmwt.nolm, graph cost lmwt.nolm"
+    raise DataError(f"{directory}: no n-gram costs: looked for 'lm_cost', "
+                    f"'lmwt.lmonly', and 'lmwt.withlm' + 'lmwt.nolm'")
+
+
 def kaldi_files(path, lm_cost_name: Optional[str] = None) -> KaldiFiles:
-    """The files of the N-best directory ``path`` (``lm_cost_name``: as
-    :func:`read_kaldi_nbest_dir`). Raises DataError naming the names looked for."""
+    """The files of the N-best directory ``path``, first match wins (see the module
+    docstring; ``lm_cost_name``: as :func:`read_kaldi_nbest_dir`).
+
+    Raises:
+        DataError: not a directory, or no words / acoustic / n-gram cost file (the
+            names looked for), or no ``lm_cost_name`` file.
+    """
     directory = os.fspath(path)
     if not os.path.isdir(directory):
         raise DataError(f"{directory}: N-best directory not found")
-    words = words_file(directory)
-    return KaldiFiles(directory, words, ac_file(directory), ngram_files(directory, words, lm_cost_name),
-                      _first_existing(directory, "utt2doc", "utt2spk"))
+
+    def there(name: str) -> bool:
+        return os.path.isfile(os.path.join(directory, name))
+
+    words = next((n for n in ("text", "words_text") if there(n)), None)
+    words = words or ("words" if there("words") and there("words.txt") else None)
+    if words is None:
+        hint = " (found words but not its symbol table words.txt)" if there("words") else ""
+        raise DataError(f"{directory}: no hypothesis words: looked for 'text', "
+                        f"'words_text', and 'words' + 'words.txt'{hint}")
+    ac = next((n for n in ("ac_cost", "acwt") if there(n)), None)
+    if ac is None:
+        raise DataError(f"{directory}: no acoustic costs: looked for 'ac_cost', 'acwt'")
+    return KaldiFiles(directory, words, ac, *_ngram_files(directory, there, words, lm_cost_name),
+                      next((n for n in ("utt2doc", "utt2spk") if there(n)), None))
 
 
 def _hypotheses(files: KaldiFiles) -> Iterator[Tuple[int, str, str, Words]]:
@@ -332,8 +316,8 @@ def _nbest_list(files: KaldiFiles, docs: _Documents, group: list) -> NbestList:
     """One utterance's list from its rows (:func:`_rows`)."""
     line_no, _, utt, _, _ = group[0]
     costs = list(zip(*(row[4] for row in group)))
-    lm, graph = costs[1], (costs[2] if files.ngram.graph is not None else None)
-    if files.ngram.subtract_graph:
+    lm, graph = costs[1], (costs[2] if files.graph is not None else None)
+    if files.subtract_graph:
         lm = [a - b for a, b in zip(lm, graph)]
     return NbestList(utt_id=utt, doc_id=docs.of(utt, line_no), keys=tuple(row[1] for row in group),
                      hyps=tuple(row[3] for row in group), ac_cost=np.array(costs[0], dtype=np.float64),
@@ -357,17 +341,14 @@ def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
     files = kaldi_files(path, lm_cost_name)
     docs = _Documents(files)
     n_utts = n_hyps = 0
-    group: list = []
-    for row in _rows(files):
-        if group and row[2] != group[0][2]:
-            yield _nbest_list(files, docs, group)
-            n_utts, n_hyps, group = n_utts + 1, n_hyps + len(group), []
-        group.append(row)
-    yield _nbest_list(files, docs, group)
+    for _, rows in groupby(_rows(files), key=itemgetter(2)):
+        group = list(rows)
+        yield _nbest_list(files, docs, group)
+        n_utts, n_hyps = n_utts + 1, n_hyps + len(group)
     if not quiet:
         (log if log is not None else logger.info)(
-            f"{files.directory}: {n_utts + 1} utterances, {n_hyps + len(group)} hypotheses; words {files.words}, "
-            f"acoustic {files.ac}, n-gram {files.ngram.desc}; {docs.desc()}")
+            f"{files.directory}: {n_utts} utterances, {n_hyps} hypotheses; words {files.words}, "
+            f"acoustic {files.ac}, n-gram {files.lm_desc}; {docs.desc()}")
 
 
 def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,

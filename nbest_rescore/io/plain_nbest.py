@@ -31,6 +31,8 @@ import logging
 import os
 from collections import abc
 from functools import partial
+from itertools import groupby
+from operator import itemgetter
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -359,14 +361,10 @@ def iter_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
     plain = _PlainInput(path, ac_path, ngram_path, scores_are_costs, utt2doc, utt_ids)
     signs = [0, 0, 0, 0]
     n_utts = n_hyps = 0
-    group: list = []
-    for row in _rows(plain):
-        if group and row[1] != group[0][1]:
-            yield _plain_list(plain, group, signs)
-            n_utts, n_hyps, group = n_utts + 1, n_hyps + len(group), []
-        group.append(row)
-    yield _plain_list(plain, group, signs)
-    n_utts, n_hyps = n_utts + 1, n_hyps + len(group)
+    for _, rows in groupby(_rows(plain), key=itemgetter(1)):
+        group = list(rows)
+        yield _plain_list(plain, group, signs)
+        n_utts, n_hyps = n_utts + 1, n_hyps + len(group)
     if not quiet:
         for k, score_path, desc in ((0, plain.ac, "acoustic"), (2, plain.ngram, "n-gram")):
             warn_if_wrong_kind(signs[k], signs[k + 1], n_hyps, score_path, desc, scores_are_costs, log)

@@ -18,6 +18,8 @@ spans (:func:`iter_spans`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
@@ -45,21 +47,24 @@ def plan_spans(doc_sizes: Sequence[int], max_hyps: Optional[int]) -> List[Tuple[
     Raises:
         ValueError: ``max_hyps`` < 1.
     """
-    n = len(doc_sizes)
-    if max_hyps is None:
-        return [(0, n)] if n else []
-    if max_hyps < 1:
+    return [(span[0], span[-1] + 1) for span in _cut(enumerate(doc_sizes), max_hyps)]
+
+
+def _cut(docs: Iterable[Tuple[object, int]], max_hyps: Optional[int]) -> Iterator[list]:
+    """The spans of :func:`plan_spans` from ``(document, hypotheses)`` pairs in order,
+    each a list of documents. Raises ValueError for ``max_hyps`` < 1."""
+    if max_hyps is not None and max_hyps < 1:
         raise ValueError(f"max_hyps must be >= 1 or None, got {max_hyps}")
-    spans: List[Tuple[int, int]] = []
-    start, size = 0, 0
-    for d, s in enumerate(doc_sizes):
-        if d > start and size + s > max_hyps:
-            spans.append((start, d))
-            start, size = d, 0
-        size += s
-    if n:
-        spans.append((start, n))
-    return spans
+    span: list = []
+    size = 0
+    for doc, n in docs:
+        if span and max_hyps is not None and size + n > max_hyps:
+            yield span
+            span, size = [], 0
+        span.append(doc)
+        size += n
+    if span:
+        yield span
 
 
 @dataclass(frozen=True)
@@ -145,18 +150,6 @@ class SetSource:
         yield from iter_spans(nb.utterances, max_hyps, nb.doc_source, nb.source)
 
 
-def _documents(lists: Iterable[NbestList]) -> Iterator[List[NbestList]]:
-    """The lists grouped into runs of one document (consecutive lists, same ``doc_id``)."""
-    doc: List[NbestList] = []
-    for u in lists:
-        if doc and u.doc_id != doc[-1].doc_id:
-            yield doc
-            doc = []
-        doc.append(u)
-    if doc:
-        yield doc
-
-
 def iter_spans(lists: Iterable[NbestList], max_hyps: Optional[int], doc_source: str = "utt2doc",
                source: str = "") -> Iterator[NbestSet]:
     """The spans of :func:`plan_spans` taken from lists read in order (their documents
@@ -165,19 +158,9 @@ def iter_spans(lists: Iterable[NbestList], max_hyps: Optional[int], doc_source: 
     Holds one span and the document being read, each an
     :class:`~nbest_rescore.types.NbestSet` with ``doc_source`` and ``source``.
     Raises ValueError for ``max_hyps`` < 1."""
-    if max_hyps is not None and max_hyps < 1:
-        raise ValueError(f"max_hyps must be >= 1 or None, got {max_hyps}")
-    span: List[NbestList] = []
-    size = 0
-    for doc in _documents(lists):
-        n = sum(len(u) for u in doc)
-        if span and max_hyps is not None and size + n > max_hyps:
-            yield NbestSet(tuple(span), doc_source, source)
-            span, size = [], 0
-        span.extend(doc)
-        size += n
-    if span:
-        yield NbestSet(tuple(span), doc_source, source)
+    docs = (list(utts) for _, utts in groupby(lists, key=attrgetter("doc_id")))
+    for span in _cut(((doc, sum(len(u) for u in doc)) for doc in docs), max_hyps):
+        yield NbestSet(tuple(u for doc in span for u in doc), doc_source, source)
 
 
 @dataclass(frozen=True)
