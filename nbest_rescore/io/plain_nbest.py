@@ -215,15 +215,6 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
     return paths["ac"], paths["ngram"], found
 
 
-def describe(nbest_path, n_utts: int, n_hyps: int, scores_are_costs: bool, ac_path, ngram_path,
-             found: List[str], id_desc: str, doc_desc: str) -> str:
-    """The reader's log line: what was read from where."""
-    kinds = "costs" if scores_are_costs else "log scores (negated into costs)"
-    by_name = f" (found by name: {', '.join(found)})" if found else ""
-    return (f"{nbest_path}: {n_utts} utterances, {n_hyps} hypotheses, {kinds} from "
-            f"{ac_path} and {ngram_path}{by_name}; {id_desc}; {doc_desc}")
-
-
 def _doc_map(utt2doc) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, int]], str]:
     """``(document map, its lines or None, how messages name it)`` of ``utt2doc``
     (a path, a mapping, or None: no map)."""
@@ -303,7 +294,10 @@ class _PlainInput:
                 f" ({unused} entries for other indices unused)" if unused else "")
         doc_desc = ("no utt2doc: the whole file is one document (corpus-level stream)" if self.doc_map is None
                     else f"documents from {self.doc_file} ({self.order.count})")
-        return describe(self.nbest, n_utts, n_hyps, self.costs, self.ac, self.ngram, self.found, id_desc, doc_desc)
+        kinds = "costs" if self.costs else "log scores (negated into costs)"
+        by_name = f" (found by name: {', '.join(self.found)})" if self.found else ""
+        return (f"{self.nbest}: {n_utts} utterances, {n_hyps} hypotheses, {kinds} from {self.ac} and "
+                f"{self.ngram}{by_name}; {id_desc}; {doc_desc}")
 
 
 def _rows(plain: _PlainInput) -> Iterator[Tuple[int, str, Words, float, float]]:
