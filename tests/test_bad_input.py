@@ -173,6 +173,28 @@ def test_non_contiguous_documents(tmp_path, DATA):
     assert_clean_failure(res, 1, "utt2doc", first_doc, "consecutive")
 
 
+# --- a Kaldi list whose utterance has hypotheses on non-consecutive lines (issue 27) ---------
+
+def test_utterance_split_in_a_kaldi_list_found_before_scoring(tiny_lm, tmp_path, DATA, monkeypatch):
+    d = _ci_copy(DATA, tmp_path)
+    lines = (d / "text").read_text().splitlines()
+    lines.append(lines.pop(1))  # the second hypothesis of the first utterance moved to the end
+    (d / "text").write_text("\n".join(lines) + "\n")
+    import nbest_rescore.api.score_job as api_score
+
+    def no_scoring(*a, **k):
+        raise AssertionError("scored before the lists were checked")
+
+    monkeypatch.setattr(api_score, "rescore", no_scoring)
+    out = tmp_path / "out"
+    res = invoke(["score", "--lm", tiny_lm, "--nbest", d, "--out", out, "--no-progress"])
+    key = lines[-1].split()[0]
+    assert_clean_failure(res, 1, f"{d / 'text'}:{len(lines)}", repr(key), "consecutive lines", "fix:")
+    assert not out.exists()
+    tuned = invoke(["tune", "--nbest", d, "--ref", d / "ref.txt", "--lm-weights", "9.5"])
+    assert_clean_failure(tuned, 1, f"{d / 'text'}:{len(lines)}", "consecutive lines")
+
+
 # --- references that are all empty (WER undefined): found before scoring, nothing written
 # (a single empty reference is valid: it is scored as Kaldi's compute-wer scores it)
 
