@@ -24,6 +24,9 @@ Documents (1-best history does not cross them): with ``utt2doc`` (``<utterance-i
 index> <document-id>``) as given there, the utterances of a document on consecutive
 lines; without it the whole file is one document (the thesis' corpus-level stream), its
 id the file name.
+
+:func:`iter_plain_nbest` reads the list and its score files in lock-step, one utterance
+at a time, checking as it reads; :func:`read_plain_nbest` is the whole set.
 """
 from __future__ import annotations
 
@@ -382,8 +385,9 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
             ``log``) says when most values have the sign of the other kind.
         utt2doc: optional path of a ``<utterance-id> <document-id>`` file (or a mapping
             ``{utterance id: doc id}``); its keys are the utterance ids, or the utterance
-            indices (used when not every utterance id is a key). The utterances of a
-            document must be on consecutive lines. Without it the whole file is one
+            indices (used when the first utterance's id is not a key but its index is;
+            then every index needs an entry). The utterances of a document must be on
+            consecutive lines. Without it the whole file is one
             document (the thesis' corpus-level stream), ``doc_id`` = the file name.
         utt_ids: optional path of a ``<utterance-index> <utterance-id>`` file mapping
             every index of the list to an utterance id (entries for other indices are
