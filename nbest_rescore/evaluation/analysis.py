@@ -39,7 +39,7 @@ import torch
 
 from ..errors import DataError
 from ..models.base import LanguageModel, detach_state
-from ..training.streams import (Streams, encode_document, make_streams, model_documents, nll_of_streams,
+from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams,
                                 run_segment, segments)
 from ..vocab import Vocabulary
 

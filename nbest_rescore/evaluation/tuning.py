@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import DataError, examples
+from ..names import unique_names
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..types import NbestSet
 from .line_search import LinearScores, box, initial_point, och_search, split_point
@@ -159,18 +160,6 @@ class TuneResult:
         if self.report is not None:
             d.update(self.report.to_dict())
         return d
-
-
-def unique_names(names: Sequence[str]) -> Tuple[str, ...]:
-    """``names`` with repeats renamed ``NAME_2``, ``NAME_3``, ... (first kept)."""
-    out: List[str] = []
-    for n in names:
-        k, new = 1, n
-        while new in out:
-            k += 1
-            new = f"{n}_{k}"
-        out.append(new)
-    return tuple(out)
 
 
 def _floats(name: str, values) -> Tuple[float, ...]:

@@ -11,7 +11,7 @@ length (:mod:`.schedule`); early stopping on validation perplexity keeps the bes
 weights. After every epoch the best weights are written to ``--out`` and the full
 training state to ``<out>.last.pt`` (:mod:`.checkpointing`), from which ``train
 --resume`` continues exactly. A backward model (``model_config.direction: backward``)
-trains on the reversed documents (:func:`~.streams.model_documents`: sentences
+trains on the reversed documents (:func:`~nbest_rescore.corpus.model_documents`: sentences
 word-reversed, a document's sentences from its last to its first; ``data.max_words``
 takes its prefix of the text before the reversal). Started by ``torchrun``, each process trains its share
 of the streams under DistributedDataParallel (:mod:`.distributed`).
@@ -43,7 +43,7 @@ from ..models.registry import config_from_dict, get_model_class
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
 from .schedule import LRSchedule
-from .streams import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment
+from ..corpus import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
 
     Args:
         inputs, targets: int64 [B, T]; mask, reset: bool [B, T] (see
-            :class:`~nbest_rescore.training.streams.Streams`).
+            :class:`~nbest_rescore.corpus.Streams`).
         autocast_dtype: None, or ``torch.bfloat16`` for mixed precision under
             ``torch.autocast`` on the inputs' device type.
         loss_scale: see :func:`segment_loss`.

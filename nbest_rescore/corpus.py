@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..io.lm_text import reverse_documents
-from ..models.base import DIRECTIONS, LanguageModel, State, detach_state, reset_state
-from ..vocab import Vocabulary
+from .io.lm_text import reverse_documents
+from .models.base import DIRECTIONS, LanguageModel, State, detach_state, reset_state
+from .vocab import Vocabulary
 
 
 def model_documents(documents: Sequence[Sequence[Sequence[str]]], direction: str) -> list:
