@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from ..models.base import LanguageModel
 from ..corpus import encode_document, make_streams, model_documents, nll_of_streams
+from ..models.base import LanguageModel
 from ..vocab import Vocabulary
 
 
@@ -55,8 +55,9 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
     document reversed (:func:`~nbest_rescore.corpus.model_documents`): its
     perplexity is the one a forward model with the same weights gets on the reversed
     text (same tokens: every word and one ``</s>`` per sentence).
-    ``progress(done, total)`` is called per segment of ``bptt``
-    positions. Raises ValueError if there is nothing to score.
+    ``progress(done, total)`` is called per segment of ``bptt`` positions with
+    counts of scored tokens (e.g. a :class:`~nbest_rescore.progress.Progress`).
+    Raises ValueError if there is nothing to score.
     """
     was_training = model.training
     model.eval()

@@ -34,6 +34,8 @@ import torch
 from torch import Tensor
 
 from ..config import TrainConfig, config_to_dict
+from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
+                      segment_tokens)
 from ..errors import DataError
 from ..io.lm_text import read_lm_text
 from ..models import build_model
@@ -43,8 +45,6 @@ from ..progress import Progress
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
 from .schedule import LRSchedule
-from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
-                      segment_tokens)
 
 log = logging.getLogger(__name__)
 
