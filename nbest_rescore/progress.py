@@ -80,9 +80,9 @@ class Progress:
 
     def line(self) -> str:
         """``DESC: done/total UNIT (percent), rate UNIT/s[, ppl P], ETA`` of now; the
-        rate counts from the first call (``?`` until time has passed)."""
+        rate counts from the first call (``?`` until more is done)."""
         elapsed = self.clock() - self.start if self.start is not None else 0.0
-        rate = (self.done - self.first_done) / elapsed if elapsed > 0 else None
+        rate = (self.done - self.first_done) / elapsed if elapsed > 0 and self.done > self.first_done else None
         if rate is None:
             speed, eta = "?", "?"
         else:
