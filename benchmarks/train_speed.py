@@ -84,7 +84,7 @@ from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import build_model
 from nbest_rescore.models.amn import AMNConfig
 from nbest_rescore.models.base import LanguageModel, Output, default_adaptive_cutoffs
-from nbest_rescore.training.streams import encode_document, make_streams
+from nbest_rescore.corpus import encode_document, make_streams
 from nbest_rescore.training.trainer import StepOptions, epoch_streams, make_optimizer, train_segments
 from nbest_rescore.vocab import Vocabulary
 

@@ -17,7 +17,7 @@ from ..io.spans import NbestSource
 from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
-from ..evaluation.tuning import unique_names
+from ..names import unique_names
 from ..rescoring.combine import WEIGHT_SUM_TOL, Weights
 from ..threads import thread_policy
 from ..types import NbestSet, Words

@@ -357,6 +357,25 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
     if out_dir is not None:
         _check_out(out_dir, job_dirs)
     files = _job_cost_files(job_dirs[0])
+    one_best, merged, settings = _gather(job_dirs, files)
+    wer, sentence_errors, absent = _merged_wer(job_dirs, one_best, refs, ref_source)
+    by_lm = {name[len("nn_cost."):]: c for name, c in merged.items() if name != "nn_cost"}
+    res = MergeResult(tuple(job_dirs), one_best, merged.get("nn_cost", {}), wer, sentence_errors,
+                      dict(settings or {}), absent, by_lm)
+    if out_dir is not None:
+        with atomic_dir(out_dir, SCORE_OUTPUTS + files, settings=res.summary()) as tmp:
+            write_kaldi_text(tmp / "text", one_best.items())
+            for name in files:
+                write_cost_ark(tmp / name, merged[name].items())
+            if wer is not None:
+                with atomic_write(tmp / "wer.json") as f:
+                    json.dump(res.summary(), f, indent=2)
+    return res
+
+
+def _gather(job_dirs: Sequence[str], files: Tuple[str, ...]):
+    """(1-best of every utterance, cost file name -> hypothesis key -> cost, the jobs'
+    common run settings or None) of the jobs, checked as :func:`merge_scores` says."""
     one_best: Dict[str, Words] = {}
     merged: Dict[str, Dict[str, float]] = {f: {} for f in files}
     owner_utt: Dict[str, str] = {}
@@ -382,39 +401,39 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
             mine = {k: run.get(k) for k in _SAME_SETTINGS}
             if settings is None:
                 settings, settings_from = mine, d
-            elif mine != settings:
-                diff = [k for k in _SAME_SETTINGS if mine[k] != settings[k]]
-                raise DataError(f"merge: {settings_from} and {d} were scored with different settings "
-                                f"({', '.join(f'{k} {settings[k]!r} vs {mine[k]!r}' for k in diff)}); "
-                                f"rescore every job with the same options")
+            _check_same_settings(settings, settings_from, mine, d)
         one_best.update(text)
         for name in files:
             merged[name].update(costs[name])
         owner_utt.update(dict.fromkeys(text, d))
         owner_key.update(dict.fromkeys(keys, d))
-    wer = None
-    sentence_errors = None
-    absent = 0
-    if refs is not None:
-        absent = sum(1 for u in refs if u not in one_best)
-        wer = {"rescored": compute_wer(refs, one_best, ref_source)}
-        sentence_errors = sum(1 for u, h in one_best.items() if tuple(h) != tuple(refs[u]))
-        job_wer = [_job_wer(d) for d in job_dirs]
-        for name in ("first_pass", "oracle"):
-            if all(w is not None and name in w for w in job_wer):
-                wer[name] = _sum_reports([w[name] for w in job_wer])
-    by_lm = {name[len("nn_cost."):]: c for name, c in merged.items() if name != "nn_cost"}
-    res = MergeResult(tuple(job_dirs), one_best, merged.get("nn_cost", {}), wer, sentence_errors,
-                      dict(settings or {}), absent, by_lm)
-    if out_dir is not None:
-        with atomic_dir(out_dir, SCORE_OUTPUTS + files, settings=res.summary()) as tmp:
-            write_kaldi_text(tmp / "text", one_best.items())
-            for name in files:
-                write_cost_ark(tmp / name, merged[name].items())
-            if wer is not None:
-                with atomic_write(tmp / "wer.json") as f:
-                    json.dump(res.summary(), f, indent=2)
-    return res
+    return one_best, merged, settings
+
+
+def _check_same_settings(settings: dict, settings_from: str, mine: dict, job_dir: str) -> None:
+    """DataError when the run settings ``mine`` of ``job_dir`` differ from those of
+    ``settings_from``."""
+    if mine != settings:
+        diff = [k for k in _SAME_SETTINGS if mine[k] != settings[k]]
+        raise DataError(f"merge: {settings_from} and {job_dir} were scored with different settings "
+                        f"({', '.join(f'{k} {settings[k]!r} vs {mine[k]!r}' for k in diff)}); "
+                        f"rescore every job with the same options")
+
+
+def _merged_wer(job_dirs: Sequence[str], one_best: Mapping[str, Words], refs, ref_source: str):
+    """(name -> :class:`WerReport`: the merged 1-best's ``rescored`` and, where every
+    job has them, the summed ``first_pass`` and ``oracle``; sentence errors; references
+    without an utterance), or (None, None, 0) without ``refs``."""
+    if refs is None:
+        return None, None, 0
+    absent = sum(1 for u in refs if u not in one_best)
+    wer = {"rescored": compute_wer(refs, one_best, ref_source)}
+    sentence_errors = sum(1 for u, h in one_best.items() if tuple(h) != tuple(refs[u]))
+    job_wer = [_job_wer(d) for d in job_dirs]
+    for name in ("first_pass", "oracle"):
+        if all(w is not None and name in w for w in job_wer):
+            wer[name] = _sum_reports([w[name] for w in job_wer])
+    return wer, sentence_errors, absent
 
 
 def _read_job_costs(job_dir: str, files: Tuple[str, ...], first: str) -> Dict[str, Dict[str, float]]:

@@ -37,10 +37,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from ..corpus import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment, segments
 from ..errors import DataError
 from ..models.base import LanguageModel, detach_state
-from ..training.streams import (Streams, encode_document, make_streams, model_documents, nll_of_streams,
-                                run_segment, segments)
 from ..vocab import Vocabulary
 
 __all__ = ["AMN_MODELS", "WINDOW_MODELS", "WordEntropy", "AMNAnalysis", "WindowAnalysis",

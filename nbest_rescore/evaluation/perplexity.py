@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from ..corpus import encode_document, make_streams, model_documents, nll_of_streams
 from ..models.base import LanguageModel
-from ..training.streams import encode_document, make_streams, model_documents, nll_of_streams
 from ..vocab import Vocabulary
 
 
@@ -52,11 +52,12 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
 
     Documents are scored as parallel streams (``batch_size`` of them), each from the
     initial state. A backward model (``model.direction == "backward"``) reads each
-    document reversed (:func:`~nbest_rescore.training.streams.model_documents`): its
+    document reversed (:func:`~nbest_rescore.corpus.model_documents`): its
     perplexity is the one a forward model with the same weights gets on the reversed
     text (same tokens: every word and one ``</s>`` per sentence).
-    ``progress(done, total)`` is called per segment of ``bptt``
-    positions. Raises ValueError if there is nothing to score.
+    ``progress(done, total)`` is called per segment of ``bptt`` positions with
+    counts of scored tokens (e.g. a :class:`~nbest_rescore.progress.Progress`).
+    Raises ValueError if there is nothing to score.
     """
     was_training = model.training
     model.eval()

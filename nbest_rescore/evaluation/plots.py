@@ -9,7 +9,6 @@ builder that returns the matplotlib :class:`~matplotlib.figure.Figure` (its axes
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -40,26 +39,10 @@ def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike], *,
         ``path`` as a string.
     Raises:
         ValueError: ``result`` has no points.
+        DataError: the directory of ``path`` does not exist.
         OSError: the file cannot be written.
     """
-    fig = wer_heatmap_figure(result, title=title)
-
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".png")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=100)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    return _write_png(wer_heatmap_figure(result, title=title), path)
 
 
 def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
@@ -136,9 +119,14 @@ def _new_figure(width: float, height: float):
 
 def _save_png(fig, path: Union[str, os.PathLike]) -> str:
     """Write ``fig`` as a PNG atomically (temporary file + rename); return ``path``."""
+    fig.tight_layout()
+    return _write_png(fig, path)
+
+
+def _write_png(fig, path: Union[str, os.PathLike]) -> str:
+    """Write ``fig`` (laid out) as a PNG atomically; return ``path``."""
     from ..io.atomic import atomic_path
 
-    fig.tight_layout()
     path = os.fspath(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import DataError
 from ..io.kaldi_text import read_kaldi_text
 from ..io.references import read_references
+from ..models.loading import checkpoint_summary
 from .bootstrap import REPLICATIONS, bootstrap_wer, improvement_probability
 from .tune_report import UtteranceErrors
 from .wer import utterance_errors
@@ -189,27 +190,13 @@ def wer_table(specs: Iterable[str], baselines: Sequence[str] = (), ref: Optional
     return "\n".join(lines)
 
 
-def model_row(path: str) -> dict:
-    """Facts of one checkpoint for a model-size table: name, reading direction
-    (``forward`` or ``backward``, ``model_config.direction``), parameters (total and
-    without the input/output embedding matrices), epochs, training minutes and best
-    validation perplexity (None where the checkpoint does not record them).
-
-    Raises DataError for an unreadable checkpoint.
-    """
-    from ..models import load_model
-
-    model, vocab, info = load_model(path)
-    params = model.num_parameters()
-    seconds = info.get("seconds")
-    return {"path": str(path), "model": model.name, "direction": model.direction, "vocab": len(vocab),
-            "parameters": params["total"], "without_embeddings": params["without_embeddings"],
-            "epochs": info.get("epochs"), "minutes": None if seconds is None else seconds / 60.0,
-            "best_valid_ppl": info.get("best_valid_ppl")}
+# the name api, cli and the recipes use for a checkpoint's table row
+model_row = checkpoint_summary
 
 
 def model_table(paths: Iterable[str]) -> str:
-    """Markdown table of :func:`model_row` for checkpoints (parameters in millions)."""
+    """Markdown table of :func:`~nbest_rescore.models.loading.checkpoint_summary` of
+    checkpoints (parameters in millions)."""
     lines = ["| checkpoint | model | direction | vocabulary | parameters (M) | without embeddings (M) | "
              "epochs | training (min) | best valid ppl |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
 

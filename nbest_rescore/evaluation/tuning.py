@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import DataError, examples
+from ..names import unique_names
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..types import NbestSet
 from .line_search import LinearScores, box, initial_point, och_search, split_point
@@ -159,18 +160,6 @@ class TuneResult:
         if self.report is not None:
             d.update(self.report.to_dict())
         return d
-
-
-def unique_names(names: Sequence[str]) -> Tuple[str, ...]:
-    """``names`` with repeats renamed ``NAME_2``, ``NAME_3``, ... (first kept)."""
-    out: List[str] = []
-    for n in names:
-        k, new = 1, n
-        while new in out:
-            k += 1
-            new = f"{n}_{k}"
-        out.append(new)
-    return tuple(out)
 
 
 def _floats(name: str, values) -> Tuple[float, ...]:
@@ -403,6 +392,23 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
             ``nn_cost`` None while some interp < 1.
     """
     t0 = time.perf_counter()
+    no_nn = nbest.nn is None if isinstance(nbest, TuneData) else nn_cost is None
+    interps_t, lms_t, wips_t = _grid_values(interps, lm_weights, word_ins_penalties, acoustic_scale, no_nn)
+    prep = _prepare(nbest, refs, nn_cost, names, labels)
+    k = len(prep.names)
+    weights = list(_simplex(interps_t, k)) if k >= 2 else [(lam, None) for lam in interps_t]
+    points = [_grid_point(prep, Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta, interp=lam,
+                                        word_ins_penalty=wip, nn_weights=ws))
+              for lam, ws in weights for delta in lms_t for wip in wips_t]
+    best = min(points, key=lambda p: p.wer)  # min keeps the first of equal WERs
+    return TuneResult(points=tuple(points), best=best, acoustic_scale=float(acoustic_scale),
+                      names=prep.names, search="grid", evaluations=len(points),
+                      hypotheses=len(points) * len(prep.errors), seconds=time.perf_counter() - t0)
+
+
+def _grid_values(interps, lm_weights, word_ins_penalties, acoustic_scale: float, no_nn: bool):
+    """(interps, lm_weights, word_ins_penalties) of :func:`tune_grid` as float tuples,
+    the penalty defaulting to the first pass's. Raises ValueError as it says."""
     interps_t = _floats("interps", interps)
     lms_t = _floats("lm_weights", lm_weights)
     if word_ins_penalties is None:
@@ -411,27 +417,17 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     bad = [v for v in interps_t if not 0.0 <= v <= 1.0]
     if bad:
         raise ValueError(f"tune_grid: interps must lie in [0, 1], got {bad}")
-    no_nn = nbest.nn is None if isinstance(nbest, TuneData) else nn_cost is None
     if no_nn and any(v != 1.0 for v in interps_t):
         raise ValueError("tune_grid: nn_cost is needed when an interp (lambda) is < 1; "
                          "give neural LM costs or use interps=[1.0]")
-    prep = _prepare(nbest, refs, nn_cost, names, labels)
-    k = len(prep.names)
-    weights = list(_simplex(interps_t, k)) if k >= 2 else [(lam, None) for lam in interps_t]
-    points = []
-    for lam, ws in weights:
-        for delta in lms_t:
-            for wip in wips_t:
-                w = Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta,
-                            interp=lam, word_ins_penalty=wip, nn_weights=ws)
-                chosen = prep.one_best(w)
-                wer = float(prep.errors[chosen].sum()) / prep.ref_words * 100.0
-                points.append(TunePoint(interp=lam, lm_weight=delta, word_ins_penalty=wip,
-                                        wer=wer, nn_weights=ws))
-    best = min(points, key=lambda p: p.wer)  # min keeps the first of equal WERs
-    return TuneResult(points=tuple(points), best=best, acoustic_scale=float(acoustic_scale),
-                      names=prep.names, search="grid", evaluations=len(points),
-                      hypotheses=len(points) * len(prep.errors), seconds=time.perf_counter() - t0)
+    return interps_t, lms_t, wips_t
+
+
+def _grid_point(prep: TuneData, w: Weights) -> TunePoint:
+    """The WER (percent) of the 1-best under ``w`` as a :class:`TunePoint`."""
+    wer = float(prep.errors[prep.one_best(w)].sum()) / prep.ref_words * 100.0
+    return TunePoint(interp=w.interp, lm_weight=w.lm_weight, word_ins_penalty=w.word_ins_penalty, wer=wer,
+                     nn_weights=w.nn_weights)
 
 
 def linear_scores(flat, nn: Optional[np.ndarray], errors, offsets, acoustic_scale: float) -> LinearScores:

@@ -52,3 +52,21 @@ def load_model(path, device=None) -> Tuple[LanguageModel, Vocabulary, dict]:
         model.to(device)
     model.eval()
     return model, vocab, dict(ckpt.get("info") or {})
+
+
+def checkpoint_summary(path) -> dict:
+    """Facts of one checkpoint (``nbest-rescore info``): path, model name, reading
+    direction (``forward`` or ``backward``, ``model_config.direction``), vocabulary
+    size, parameters (``parameters`` total, ``without_embeddings`` without the
+    input/output embedding matrices), ``epochs``, training ``minutes`` and
+    ``best_valid_ppl`` (None where the checkpoint does not record them).
+
+    Raises DataError for an unreadable checkpoint.
+    """
+    model, vocab, info = load_model(path)
+    params = model.num_parameters()
+    seconds = info.get("seconds")
+    return {"path": str(path), "model": model.name, "direction": model.direction, "vocab": len(vocab),
+            "parameters": params["total"], "without_embeddings": params["without_embeddings"],
+            "epochs": info.get("epochs"), "minutes": None if seconds is None else seconds / 60.0,
+            "best_valid_ppl": info.get("best_valid_ppl")}

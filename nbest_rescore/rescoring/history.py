@@ -119,78 +119,92 @@ def _rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
     """:func:`rescore` reading the set in the given order (a forward model)."""
     flat = nbest.flat(ngram_cost)
     docs = nbest.documents()
-    n_utts = len(nbest)
-    nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
     log.debug("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
-             history, len(docs), n_utts, nbest.doc_source)
-    done = 0
+              history, len(docs), len(nbest), nbest.doc_source)
+    costs = _Costs(flat, scorer, progress)
+    if history == "none":
+        init = scorer.initial_state(1)
+        for chunk in _chunks(list(range(len(nbest)))):  # bounded, so that progress is reported
+            costs.score(chunk, init, [0] * len(chunk))
+    elif history == "first-pass":
+        fp_best = segment_argmax(flat_scores(flat, _choice_weights(history, weights)), flat.offsets)
+        starts, start_utts = [], []
 
-    def score_utts(utt_idx: List[int], states, state_rows: List[int]):
-        nonlocal done
+        def read_first_pass(utts, cur):
+            starts.append(cur)
+            start_utts.extend(utts)
+            return [flat.hyps[fp_best[u]] for u in utts]
+
+        _walk_documents(docs, scorer, read_first_pass)
+        all_states = cat_states(starts)
+        # several utterances per call, sorted by length inside the scorer
+        for rows in _chunks(list(range(len(start_utts)))):
+            costs.score([start_utts[r] for r in rows], all_states, rows)
+    else:
+        choose = _choice_weights(history, weights)
+
+        def read_chosen(utts, cur):
+            costs.score(utts, cur, list(range(len(utts))))
+            return [flat.hyps[c] for c in costs.pick(utts, choose)]
+
+        _walk_documents(docs, scorer, read_chosen)
+    best = segment_argmax(flat_scores(flat, weights, costs.nn_cost), flat.offsets)
+    one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
+    return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history)
+
+
+def _chunks(items: list, size: int = 64):
+    """``items`` in consecutive pieces of at most ``size``."""
+    return (items[s:s + size] for s in range(0, len(items), size))
+
+
+def _walk_documents(docs, scorer: NnScorer, visit: Callable) -> None:
+    """Read the documents in parallel, one utterance position at a time, from the
+    initial state: ``visit(utterance indices, their states)`` is called for the
+    documents that have an utterance at the position and returns the words each of
+    them continues with (read with ``scorer.advance``)."""
+    state = scorer.initial_state(len(docs))
+    for pos in range(max(len(d) for d in docs)):
+        active = [i for i, d in enumerate(docs) if pos < len(d)]
+        idx = torch.as_tensor(active, device=scorer.device)
+        cur = select_state(state, idx)
+        words = visit([docs[i][pos] for i in active], cur)
+        state = _scatter(state, idx, scorer.advance(cur, words))
+
+
+class _Costs:
+    """The NN costs of a flat set (float64 [H] ``nn_cost``), filled utterance by
+    utterance; ``progress(hypotheses scored)`` after each batch."""
+
+    def __init__(self, flat, scorer: NnScorer, progress):
+        self.flat, self.scorer, self.progress = flat, scorer, progress
+        self.nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
+        self.done = 0
+
+    def score(self, utt_idx: List[int], states, state_rows: List[int]) -> None:
+        """Score every hypothesis of the utterances ``utt_idx``, each from the state
+        row of ``state_rows``. Raises NonFiniteCostError for NaN or infinite costs."""
+        flat = self.flat
         rows, hyps, flat_pos = [], [], []
         for u, r in zip(utt_idx, state_rows):
             a, b = flat.offsets[u], flat.offsets[u + 1]
             rows.extend([r] * (b - a))
             hyps.extend(flat.hyps[a:b])
             flat_pos.extend(range(a, b))
-        costs = scorer.costs(states, rows, hyps)
+        costs = self.scorer.costs(states, rows, hyps)
         if not np.all(np.isfinite(costs)):
             raise NonFiniteCostError([flat.keys[p] for p, c in zip(flat_pos, costs) if not np.isfinite(c)])
-        nn_cost[flat_pos] = costs
-        done += len(hyps)
-        if progress:
-            progress(done)
+        self.nn_cost[flat_pos] = costs
+        self.done += len(hyps)
+        if self.progress:
+            self.progress(self.done)
 
-    def pick(utt_idx: List[int], w: Weights) -> List[int]:
-        out = []
-        for u in utt_idx:
-            sl = slice(flat.offsets[u], flat.offsets[u + 1])
-            out.append(int(flat.offsets[u] + np.argmax(flat_scores(flat, w, nn_cost, sl))))
-        return out
-
-    if history == "none":
-        init = scorer.initial_state(1)
-        # bound the number of utterances per call so progress is reported
-        step = 64
-        all_u = list(range(n_utts))
-        for s in range(0, n_utts, step):
-            chunk = all_u[s:s + step]
-            score_utts(chunk, init, [0] * len(chunk))
-    elif history == "first-pass":
-        fp_best = segment_argmax(flat_scores(flat, _choice_weights(history, weights)), flat.offsets)
-        state = scorer.initial_state(len(docs))
-        starts, start_utts = [], []
-        for pos in range(max(len(d) for d in docs)):
-            active = [i for i, d in enumerate(docs) if pos < len(d)]
-            idx = torch.as_tensor(active, device=scorer.device)
-            cur = select_state(state, idx)
-            utts = [docs[i][pos] for i in active]
-            starts.append(cur)
-            start_utts.extend(utts)
-            nxt = scorer.advance(cur, [flat.hyps[fp_best[u]] for u in utts])
-            state = _scatter(state, idx, nxt)
-        all_states = cat_states(starts)
-        # several utterances per call, sorted by length inside the scorer
-        order = list(range(len(start_utts)))
-        step = 64
-        for s in range(0, len(order), step):
-            rows = order[s:s + step]
-            score_utts([start_utts[r] for r in rows], all_states, rows)
-    else:
-        choose = _choice_weights(history, weights)
-        state = scorer.initial_state(len(docs))
-        for pos in range(max(len(d) for d in docs)):
-            active = [i for i, d in enumerate(docs) if pos < len(d)]
-            idx = torch.as_tensor(active, device=scorer.device)
-            cur = select_state(state, idx)
-            utts = [docs[i][pos] for i in active]
-            score_utts(utts, cur, list(range(len(utts))))
-            chosen = pick(utts, choose)
-            nxt = scorer.advance(cur, [flat.hyps[c] for c in chosen])
-            state = _scatter(state, idx, nxt)
-    best = segment_argmax(flat_scores(flat, weights, nn_cost), flat.offsets)
-    one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
-    return RescoreResult(nn_cost, flat.offsets, best, one_best, history)
+    def pick(self, utt_idx: List[int], w: Weights) -> List[int]:
+        """Flat index of the best hypothesis of each utterance under ``w``."""
+        flat = self.flat
+        return [int(flat.offsets[u] + np.argmax(flat_scores(flat, w, self.nn_cost,
+                                                            slice(flat.offsets[u], flat.offsets[u + 1]))))
+                for u in utt_idx]
 
 
 def _scatter(state, idx, new):

@@ -204,76 +204,101 @@ def plan_segments(forest: PrefixForest, eos: int, max_rows: int, max_tokens: int
     if max_rows < 1 or max_tokens < 1 or max_segment < 1:
         raise ValueError(f"max_rows, max_tokens, max_segment must be >= 1, got "
                          f"{max_rows}, {max_tokens}, {max_segment}")
-    n = forest.num_nodes
-    parent, offs = forest.parent, forest.level_offsets
-    nchild = forest.num_children
-    seg = np.empty(n, dtype=np.int64)
-    pos = np.empty(n, dtype=np.int64)
-    n_roots = forest.num_trees
-    seg[:n_roots] = np.arange(n_roots)
-    pos[:n_roots] = 0
-    level = np.zeros(n, dtype=np.int64)  # segment level (at most one segment per node)
-    n_seg = n_roots
-    for d in range(1, len(offs) - 1):
-        a, b = offs[d], offs[d + 1]
-        p = parent[a:b]
-        cont = (nchild[p] == 1) & (pos[p] + 1 < max_segment)
-        s, q = seg[p], pos[p] + 1
-        new = np.flatnonzero(~cont)
-        level[n_seg:n_seg + len(new)] = level[s[new]] + 1
-        s[new] = n_seg + np.arange(len(new))
-        q[new] = 0
-        seg[a:b], pos[a:b] = s, q
-        n_seg += len(new)
-    level = level[:n_seg]
-    order = np.lexsort((pos, seg))  # nodes grouped by segment, in chain order
-    seg_len = np.bincount(seg, minlength=n_seg)
-    seg_first = np.zeros(n_seg + 1, dtype=np.int64)
-    np.cumsum(seg_len, out=seg_first[1:])
-    start_node = order[seg_first[:-1]]
-    seg_parent = np.where(parent[start_node] >= 0, seg[np.maximum(parent[start_node], 0)], -1)
-    has_child = np.zeros(n_seg, dtype=bool)
-    has_child[seg_parent[seg_parent >= 0]] = True
-    is_end = np.zeros(n, dtype=bool)
+    sg = _Segments.of(forest, max_segment)
+    is_end = np.zeros(forest.num_nodes, dtype=bool)
     is_end[forest.end_node] = True
-
     plans: List[List[_Chunk]] = []
-    kept_pos = np.full(n_seg, -1, dtype=np.int64)
-    for lev in range(int(level.max(initial=-1)) + 1):
-        segs = np.flatnonzero(level == lev)
-        segs = segs[np.argsort(-seg_len[segs], kind="stable")]
+    kept_pos = np.full(len(sg.length), -1, dtype=np.int64)  # row of a segment's end state in its level's kept states
+    for lev in range(int(sg.level.max(initial=-1)) + 1):
+        segs = np.flatnonzero(sg.level == lev)
+        segs = segs[np.argsort(-sg.length[segs], kind="stable")]
         chunks, i, n_kept = [], 0, 0
         while i < len(segs):
-            t = int(seg_len[segs[i]])
+            t = int(sg.length[segs[i]])
             rows = min(max_rows, max(1, max_tokens // t), len(segs) - i)
             cs = segs[i:i + rows]
             i += rows
-            lens = seg_len[cs]
-            nodes = order[_ranges(seg_first[cs], lens)]
-            tokens = np.full((rows, t), eos, dtype=np.int64)
-            r_idx = np.repeat(np.arange(rows), lens)
-            t_idx = np.arange(len(nodes)) - np.repeat(np.cumsum(lens) - lens, lens)
-            tokens[r_idx, t_idx] = forest.word[nodes]
-            uniform = bool((lens == t).all())
-            src = forest.row[start_node[cs]] if lev == 0 else kept_pos[seg_parent[cs]]
-            keep_rows = np.flatnonzero(has_child[cs])
+            src = forest.row[sg.start_node[cs]] if lev == 0 else kept_pos[sg.parent[cs]]
+            keep_rows = np.flatnonzero(sg.has_child[cs])
             kept_pos[cs[keep_rows]] = n_kept + np.arange(len(keep_rows))
             n_kept += len(keep_rows)
-            counts = nchild[nodes]
-            c_pos = np.repeat(np.arange(len(nodes)), counts)
-            c_ids = _ranges(forest.child_start[nodes], counts)
-            e_pos = np.flatnonzero(is_end[nodes])
-            chunks.append(_Chunk(
-                tokens=tokens,
-                lengths=None if uniform else lens.astype(np.int64),
-                valid=None if uniform else r_idx * t + t_idx,
-                src=src,
-                keep=None if len(keep_rows) == rows else keep_rows,
-                g_pos=np.concatenate([c_pos, e_pos]),
-                g_word=np.concatenate([forest.word[c_ids], np.full(len(e_pos), eos, dtype=np.int64)]),
-                g_dst=np.concatenate([c_ids, n + nodes[e_pos]])))
+            chunks.append(_chunk(forest, sg, cs, t, src, keep_rows, is_end, eos))
         plans.append(chunks)
     return plans
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """The forest's nodes cut into S segments (chains of single-child nodes):
+    ``order`` int64 [N] nodes grouped by segment in chain order, ``first`` int64 [S + 1]
+    each segment's start in ``order``, ``length``, ``level`` (segment depth),
+    ``start_node`` and ``parent`` (parent segment, -1 for a root) int64 [S],
+    ``has_child`` bool [S], and the forest's ``num_children`` int64 [N]."""
+
+    order: np.ndarray
+    first: np.ndarray
+    length: np.ndarray
+    level: np.ndarray
+    start_node: np.ndarray
+    parent: np.ndarray
+    has_child: np.ndarray
+    num_children: np.ndarray
+
+    @staticmethod
+    def of(forest: PrefixForest, max_segment: int) -> "_Segments":
+        """The segments of at most ``max_segment`` nodes of ``forest``."""
+        n, parent, offs, nchild = forest.num_nodes, forest.parent, forest.level_offsets, forest.num_children
+        seg = np.empty(n, dtype=np.int64)
+        pos = np.empty(n, dtype=np.int64)
+        n_seg = forest.num_trees
+        seg[:n_seg], pos[:n_seg] = np.arange(n_seg), 0
+        level = np.zeros(n, dtype=np.int64)  # segment level (at most one segment per node)
+        for d in range(1, len(offs) - 1):
+            a, b = offs[d], offs[d + 1]
+            p = parent[a:b]
+            cont = (nchild[p] == 1) & (pos[p] + 1 < max_segment)
+            s, q = seg[p], pos[p] + 1
+            new = np.flatnonzero(~cont)
+            level[n_seg:n_seg + len(new)] = level[s[new]] + 1
+            s[new] = n_seg + np.arange(len(new))
+            q[new] = 0
+            seg[a:b], pos[a:b] = s, q
+            n_seg += len(new)
+        order = np.lexsort((pos, seg))
+        length = np.bincount(seg, minlength=n_seg)
+        first = np.zeros(n_seg + 1, dtype=np.int64)
+        np.cumsum(length, out=first[1:])
+        start_node = order[first[:-1]]
+        seg_parent = np.where(parent[start_node] >= 0, seg[np.maximum(parent[start_node], 0)], -1)
+        has_child = np.zeros(n_seg, dtype=bool)
+        has_child[seg_parent[seg_parent >= 0]] = True
+        return _Segments(order, first, length, level[:n_seg], start_node, seg_parent, has_child, nchild)
+
+
+def _chunk(forest: PrefixForest, sg: _Segments, cs: np.ndarray, t: int, src: np.ndarray, keep_rows: np.ndarray,
+           is_end: np.ndarray, eos: int) -> _Chunk:
+    """The model call of the segments ``cs`` (the longest ``t`` tokens) from the
+    state rows ``src``, keeping the end states of the rows ``keep_rows``."""
+    rows, lens = len(cs), sg.length[cs]
+    nodes = sg.order[_ranges(sg.first[cs], lens)]
+    tokens = np.full((rows, t), eos, dtype=np.int64)
+    r_idx = np.repeat(np.arange(rows), lens)
+    t_idx = np.arange(len(nodes)) - np.repeat(np.cumsum(lens) - lens, lens)
+    tokens[r_idx, t_idx] = forest.word[nodes]
+    uniform = bool((lens == t).all())
+    counts = sg.num_children[nodes]
+    c_pos = np.repeat(np.arange(len(nodes)), counts)
+    c_ids = _ranges(forest.child_start[nodes], counts)
+    e_pos = np.flatnonzero(is_end[nodes])
+    return _Chunk(
+        tokens=tokens,
+        lengths=None if uniform else lens.astype(np.int64),
+        valid=None if uniform else r_idx * t + t_idx,
+        src=src,
+        keep=None if len(keep_rows) == rows else keep_rows,
+        g_pos=np.concatenate([c_pos, e_pos]),
+        g_word=np.concatenate([forest.word[c_ids], np.full(len(e_pos), eos, dtype=np.int64)]),
+        g_dst=np.concatenate([c_ids, forest.num_nodes + nodes[e_pos]]))
 
 
 def frontier_rows(plans: List[List[_Chunk]]) -> int:
@@ -339,54 +364,82 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
         ``self_normalized``).
     """
     device = states[0].device if states else next(model.parameters()).device
-    n = forest.num_nodes
-    buf = torch.zeros(2 * n, dtype=torch.float64, device=device)  # float64: the fused layer's values as they are
-    out_buf: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
-    adaptive = _adaptive_pairs(model)
-    fused = not adaptive and not self_normalized and model.fused_output_active()
+    buf = torch.zeros(2 * forest.num_nodes, dtype=torch.float64, device=device)  # float64: the fused layer's values
 
     def dev(a):
         return torch.from_numpy(a).to(device, non_blocking=True)
 
-    pending = _PendingOutput(model, buf, dev, adaptive) if adaptive or fused else None
-
+    output = _output_layer(model, buf, dev, self_normalized, max_rows)
     prev = states
     for chunks in plan_segments(forest, eos, max_rows, max_tokens, max_segment):
         parts = []
         for c in chunks:
-            st = select_state(prev, dev(c.src))
             # chains: lengths always (also where T = 1), so that a segment takes the same (packed)
             # path whatever the lengths of the others in its call (models.rows)
             lengths = None if max_segment == 1 else torch.from_numpy(
                 c.lengths if c.lengths is not None else np.full(len(c.src), c.tokens.shape[1]))
-            out = invariant_forward(model, dev(c.tokens), st, lengths)
+            out = invariant_forward(model, dev(c.tokens), select_state(prev, dev(c.src)), lengths)
             feats = out.features
             if c.valid is None:
                 feats = feats.reshape(-1, 1, feats.shape[-1])
             else:
                 feats = feats.reshape(-1, feats.shape[-1]).index_select(0, dev(c.valid)).unsqueeze(1)
-            if pending is not None:  # exact output layer, deferred to run on >= OUTPUT_ROWS nodes at once
-                pending.add(feats.squeeze(1), c.g_pos, c.g_word, c.g_dst)
-            elif self_normalized:  # [G, 1, D] . W[word] -> [G]
-                g_pos, g_word = dev(c.g_pos), dev(c.g_word)
-                pairs = model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1))
-                buf[dev(c.g_dst)] = pairs.squeeze(1).double()
-            else:
-                g_pos, g_word = dev(c.g_pos), dev(c.g_word)
-                logits = model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
-                if out_buf is None or out_buf.shape[0] < logits.shape[0] or out_buf.shape[1] != logits.shape[1]:
-                    out_buf = torch.empty(max(logits.shape[0], max_rows), logits.shape[1],
-                                          dtype=torch.float32, device=device)
-                logp = torch.log_softmax(logits, -1, out=out_buf[:logits.shape[0]])
-                buf[dev(c.g_dst)] = logp[g_pos, g_word].double()
+            output.add(feats, c)  # [R, 1, D]: the real tokens' features
             if c.keep is None:
                 parts.append(out.state)
             elif len(c.keep):
                 parts.append(select_state(out.state, dev(c.keep)))
         prev = cat_states(parts) if parts else prev
-    if pending is not None:
-        pending.flush()
+    output.flush()
     return path_costs(forest, buf.double().cpu().numpy())
+
+
+def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
+    """The output layer of :func:`score_forest`, writing the log-probabilities of each
+    call's gathered (node, word) pairs into ``buf``: :class:`_PendingOutput` for the
+    adaptive or the fused full softmax, else :class:`_TargetLogits` when
+    ``self_normalized``, else :class:`_LogSoftmax`."""
+    adaptive = _adaptive_pairs(model)
+    if adaptive or (not self_normalized and model.fused_output_active()):
+        return _PendingOutput(model, buf, dev, adaptive)
+    return _TargetLogits(model, buf, dev) if self_normalized else _LogSoftmax(model, buf, dev, max_rows)
+
+
+class _TargetLogits:
+    """Self-normalised output: [G, 1, D] . W[word] as log P of each pair."""
+
+    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev):
+        self.model, self.buf, self.dev = model, buf, dev
+
+    def add(self, feats: torch.Tensor, c: _Chunk) -> None:
+        """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
+        pairs = self.model.target_logits(feats.index_select(0, self.dev(c.g_pos)), self.dev(c.g_word).unsqueeze(1))
+        self.buf[self.dev(c.g_dst)] = pairs.squeeze(1).double()
+
+    def flush(self) -> None:
+        """Nothing is deferred."""
+
+
+class _LogSoftmax:
+    """``softmax_impl = "plain"``: log_softmax of the whole [rows, V] product per call
+    (into a reused buffer), the pairs gathered from it."""
+
+    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, max_rows: int):
+        self.model, self.buf, self.dev, self.max_rows = model, buf, dev, max_rows
+        self.out: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
+
+    def add(self, feats: torch.Tensor, c: _Chunk) -> None:
+        """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
+        g_pos, g_word = self.dev(c.g_pos), self.dev(c.g_word)
+        logits = self.model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
+        if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
+            self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
+                                   dtype=torch.float32, device=logits.device)
+        logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])
+        self.buf[self.dev(c.g_dst)] = logp[g_pos, g_word].double()
+
+    def flush(self) -> None:
+        """Nothing is deferred."""
 
 
 #: nodes whose output layer runs in one call (:class:`_PendingOutput`): the level widths
@@ -412,12 +465,13 @@ class _PendingOutput:
         self.dst: List[np.ndarray] = []
         self.rows = 0
 
-    def add(self, feats: torch.Tensor, g_pos: np.ndarray, g_word: np.ndarray, g_dst: np.ndarray) -> None:
-        """Queue features [R, D] and their pairs (rows of ``feats``, words, slots of ``buf``)."""
-        self.feats.append(feats)
-        self.pos.append(g_pos + self.rows)
-        self.word.append(g_word)
-        self.dst.append(g_dst)
+    def add(self, feats: torch.Tensor, c: _Chunk) -> None:
+        """Queue the features [R, 1, D] of the call ``c`` and its pairs (rows of
+        ``feats``, words, slots of ``buf``)."""
+        self.feats.append(feats.squeeze(1))
+        self.pos.append(c.g_pos + self.rows)
+        self.word.append(c.g_word)
+        self.dst.append(c.g_dst)
         self.rows += feats.shape[0]
         if self.rows >= OUTPUT_ROWS:
             self.flush()

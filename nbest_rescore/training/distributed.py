@@ -17,7 +17,7 @@ gradient is the single-process gradient of the global mean loss. Host decisions 
 must agree (the time budget, learning rate and progress that depend on elapsed time,
 validation perplexity, early stopping) use values that rank 0 broadcasts
 (:class:`Clock`, :meth:`World.sum`). Only rank 0 writes checkpoints, logs at info
-level and shows a progress bar.
+level and reports progress.
 """
 from __future__ import annotations
 

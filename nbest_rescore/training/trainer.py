@@ -11,7 +11,7 @@ length (:mod:`.schedule`); early stopping on validation perplexity keeps the bes
 weights. After every epoch the best weights are written to ``--out`` and the full
 training state to ``<out>.last.pt`` (:mod:`.checkpointing`), from which ``train
 --resume`` continues exactly. A backward model (``model_config.direction: backward``)
-trains on the reversed documents (:func:`~.streams.model_documents`: sentences
+trains on the reversed documents (:func:`~nbest_rescore.corpus.model_documents`: sentences
 word-reversed, a document's sentences from its last to its first; ``data.max_words``
 takes its prefix of the text before the reversal). Started by ``torchrun``, each process trains its share
 of the streams under DistributedDataParallel (:mod:`.distributed`).
@@ -32,18 +32,19 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from ..config import TrainConfig, config_to_dict
+from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
+                      segment_tokens)
 from ..errors import DataError
 from ..io.lm_text import read_lm_text
 from ..models import build_model
 from ..models.base import default_adaptive_cutoffs, detach_state
 from ..models.registry import config_from_dict, get_model_class
+from ..progress import Progress
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
 from .schedule import LRSchedule
-from .streams import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
 
     Args:
         inputs, targets: int64 [B, T]; mask, reset: bool [B, T] (see
-            :class:`~nbest_rescore.training.streams.Streams`).
+            :class:`~nbest_rescore.corpus.Streams`).
         autocast_dtype: None, or ``torch.bfloat16`` for mixed precision under
             ``torch.autocast`` on the inputs' device type.
         loss_scale: see :func:`segment_loss`.
@@ -303,7 +304,7 @@ def _graphed_step(model, opt, b: int, bptt: int, options: StepOptions):
 def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions, *,
                    before_step: Optional[Callable[[int], Optional[bool]]] = None, first_step: int = 0,
                    max_steps: Optional[int] = None, deadline: Optional[float] = None,
-                   log_interval: int = 50, bar=None, cuda_graph: bool = False,
+                   log_interval: int = 50, progress: Optional[Progress] = None, cuda_graph: bool = False,
                    world: distributed.World = distributed.SINGLE, forward: Optional[Callable] = None) -> EpochStats:
     """One pass of BPTT updates over ``streams`` (an epoch), state carried between
     segments and reset where documents start.
@@ -317,9 +318,9 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         first_step: global step number of the first update (for ``before_step``).
         max_steps: stop after this many updates; deadline: ``time.perf_counter()``
             value after which no further update starts.
-        log_interval: the loss is read back every this many steps (for ``bar``).
-        bar: a tqdm bar updated with the real tokens and, every ``log_interval``
-            steps, the running perplexity and words/s.
+        log_interval: the loss is read back every this many steps (for ``progress``).
+        progress: a :class:`~nbest_rescore.progress.Progress` called with the real
+            tokens done and, every ``log_interval`` steps, given the running perplexity.
         cuda_graph: on CUDA with aligned streams and a capturable optimiser, replay
             the step as one CUDA graph (:mod:`.cuda_graph`); falls back to eager
             steps when the model's step cannot be captured.
@@ -332,64 +333,83 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         the NLL and tokens are those of all ranks).
     """
     device = next(model.parameters()).device
-    # real tokens per segment of the whole batch, read to the host once (the progress
-    # bar's count; with K ranks also the loss scale, K / global tokens, of each segment)
-    counts = streams.mask.sum(0).cpu()
-    seg_tokens = [int(counts[i:i + bptt].sum()) for i in range(0, counts.shape[0], bptt)]
+    seg_tokens = segment_tokens(streams, bptt)  # (with K ranks also the loss scale: K / global tokens)
+    streams = _local_streams(streams, world, device)
+    steps = _Steps(model, opt, streams, bptt, options, cuda_graph and forward is None, world, forward)
+    tokens, total, timed_out = 0, sum(seg_tokens), False
+    for k, n in enumerate(seg_tokens):
+        if max_steps is not None and steps.done >= max_steps:
+            break
+        if (deadline is not None and time.perf_counter() > deadline) or (
+                before_step is not None and before_step(first_step + steps.done)):
+            timed_out = True
+            break
+        steps.run(k * bptt, n)
+        tokens += n
+        if progress is not None:
+            progress(tokens, total)
+            if steps.done % log_interval == 0:
+                # (with K ranks: this rank's share of the loss, times K)
+                progress.set_perplexity(math.exp(min(50.0, float(steps.nll) * world.size / max(1, tokens))))
+    return steps.stats(tokens, timed_out)
+
+
+def _local_streams(streams: Streams, world: distributed.World, device) -> Streams:
+    """This rank's rows of ``streams`` (all of them for one process) on ``device``."""
     if world.distributed:
         streams = streams.rows(world.shard(streams.inputs.shape[0]))
-    if streams.inputs.device != device:
-        streams = streams.to(device)
-    aligned = streams.align == bptt
-    b, length = streams.inputs.shape
-    graph = None
-    if cuda_graph and forward is None and aligned and device.type == "cuda" and length % bptt == 0:
-        graph = _graphed_step(model, opt, b, bptt, options)
-    if graph is not None:
-        graph.clear()
-        nll, abs_log_z = graph.nll, (graph.abs_log_z if options.self_norm_weight > 0 else None)
-    else:
-        state = model.init_state(b, device)
-        nll = torch.zeros((), device=device, dtype=torch.float64)
-        abs_log_z = torch.zeros((), device=device, dtype=torch.float64) if options.self_norm_weight > 0 else None
-    tokens = steps = 0
-    timed_out = False
-    t0 = time.perf_counter()
-    for k, start in enumerate(range(0, length, bptt)):
-        if max_steps is not None and steps >= max_steps:
-            break
-        if deadline is not None and time.perf_counter() > deadline:
-            timed_out = True
-            break
-        if before_step is not None and before_step(first_step + steps):
-            timed_out = True
-            break
-        sl = slice(start, start + bptt)
-        seg = (streams.inputs[:, sl], streams.targets[:, sl], streams.mask[:, sl], streams.reset[:, sl])
-        if graph is not None:
-            graph.replay(*seg)
+    return streams if streams.inputs.device == device else streams.to(device)
+
+
+class _Steps:
+    """The updates of one pass: eager :func:`train_step` calls with the recurrent state
+    carried, or replays of the captured CUDA graph; ``nll`` and ``abs_log_z`` (None
+    without self-normalisation) are summed on the device, ``done`` counts updates."""
+
+    def __init__(self, model, opt, streams: Streams, bptt: int, options: StepOptions, cuda_graph: bool,
+                 world: distributed.World, forward: Optional[Callable]):
+        self.model, self.opt, self.streams, self.bptt, self.options = model, opt, streams, bptt, options
+        self.world, self.forward, self.done = world, forward, 0
+        self.aligned = streams.align == bptt
+        b, length = streams.inputs.shape
+        device = streams.inputs.device
+        self.graph = None
+        if cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0:
+            self.graph = _graphed_step(model, opt, b, bptt, options)
+        self_norm = options.self_norm_weight > 0
+        if self.graph is not None:
+            self.graph.clear()
+            self.nll, self.abs_log_z = self.graph.nll, (self.graph.abs_log_z if self_norm else None)
         else:
-            scale = world.size / max(1, seg_tokens[k]) if world.distributed else None
-            state, step = train_step(model, opt, state, *seg, options.clip, options.self_norm_weight, aligned,
-                                     options.autocast_dtype, scale, forward)
-            nll += step.nll
-            if abs_log_z is not None:
-                abs_log_z += step.abs_log_z
-        n = seg_tokens[k]
-        tokens += n
-        steps += 1
-        if bar is not None:
-            bar.update(n)
-            if steps % log_interval == 0:
-                el = time.perf_counter() - t0
-                # (with K ranks: this rank's share of the loss, times K)
-                bar.set_postfix(ppl=f"{math.exp(min(50.0, float(nll) * world.size / max(1, tokens))):.1f}",
-                                words_s=f"{tokens / max(el, 1e-9):.0f}")
-    nll, abs_log_z = float(nll), None if abs_log_z is None else float(abs_log_z)
-    if world.distributed:  # summed over the ranks (the tokens are the global batch's already)
-        nll, total_abs = world.sum(nll, abs_log_z or 0.0)
-        abs_log_z = None if abs_log_z is None else total_abs
-    return EpochStats(nll, tokens, steps, timed_out, abs_log_z)
+            self.state = model.init_state(b, device)
+            self.nll = torch.zeros((), device=device, dtype=torch.float64)
+            self.abs_log_z = torch.zeros((), device=device, dtype=torch.float64) if self_norm else None
+
+    def run(self, start: int, global_tokens: int) -> None:
+        """The update of the segment at column ``start`` (``global_tokens``: its real
+        tokens in the whole batch)."""
+        s = self.streams
+        sl = slice(start, start + self.bptt)
+        seg = (s.inputs[:, sl], s.targets[:, sl], s.mask[:, sl], s.reset[:, sl])
+        self.done += 1
+        if self.graph is not None:
+            self.graph.replay(*seg)
+            return
+        o = self.options
+        scale = self.world.size / max(1, global_tokens) if self.world.distributed else None
+        self.state, step = train_step(self.model, self.opt, self.state, *seg, o.clip, o.self_norm_weight,
+                                      self.aligned, o.autocast_dtype, scale, self.forward)
+        self.nll += step.nll
+        if self.abs_log_z is not None:
+            self.abs_log_z += step.abs_log_z
+
+    def stats(self, tokens: int, timed_out: bool) -> EpochStats:
+        """The pass's :class:`EpochStats` (read back here; with K ranks summed over them)."""
+        nll, abs_log_z = float(self.nll), None if self.abs_log_z is None else float(self.abs_log_z)
+        if self.world.distributed:  # summed over the ranks (the tokens are the global batch's already)
+            nll, total_abs = self.world.sum(nll, abs_log_z or 0.0)
+            abs_log_z = None if abs_log_z is None else total_abs
+        return EpochStats(nll, tokens, self.done, timed_out, abs_log_z)
 
 
 @contextlib.contextmanager
@@ -444,33 +464,76 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
            init_from: Optional[str], stop_after_epochs: Optional[int]) -> TrainResult:
     """:func:`train` as one rank of ``world`` (the only one for a single process)."""
     o = cfg.optim
-    device = world.device
-    if world.main:  # (the only process that writes)
-        checkpointing.check_writable(out_path)
-    # bad model_config: fail before reading data
-    direction = config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
-    if o.dtype == "bfloat16" and device.type != "cuda":
-        raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
-                        f"{device}: use --device cuda or --dtype float32")
-    if resume and init_from:
-        raise DataError("--resume and --init-from exclude each other: resume continues a run, "
-                        "init-from starts a new one from trained weights")
+    direction = _check_start(cfg, out_path, world, resume, init_from)
     torch.manual_seed(o.seed)
     if o.threads:
         torch.set_num_threads(o.threads)
     loaded = checkpointing.load_start(resume or init_from, cfg, resume=bool(resume)) if (resume or init_from) else None
     # a backward model reads every document reversed (after the max_words prefix is taken)
     train_docs = model_documents(read_lm_text(cfg.data.train, cfg.data.max_words), direction)
-    valid_docs = (model_documents(read_lm_text(cfg.data.valid, cfg.data.max_valid_words), direction)
-                  if cfg.data.valid else None)
     vocab = loaded.vocab if loaded else build_vocab(cfg, train_docs)
     encoded = [encode_document(d, vocab) for d in train_docs]
-    if cfg.model_config.get("output") == "adaptive" and not cfg.model_config.get("adaptive_cutoffs"):
-        cfg = copy.deepcopy(cfg)
-        stored = loaded.payload["config"].get("adaptive_cutoffs") if loaded else None
-        cfg.model_config["adaptive_cutoffs"] = stored or default_adaptive_cutoffs(
-            id_counts(encoded, len(vocab)).tolist())
-        log.info("adaptive softmax cutoffs from word frequencies: %s", cfg.model_config["adaptive_cutoffs"])
+    cfg = _with_adaptive_cutoffs(cfg, encoded, len(vocab), loaded)
+    model, params = _build_model(cfg, vocab, loaded, world.device)
+    graphs = o.cuda_graph and world.device.type == "cuda" and not world.distributed
+    if o.cuda_graph and world.device.type == "cuda" and world.distributed:
+        log.info("CUDA graphs are off under DistributedDataParallel (its gradient all-reduce runs outside a graph)")
+    opt = make_optimizer(model, o, capturable=graphs)
+    options = StepOptions(o.clip, o.self_norm_weight, torch.bfloat16 if o.dtype == "bfloat16" else None)
+    run = checkpointing.restore(loaded, model, opt, world.device) if resume else checkpointing.RunState()
+    ddp = world.wrap(model, functools.partial(segment_forward, model))  # None for one process
+    t = _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, encoded,
+                  _valid_streams(cfg, direction, vocab))
+    start = time.perf_counter() - run.seconds
+    # a resumed run that had already stopped early trains no further epoch
+    first_epoch = run.epoch + 1 if run.bad_epochs < o.patience else o.max_epochs + 1
+    with _training_precision(world.device):
+        for epoch in range(first_epoch, o.max_epochs + 1):
+            stats = _train_epoch(t, run, epoch, start)
+            if stats.steps == 0:  # the time budget was spent before this epoch began
+                break
+            _end_epoch(t, run, epoch, stats, start)
+            last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
+                    or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
+            if world.main and (last or epoch % o.checkpoint_every == 0):
+                checkpointing.save_epoch(out_path, model, vocab, run, opt, _info(cfg, params, run))
+            if last:
+                break
+    return _result(model, run, start, world)
+
+
+def _check_start(cfg: TrainConfig, out_path, world: distributed.World, resume: Optional[str],
+                 init_from: Optional[str]) -> str:
+    """Fail before reading any data: an unwritable ``out_path`` (checked by the main
+    rank, the only one that writes), a bad model config, bfloat16 off CUDA, or both
+    ``resume`` and ``init_from``. Returns the model's reading direction."""
+    if world.main:
+        checkpointing.check_writable(out_path)
+    direction = config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
+    if cfg.optim.dtype == "bfloat16" and world.device.type != "cuda":
+        raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
+                        f"{world.device}: use --device cuda or --dtype float32")
+    if resume and init_from:
+        raise DataError("--resume and --init-from exclude each other: resume continues a run, "
+                        "init-from starts a new one from trained weights")
+    return direction
+
+
+def _with_adaptive_cutoffs(cfg: TrainConfig, encoded, vocab_size: int, loaded) -> TrainConfig:
+    """``cfg`` with the adaptive softmax's cutoffs filled in when it has none: those
+    of the checkpoint started from, else from the training word frequencies."""
+    if cfg.model_config.get("output") != "adaptive" or cfg.model_config.get("adaptive_cutoffs"):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    stored = loaded.payload["config"].get("adaptive_cutoffs") if loaded else None
+    cfg.model_config["adaptive_cutoffs"] = stored or default_adaptive_cutoffs(id_counts(encoded, vocab_size).tolist())
+    log.info("adaptive softmax cutoffs from word frequencies: %s", cfg.model_config["adaptive_cutoffs"])
+    return cfg
+
+
+def _build_model(cfg: TrainConfig, vocab: Vocabulary, loaded, device):
+    """(the model of ``cfg`` with the weights of ``loaded``, if any, on ``device``,
+    its parameter counts)."""
     model = build_model(cfg.model, cfg.model_config, len(vocab))
     if loaded:
         checkpointing.load_weights(model, loaded)
@@ -479,91 +542,118 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     params = model.num_parameters()
     log.info("model %s: %d parameters (%d without embeddings), vocabulary %d",
              cfg.model, params["total"], params["without_embeddings"], len(vocab))
-    valid_streams = (make_streams([encode_document(d, vocab) for d in valid_docs], 64, align=EVAL_BPTT)
-                     if valid_docs else None)
-    graphs = o.cuda_graph and device.type == "cuda" and not world.distributed
-    if o.cuda_graph and device.type == "cuda" and world.distributed:
-        log.info("CUDA graphs are off under DistributedDataParallel (its gradient all-reduce runs outside a graph)")
-    opt = make_optimizer(model, o, capturable=graphs)
-    options = StepOptions(o.clip, o.self_norm_weight, torch.bfloat16 if o.dtype == "bfloat16" else None)
-    run = checkpointing.RunState()
-    if resume:
-        run = checkpointing.restore(loaded, model, opt, device)
-    ddp = world.wrap(model, functools.partial(segment_forward, model))  # None for one process
-    schedule = None
-    start = time.perf_counter() - run.seconds
-    first_epoch = run.epoch + 1
-    if run.bad_epochs >= o.patience:  # a resumed run that had already stopped early
-        first_epoch = o.max_epochs + 1
-    with _training_precision(device):
-        for epoch in range(first_epoch, o.max_epochs + 1):
-            world.seed_epoch(o.seed, epoch)
-            streams = epoch_streams(encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
-            if schedule is None:
-                if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
-                    run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
-                schedule = LRSchedule(o, run.planned_steps)
-            model.train()
-            bar = tqdm(total=streams.num_tokens, desc=f"epoch {epoch}", unit="tok",
-                       disable=not (progress and world.main), leave=False, mininterval=1.0)
-            clock = distributed.Clock(world, start, o.log_interval)  # K ranks: rank 0's seconds
+    return model, params
 
-            def before_step(step, _s=schedule, _clock=clock):
-                elapsed = _clock(step)
-                if o.max_seconds and elapsed > o.max_seconds:
-                    return True  # the time budget is spent: no further update
-                set_lr(opt, o.lr * run.lr_scale * _s.factor(step, elapsed))
-                model.on_progress(_s.progress(step, elapsed))
-                return False
 
-            stats = train_segments(model, opt, streams, o.bptt, options, before_step=before_step, first_step=run.step,
-                                   log_interval=o.log_interval, bar=bar, cuda_graph=graphs, world=world, forward=ddp)
+def _valid_streams(cfg: TrainConfig, direction: str, vocab: Vocabulary) -> Optional[Streams]:
+    """The validation text as 64 streams aligned to :data:`EVAL_BPTT` (None without one)."""
+    if not cfg.data.valid:
+        return None
+    docs = model_documents(read_lm_text(cfg.data.valid, cfg.data.max_valid_words), direction)
+    return make_streams([encode_document(d, vocab) for d in docs], 64, align=EVAL_BPTT) if docs else None
+
+
+@dataclass(frozen=True)
+class _Training:
+    """What every epoch of a run uses: the (adaptive-cutoff-completed) config, the
+    model, optimiser, step options, ``world`` and its DDP forward (None for one
+    process), whether steps run as CUDA graphs, whether this rank reports progress,
+    the encoded training documents and the validation streams (or None)."""
+
+    cfg: TrainConfig
+    model: object
+    opt: torch.optim.Optimizer
+    options: StepOptions
+    world: distributed.World
+    forward: Optional[Callable]
+    graphs: bool
+    progress: bool
+    encoded: list
+    valid: Optional[Streams]
+
+
+def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start: float) -> EpochStats:
+    """The updates of one epoch over freshly dealt streams, the learning rate set from
+    the schedule before each, stopping when ``optim.max_seconds`` is spent."""
+    o = t.cfg.optim
+    t.world.seed_epoch(o.seed, epoch)
+    streams = epoch_streams(t.encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
+    if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
+        run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
+    schedule = LRSchedule(o, run.planned_steps)
+    clock = distributed.Clock(t.world, start, o.log_interval)  # K ranks: rank 0's seconds
+
+    def before_step(step):
+        elapsed = clock(step)
+        if o.max_seconds and elapsed > o.max_seconds:
+            return True  # the time budget is spent: no further update
+        set_lr(t.opt, o.lr * run.lr_scale * schedule.factor(step, elapsed))
+        t.model.on_progress(schedule.progress(step, elapsed))
+        return False
+
+    t.model.train()
+    bar = Progress("tok", desc=f"epoch {epoch}", leave=False) if t.progress else None
+    try:
+        return train_segments(t.model, t.opt, streams, o.bptt, t.options, before_step=before_step,
+                              first_step=run.step, log_interval=o.log_interval, progress=bar,
+                              cuda_graph=t.graphs, world=t.world, forward=t.forward)
+    finally:
+        if bar is not None:
             bar.close()
-            if stats.steps == 0:  # the time budget was spent before this epoch began
-                break
-            run.step += stats.steps
-            run.tokens += stats.tokens
-            train_ppl = math.exp(min(50.0, stats.nll / max(1, stats.tokens)))
-            entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
-                     "lr": get_lr(opt), "steps": run.step, "tokens": run.tokens}
-            if stats.abs_log_z is not None:
-                entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
-            if valid_streams is not None:
-                model.eval()
-                model.begin_diagnostics()
-                # K ranks: each scores its part of the streams, the sum is the same on all
-                # ranks (so are the early-stopping decisions); diagnostics are rank 0's part
-                mine = valid_streams.rows(world.part(valid_streams.inputs.shape[0]))
-                nll = nll_of_streams(model, mine, EVAL_BPTT, device) if mine.inputs.shape[0] else 0.0
-                vppl = math.exp(world.sum(nll)[0] / valid_streams.num_tokens)
-                health = model.end_diagnostics()
-                entry["valid_ppl"] = vppl
-                log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", epoch, train_ppl, vppl,
-                         entry["lr"], entry["seconds"])
-                if health:
-                    entry["memcells"] = health
-                    log.info("epoch %d memcells: %s", epoch, ", ".join(f"{k} {v}" for k, v in health.items()))
-                if vppl < run.best_ppl:
-                    run.best_ppl, run.bad_epochs = vppl, 0
-                    run.best_state = copy.deepcopy(model.state_dict())
-                else:
-                    run.bad_epochs += 1
-                    if o.halve_lr_on_plateau:
-                        run.lr_scale *= 0.5
-            else:
-                run.best_state = copy.deepcopy(model.state_dict())
-                log.info("epoch %d: train ppl %.2f, %.0f s", epoch, train_ppl, entry["seconds"])
-            run.history.append(entry)
-            # after validation, so that an epoch is validated with the settings it trained with
-            model.on_epoch_end(epoch)
-            run.epoch = epoch
-            run.seconds = time.perf_counter() - start
-            last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
-                    or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
-            if world.main and (last or epoch % o.checkpoint_every == 0):
-                checkpointing.save_epoch(out_path, model, vocab, run, opt, _info(cfg, params, run))
-            if last:
-                break
+
+
+def _end_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, stats: EpochStats, start: float) -> None:
+    """Count the epoch into ``run``, validate, keep the best weights, log and add the
+    epoch's history entry."""
+    run.step += stats.steps
+    run.tokens += stats.tokens
+    train_ppl = math.exp(min(50.0, stats.nll / max(1, stats.tokens)))
+    entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
+             "lr": get_lr(t.opt), "steps": run.step, "tokens": run.tokens}
+    if stats.abs_log_z is not None:
+        entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
+    if t.valid is not None:
+        _validate(t, run, entry)
+    else:
+        run.best_state = copy.deepcopy(t.model.state_dict())
+        log.info("epoch %d: train ppl %.2f, %.0f s", epoch, train_ppl, entry["seconds"])
+    run.history.append(entry)
+    # after validation, so that an epoch is validated with the settings it trained with
+    t.model.on_epoch_end(epoch)
+    run.epoch = epoch
+    run.seconds = time.perf_counter() - start
+
+
+def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
+    """Validation perplexity (and memcell health) of the epoch into ``entry``; keep the
+    weights when they are the best so far, else count a bad epoch (and halve the
+    learning rate with ``optim.halve_lr_on_plateau``)."""
+    model, world = t.model, t.world
+    model.eval()
+    model.begin_diagnostics()
+    # K ranks: each scores its part of the streams, the sum is the same on all
+    # ranks (so are the early-stopping decisions); diagnostics are rank 0's part
+    mine = t.valid.rows(world.part(t.valid.inputs.shape[0]))
+    nll = nll_of_streams(model, mine, EVAL_BPTT, world.device) if mine.inputs.shape[0] else 0.0
+    vppl = math.exp(world.sum(nll)[0] / t.valid.num_tokens)
+    health = model.end_diagnostics()
+    entry["valid_ppl"] = vppl
+    log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", entry["epoch"], entry["train_ppl"], vppl,
+             entry["lr"], entry["seconds"])
+    if health:
+        entry["memcells"] = health
+        log.info("epoch %d memcells: %s", entry["epoch"], ", ".join(f"{k} {v}" for k, v in health.items()))
+    if vppl < run.best_ppl:
+        run.best_ppl, run.bad_epochs = vppl, 0
+        run.best_state = copy.deepcopy(model.state_dict())
+    else:
+        run.bad_epochs += 1
+        if t.cfg.optim.halve_lr_on_plateau:
+            run.lr_scale *= 0.5
+
+
+def _result(model, run: "checkpointing.RunState", start: float, world: distributed.World) -> TrainResult:
+    """Load the best weights into ``model`` and sum the run up."""
     if run.best_state is not None:
         model.load_state_dict(run.best_state)
     seconds = time.perf_counter() - start

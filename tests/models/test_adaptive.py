@@ -15,7 +15,7 @@ from nbest_rescore.io.checkpoint import load_checkpoint
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import MODEL_REGISTRY, build_model, load_model, save_model
 from nbest_rescore.models.base import default_adaptive_cutoffs
-from nbest_rescore.training.streams import encode_document
+from nbest_rescore.corpus import encode_document
 from nbest_rescore.training.trainer import segment_loss, train
 from nbest_rescore.vocab import Vocabulary
 

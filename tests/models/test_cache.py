@@ -152,7 +152,7 @@ def test_carried_state_equals_one_pass(split):
 
 
 def test_document_reset_empties_the_cache():
-    from nbest_rescore.training.streams import run_segment
+    from nbest_rescore.corpus import run_segment
 
     m = cached(size=5)
     x = tokens(2, 16)

@@ -5,7 +5,7 @@ import torch
 
 from nbest_rescore.errors import DataError
 from nbest_rescore.models import build_model
-from nbest_rescore.training.streams import run_segment
+from nbest_rescore.corpus import run_segment
 
 V = 30
 CFG = {"embedding_dim": 8, "hidden_size": 6, "order": 3}

@@ -9,7 +9,7 @@ import torch
 from nbest_rescore.errors import DataError
 from nbest_rescore.models import build_model
 from nbest_rescore.models.transformer import alibi_bias
-from nbest_rescore.training.streams import run_segment
+from nbest_rescore.corpus import run_segment
 
 V = 30
 CFG = {"embedding_dim": 8, "hidden_size": 12, "num_layers": 2, "num_heads": 3, "ff_dim": 20,

@@ -10,7 +10,7 @@ from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConf
 from nbest_rescore.errors import DataError
 from nbest_rescore.models import load_model
 from nbest_rescore.training.checkpointing import load_start
-from nbest_rescore.training.streams import encode_document, model_documents
+from nbest_rescore.corpus import encode_document, model_documents
 from nbest_rescore.training.trainer import train
 from nbest_rescore.vocab import Vocabulary
 

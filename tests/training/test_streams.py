@@ -9,7 +9,7 @@ import torch
 
 from nbest_rescore.io.references import read_references
 from nbest_rescore.models import build_model
-from nbest_rescore.training.streams import encode_document, make_streams, run_segment, segments, split_document
+from nbest_rescore.corpus import encode_document, make_streams, run_segment, segments, split_document
 from nbest_rescore.vocab import Vocabulary
 
 BPTT = 7

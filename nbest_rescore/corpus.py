@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..io.lm_text import reverse_documents
-from ..models.base import DIRECTIONS, LanguageModel, State, detach_state, reset_state
-from ..vocab import Vocabulary
+from .io.lm_text import reverse_documents
+from .models.base import DIRECTIONS, LanguageModel, State, detach_state, reset_state
+from .vocab import Vocabulary
 
 
 def model_documents(documents: Sequence[Sequence[Sequence[str]]], direction: str) -> list:
@@ -125,44 +125,61 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
         documents = [p for d in documents for p in split_document(d, max(1, max_piece))]
     num_streams = max(1, min(num_streams, len(documents)))
     align = max(1, int(align))
-
-    def width(doc):
-        return -(-(len(doc) - 1) // align) * align
-
-    lanes: List[List[np.ndarray]] = [[] for _ in range(num_streams)]
-    sizes = np.zeros(num_streams, dtype=np.int64)
+    widths = [-(-(len(d) - 1) // align) * align for d in documents]  # columns each document takes
     if seed is not None:
-        order = np.random.default_rng(seed).permutation(len(documents))
-        for i in order:
-            k = int(np.argmin(sizes))
-            lanes[k].append(documents[i])
-            sizes[k] += width(documents[i])
+        lanes = _deal_shortest_first(widths, num_streams, np.random.default_rng(seed).permutation(len(documents)))
     else:
-        total = sum(width(d) for d in documents)
-        before = 0
-        for i, doc in enumerate(documents):
-            # the part whose share of the corpus holds this document's midpoint; the
-            # last documents go to the remaining empty streams so that none stays empty
-            k = min(num_streams - 1, int((before + width(doc) / 2) * num_streams / total))
-            k = max(k, num_streams - (len(documents) - i))
-            lanes[k].append(doc)
-            sizes[k] += width(doc)
-            before += width(doc)
-    length = int(sizes.max())
+        lanes = _deal_in_order(widths, num_streams)
+    length = max((sum(widths[i] for i in lane) for lane in lanes), default=0)
     inp = np.zeros((num_streams, length), dtype=np.int64)
     tgt = np.zeros_like(inp)
     mask = np.zeros((num_streams, length), dtype=bool)
     reset = np.zeros_like(mask)
-    for k, docs in enumerate(lanes):
+    for k, lane in enumerate(lanes):
         pos = 0
-        for doc in docs:
-            n = len(doc) - 1
+        for i in lane:
+            doc, n = documents[i], len(documents[i]) - 1
             inp[k, pos:pos + n] = doc[:-1]
             tgt[k, pos:pos + n] = doc[1:]
             mask[k, pos:pos + n] = True
             reset[k, pos] = True
-            pos += width(doc)
+            pos += widths[i]
     return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)), align)
+
+
+def _deal_shortest_first(widths: Sequence[int], num_streams: int, order) -> List[List[int]]:
+    """Document indices per stream: each document, in ``order``, to the currently
+    shortest stream (the first of equal ones)."""
+    lanes: List[List[int]] = [[] for _ in range(num_streams)]
+    sizes = np.zeros(num_streams, dtype=np.int64)
+    for i in order:
+        k = int(np.argmin(sizes))
+        lanes[k].append(int(i))
+        sizes[k] += widths[i]
+    return lanes
+
+
+def _deal_in_order(widths: Sequence[int], num_streams: int) -> List[List[int]]:
+    """Document indices per stream: the documents in order, in ``num_streams``
+    contiguous parts of about equal width."""
+    lanes: List[List[int]] = [[] for _ in range(num_streams)]
+    total = sum(widths)
+    before = 0
+    for i, w in enumerate(widths):
+        # the part whose share of the corpus holds this document's midpoint; the
+        # last documents go to the remaining empty streams so that none stays empty
+        k = min(num_streams - 1, int((before + w / 2) * num_streams / total))
+        k = max(k, num_streams - (len(widths) - i))
+        lanes[k].append(i)
+        before += w
+    return lanes
+
+
+def segment_tokens(streams: Streams, bptt: int) -> List[int]:
+    """Real target tokens of each [B, bptt] segment (:func:`segments`), counted on the
+    host (one read-back when the streams are on a device)."""
+    counts = streams.mask.sum(0).cpu()
+    return [int(counts[i:i + bptt].sum()) for i in range(0, counts.shape[0], bptt)]
 
 
 def segments(streams: Streams, bptt: int) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
@@ -220,13 +237,14 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
 
     The sum is kept on the device (float64) and read back once; streams aligned to
     ``bptt`` run each segment as one model call. ``progress(done, total)`` is called
-    after each segment with counts of [B, bptt] segments (no host synchronisation)."""
+    after each [B, bptt] segment with counts of real target tokens (counted on the
+    host before the streams move to ``device``; no host synchronisation in the loop)."""
     b = streams.inputs.shape[0]
+    done = None if progress is None else np.cumsum(segment_tokens(streams, bptt)).tolist()
     streams = streams.to(device)
     aligned = streams.align == bptt
     state = model.init_state(b, device)
     total = torch.zeros((), dtype=torch.float64, device=device)
-    n_segments = -(-streams.inputs.shape[1] // bptt)
     for k, (inp, tgt, mask, reset) in enumerate(segments(streams, bptt), 1):
         model.token_mask(mask)
         feats, state, _ = run_segment(model, state, inp, reset, aligned)
@@ -234,5 +252,5 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
         total -= (logp.double() * mask).sum()
         state = detach_state(state)
         if progress is not None:
-            progress(k, n_segments)
+            progress(done[k - 1], done[-1])
     return float(total)
