@@ -20,8 +20,6 @@ TRAIN_DTYPES = ("float32", "bfloat16")
 SEARCHES = ("grid", "line")
 #: Bootstrap replications by default (:data:`nbest_rescore.evaluation.bootstrap.REPLICATIONS`).
 REPLICATIONS = 10000
-_TEXT = "Text: one sentence per line, blank lines between documents."
-_FIRST_WORDS = "Only the first N words of the text."
 _REF = "References (Kaldi text '<utterance-id> words...')."
 
 
@@ -107,23 +105,28 @@ class TrainOptions(DeviceOption, ThreadsOption):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PplOptions(DeviceOption, ThreadsOption, CacheOptions):
-    """``ppl``."""
+class TextOptions(Options):
+    """The text an LM reads (``ppl``, ``analyze``)."""
 
-    lm: str = option(help="Checkpoint (.pt).", path=_FILE)
-    text: str = option(help=_TEXT, path=_FILE)
-    batch_size: int = option(16, "Documents scored in parallel.", kind="int", range=">= 1", unit="documents")
-    max_words: Optional[int] = option(None, _FIRST_WORDS, kind="int", range=">= 1", unit="words")
+    text: str = option(help="Text: one sentence per line, blank lines between documents.", path=_FILE)
+    max_words: Optional[int] = option(None, "Only the first N words of the text.", kind="int", range=">= 1",
+                                      unit="words")
 
 
 @dataclass(frozen=True, kw_only=True)
-class AnalyzeOptions(DeviceOption):
+class PplOptions(TextOptions, DeviceOption, ThreadsOption, CacheOptions):
+    """``ppl``."""
+
+    lm: str = option(help="Checkpoint (.pt).", path=_FILE)
+    batch_size: int = option(16, "Documents scored in parallel.", kind="int", range=">= 1", unit="documents")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeOptions(TextOptions, DeviceOption):
     """``analyze``."""
 
     lm: str = option(help="Checkpoint (.pt) of an amn, attention, key-value or key-value-predict model.", path=_FILE)
-    text: str = option(help=_TEXT, path=_FILE)
     out: str = option(help="Output folder for analysis.json and the PNG plots (replaced as a whole).", path=_DIR_OUT)
-    max_words: Optional[int] = option(None, _FIRST_WORDS, kind="int", range=">= 1", unit="words")
 
 
 @dataclass(frozen=True, kw_only=True)
