@@ -1,6 +1,7 @@
 """Command-line interface: each command parses its options, makes one job of
 :mod:`nbest_rescore.api` (which checks every option before reading anything), runs it
-and prints the result.
+and prints the result. The options are declared once, in :mod:`nbest_rescore.options`;
+their click options are made from those fields (:func:`~.cli_options.options_of`).
 
 Results go to stdout; logs, warnings and progress bars to stderr (and to ``--log-file``).
 Exit status 0 on success, 1 for bad input (one clear message, no traceback), 2 for
@@ -197,7 +198,6 @@ def score(obj, no_progress, **kw):
     from .api import ScoreJob
 
     _check_score_usage(click.get_current_context(), kw)
-    kw["span_hyps"] = kw["span_hyps"] or None
     job = ScoreJob(**kw, seed=obj["seed"])
     bar = _Bar("hyp", no_progress)
     res = job.run(progress=bar)
@@ -268,7 +268,7 @@ def merge(out, ref, job_dirs):
 @main.command("kaldi-score", short_help="Kaldi's steps/score_kaldi.sh over N-best lists (LMWT x WIP sweep).")
 @options_of(KaldiScoreOptions, "ref lm_cost min_lmwt max_lmwt word_ins_penalty hyp_filter ref_filter out")
 @click.argument("nbest_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-def kaldi_score(ref, lm_cost, min_lmwt, max_lmwt, word_ins_penalty, hyp_filter, ref_filter, out, nbest_dirs):
+def kaldi_score(nbest_dirs, **kw):
     """Score N-best archive folders NBEST_DIRS (read in order, concatenated) as Kaldi's
     steps/score_kaldi.sh scores lattices: for every penalty WIP and LM weight LMWT the
     1-best minimises acwt/LMWT + lm_cost + WIP * words; compute-wer --mode=present
@@ -277,13 +277,10 @@ def kaldi_score(ref, lm_cost, min_lmwt, max_lmwt, word_ins_penalty, hyp_filter, 
     from .api.kaldi_score_job import KaldiScoreJob, check_kaldi_score_options
 
     try:
-        check_kaldi_score_options(min_lmwt, max_lmwt, word_ins_penalty)
+        check_kaldi_score_options(kw["min_lmwt"], kw["max_lmwt"], kw["word_ins_penalty"])
     except DataError as exc:
         raise click.UsageError(str(exc)) from None
-    job = KaldiScoreJob(ref=ref, lm_cost=lm_cost, nbest_dirs=tuple(nbest_dirs), out=out, min_lmwt=min_lmwt,
-                        max_lmwt=max_lmwt, word_ins_penalty=word_ins_penalty, hyp_filter=hyp_filter,
-                        ref_filter=ref_filter)
-    click.echo(job.run().best_wer_line)
+    click.echo(KaldiScoreJob(**kw, nbest_dirs=tuple(nbest_dirs)).run().best_wer_line)
 
 
 @main.command("table", short_help="Markdown WER table from result files.")

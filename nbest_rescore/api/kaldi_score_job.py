@@ -57,7 +57,7 @@ from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..types import NbestSet, Words
 from ..options import KaldiScoreOptions
-from .checks import check_int, parse_number_list
+from .checks import parse_number_list
 
 log = logging.getLogger("nbest_rescore")
 
@@ -108,15 +108,14 @@ class KaldiScoreResult:
 
 
 def check_kaldi_score_options(min_lmwt, max_lmwt, word_ins_penalty) -> Tuple[str, ...]:
-    """Check the sweep options (before anything is read) and return the penalties as
-    written (``"0.0,0.5,1.0"`` -> ``("0.0", "0.5", "1.0")``).
+    """Check the sweep options across fields (each LM weight, an integer >= 1, is
+    checked by :class:`~nbest_rescore.options.KaldiScoreOptions`) and return the
+    penalties as written (``"0.0,0.5,1.0"`` -> ``("0.0", "0.5", "1.0")``).
 
     Raises:
-        DataError: an LM weight that is not an integer >= 1, ``min_lmwt > max_lmwt``, a
-            penalty that is not a finite decimal number or one given twice.
+        DataError: ``min_lmwt > max_lmwt``, a penalty that is not a finite decimal
+            number or one given twice.
     """
-    check_int("min_lmwt", min_lmwt)
-    check_int("max_lmwt", max_lmwt)
     if min_lmwt > max_lmwt:
         raise DataError(f"--min-lmwt {min_lmwt} is above --max-lmwt {max_lmwt} (the sweep would be empty); "
                         f"e.g. --min-lmwt 7 --max-lmwt 17")

@@ -33,7 +33,7 @@ from ..io.atomic import check_output_dir
 from ..io.spans import NbestSource, SetSource
 from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, WeightOptions
 from ..rescoring.combine import Weights
-from ..rescoring.scorer import check_inference_options
+from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from .checks import check_paths
 from .inputs import (PLAIN_PATHS, LoadedLM, lm_names, load_lm, load_references, open_job_nbest, read_weights_file,
@@ -67,6 +67,17 @@ def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histo
                  "; backward LM: documents read from their last utterance to their first, hypotheses reversed"
                  if getattr(one.model, "direction", "forward") == "backward" else "")
     return run
+
+
+def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
+    """The keyword options of :func:`score`: (the weights, the scorer's knobs). Raises
+    TypeError for an unknown name, DataError for a bad value or weights (:func:`score_weights`)."""
+    unknown = sorted(set(options) - set(_WEIGHT_FIELDS) - set(_SCORER_FIELDS))
+    if unknown:
+        raise TypeError(f"score() got unexpected keyword arguments {', '.join(unknown)}")
+    w = WeightOptions(**{k: v for k, v in options.items() if k in _WEIGHT_FIELDS})
+    weights = score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty, w.nn_weights, n_lms)
+    return weights, ScorerOptions(**{k: v for k, v in options.items() if k in _SCORER_FIELDS})
 
 
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
@@ -113,16 +124,11 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
             history or NN weight per LM, references missing or empty, or non-finite NN
             costs (the model and a few hypothesis keys named).
     """
-    unknown = sorted(set(options) - set(_WEIGHT_FIELDS) - set(_SCORER_FIELDS))
-    if unknown:
-        raise TypeError(f"score() got unexpected keyword arguments {', '.join(unknown)}")
     lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
     if not lms:
         raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
-    w = WeightOptions(**{k: v for k, v in options.items() if k in _WEIGHT_FIELDS})
-    weights = score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty, w.nn_weights, len(lms))
+    weights, opts = _split_options(options, len(lms))
     histories = lm_histories(history, len(lms))
-    opts = ScorerOptions(**{k: v for k, v in options.items() if k in _SCORER_FIELDS})
     source = SetSource(nbest)
     run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress)
     parts = [run.span(span) for span in source.spans(span_hyps)]
@@ -188,7 +194,7 @@ class ScoreJob(ScoreOptions):
         check_paths(self, ("weights_file",))
         self.weights()
         lm_histories(self.history, len(self.lm_paths))
-        check_inference_options(self.device, self.output, self.quantize, self.dtype)
+        check_device(self.device, self)
         for path in self.lm_paths:
             if not os.path.exists(path):
                 raise DataError(f"--lm {path}: no such file or folder")

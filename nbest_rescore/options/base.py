@@ -7,7 +7,7 @@ makes its click option from them (:mod:`nbest_rescore.cli_options`).
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable, Optional, Sequence
 
 from ..validation import check_options
@@ -52,3 +52,9 @@ class Options:
 
     def __post_init__(self):
         check_options(self)
+
+
+def default_of(cls, name: str):
+    """The default of option field ``name`` of the option dataclass ``cls`` (for code
+    outside the options that needs it, e.g. a model's ``softmax_impl``). Raises KeyError."""
+    return {f.name: f for f in fields(cls)}[name].default

@@ -56,8 +56,7 @@ import torch
 
 from ..errors import DataError
 from ..models.base import LanguageModel, State, cat_states, select_state
-from ..options import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, ScorerOptions
-from ..validation import check_choice
+from ..options import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, ScorerOptions  # noqa: F401  (re-exported)
 from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
 from .batching import invariant_forward, make_batches, pad_batch
@@ -84,9 +83,13 @@ def check_inference_options(device, output: str = "softmax", quantize: str = "no
         DataError: an unknown value, int8 on CUDA, float16 on the CPU, or int8 combined
             with a dtype other than float32.
     """
-    for name, value, choices in (("output", output, OUTPUTS), ("quantize", quantize, QUANTIZE), ("dtype", dtype, DTYPES)):
-        check_choice(name, value, choices)
-    kind = str(device).split(":")[0]
+    check_device(device, ScorerOptions(output=output, quantize=quantize, dtype=dtype))
+
+
+def check_device(device, options: ScorerOptions) -> None:
+    """The checks across fields of :func:`check_inference_options` for checked
+    ``options`` (its quantize and dtype) on ``device``. Raises DataError."""
+    kind, quantize, dtype = str(device).split(":")[0], options.quantize, options.dtype
     if quantize == "int8" and kind != "cpu":
         raise DataError(f"--quantize int8 runs on the CPU only, but --device is {device}: use --device cpu, "
                         f"or --dtype bfloat16/float16 on CUDA")
@@ -160,7 +163,7 @@ class NnScorer:
         opts = _scorer_options(options, knobs)
         if max_segment < 1:
             raise ValueError(f"max_segment must be >= 1, got {max_segment}")
-        check_inference_options(device, opts.output, opts.quantize, opts.dtype)
+        check_device(device, opts)
         output, quantize, dtype, softmax_impl = opts.output, opts.quantize, opts.dtype, opts.softmax_impl
         model = model.to(device).eval()
         if quantize == "int8":
