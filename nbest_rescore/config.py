@@ -21,6 +21,7 @@ from typing import Optional
 
 import yaml
 
+from . import options
 from .errors import DataError
 from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
@@ -68,7 +69,7 @@ class VocabConfig:
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "linear")
-TRAIN_DTYPES = ("float32", "bfloat16")
+TRAIN_DTYPES = options.TRAIN_DTYPES  # optim.dtype: the choices of train --dtype
 
 
 @dataclass

@@ -1,7 +1,14 @@
-"""Generic validation of config dataclasses (training config sections and every model
-family's ``Config``): types from the field annotations, ranges and choices from class
-attributes. Raises :class:`~nbest_rescore.errors.DataError` naming ``section.field``,
-the value found, what was expected and a valid example."""
+"""The one validator of the package: values against a type, a range spec (``">= 1"``,
+``"[0, 0.999999]"`` ...) and choices, with two message styles over the same checks:
+
+* config dataclasses (training config sections, every model family's ``Config``):
+  :func:`check_fields`, ``section.field must be ..., got ...; e.g. field: value``;
+* command options (:mod:`nbest_rescore.options`, the jobs of :mod:`nbest_rescore.api`):
+  :func:`check_options` over the fields' metadata, and :func:`check_option` /
+  :func:`check_choice` for one value, ``--option must be ..., got ...``.
+
+Every failure is one :class:`~nbest_rescore.errors.DataError` line naming the field or
+option, the value found and what was expected."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,11 +31,14 @@ from .errors import DataError
 # Defaults: integers >= 1 (sizes, dims, counts), fields named dropout* in [0, 1), other
 # numbers any finite value, strings non-empty.
 
-_RANGE_RE = re.compile(r"\s*(?:(>=|>|<=|<)\s*(-?[\d.]+)|([\[(])\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*([\])]))\s*(.*)$")
+_NUM = r"-?[\d.]+(?:e[-+]?\d+)?"
+_RANGE_RE = re.compile(rf"\s*(?:(>=|>|<=|<)\s*({_NUM})|([\[(])\s*({_NUM})\s*,\s*({_NUM})\s*([\])]))\s*(.*)$")
 
 
 @functools.lru_cache(maxsize=None)
 def _parse_range(spec: str):
+    """``(test, text)`` of a range spec: ``">= 1"`` -> (v >= 1, ">= 1"); ``"[0, 1)"`` ->
+    (0 <= v < 1, "in [0, 1)"). Raises ValueError for a malformed spec."""
     m = _RANGE_RE.match(spec)
     if not m:
         raise ValueError(f"bad range spec {spec!r}")
@@ -44,6 +54,21 @@ def _parse_range(spec: str):
             return ((v > lo_f) if lb == "(" else (v >= lo_f)) and ((v < hi_f) if rb == ")" else (v <= hi_f))
         text = f"in {lb}{lo}, {hi}{rb}"
     return test, text + (f" {note}" if note else "")
+
+
+def range_bounds(spec: str):
+    """``(min, max, min_open, max_open)`` of a range spec (bounds as written: int or
+    float; None where missing): ``"[0, 0.999999]"`` -> (0, 0.999999, False, False);
+    ``"> 0"`` -> (0, None, True, False)."""
+    op, bound, lb, lo, hi, rb, _ = _RANGE_RE.match(spec).groups()
+
+    def num(text: str):
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+
+    if op:
+        b = num(bound)
+        return (b, None, op == ">", False) if op.startswith(">") else (None, b, False, op == "<")
+    return num(lo), num(hi), lb == "(", rb == ")"
 
 
 def _merged(cls, attr: str) -> dict:
@@ -147,3 +172,55 @@ def check_fields(obj) -> None:
                 example = choices.get(name, ("...",))[0]
             raise DataError(f"{prefix}{name} must be {expected}, got {describe_value(v) if not type_ok else repr(v)}; "
                             f"e.g. {name}: {yaml_value(example)}")
+
+
+# -- command options -----------------------------------------------------------------------
+
+def flag(name: str) -> str:
+    """The command-line spelling of option ``name``: ``batch_size`` -> ``--batch-size``."""
+    return "--" + name.replace("_", "-")
+
+
+def check_option(name: str, value, kind: str, spec=None, nullable: bool = False) -> None:
+    """``value`` of option ``name`` is of ``kind`` (``int`` or ``float``: finite) within
+    the range ``spec`` (as in ``_RANGES``; None: any), or None when ``nullable``.
+
+    Raises:
+        DataError: ``--name must be an integer >= 1, got 0``.
+    """
+    if value is None and nullable:
+        return
+    elem = {"int": int, "float": float}[kind]
+    test, text = _parse_range(spec) if spec else (None, "")
+    if not (_TYPE_TESTS[elem](value) and (test is None or test(value))):
+        raise DataError(f"{flag(name)} must be {_TYPE_WORDS[elem]}{' ' + text if text else ''}, got {value!r}")
+
+
+def check_choice(name: str, value, choices) -> None:
+    """``value`` of option ``name`` is one of ``choices``.
+
+    Raises:
+        DataError: ``--name 'value': expected one of a, b``.
+    """
+    if value not in choices:
+        raise DataError(f"{flag(name)} {value!r}: expected one of {', '.join(choices)}")
+
+
+def check_options(obj) -> None:
+    """Check every field of the option dataclass ``obj`` that declares a ``kind``
+    (``int``/``float``, with ``range``) or ``choices`` in its metadata
+    (:func:`nbest_rescore.options.option`); ``multiple`` fields item by item.
+
+    Raises:
+        DataError: the first bad field (:func:`check_option`, :func:`check_choice`).
+    """
+    for f in dataclasses.fields(obj):
+        meta, value = f.metadata, getattr(obj, f.name)
+        if value is None and meta.get("nullable"):
+            continue
+        items = value if meta.get("multiple") and isinstance(value, (list, tuple)) else [value]
+        for v in items:
+            if meta.get("choices"):
+                check_choice(f.name, v, meta["choices"])
+            elif meta.get("kind") in ("int", "float"):
+                check_option(f.name, v, meta["kind"], meta.get("range"))

@@ -202,7 +202,7 @@ def test_all_empty_references_found_before_scoring(tiny_lm, tmp_path, DATA, monk
     ref = tmp_path / "ref.txt"
     lines = (DATA / "ci" / "ref.txt").read_text().splitlines()
     ref.write_text("".join(line.split()[0] + "\n" for line in lines))
-    import nbest_rescore.api.score_job as api_score
+    import nbest_rescore.api.score_spans as api_score
 
     def no_scoring(*a, **k):
         raise AssertionError("scored before checking the references")
@@ -217,7 +217,7 @@ def test_all_empty_references_found_before_scoring(tiny_lm, tmp_path, DATA, monk
 # --- anything unexpected: one line, no traceback; -v and --log-file show where ----------
 
 def test_unexpected_error_is_one_line(tiny_lm, tmp_path, DATA, monkeypatch):
-    import nbest_rescore.api.score_job as api_score
+    import nbest_rescore.api.score_spans as api_score
 
     def boom(*a, **k):
         raise RuntimeError("simulated failure deep inside")

@@ -47,7 +47,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import (KaldiWer, best_index, best_path_sweep, best_wer_line, compute_wer_command,
@@ -56,14 +56,15 @@ from ..io.atomic import atomic_entries, atomic_write, check_writable_dir
 from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..types import NbestSet, Words
-from .checks import check_int, parse_number_list
+from ..options import KaldiScoreOptions
+from .checks import parse_number_list
 
 log = logging.getLogger("nbest_rescore")
 
 __all__ = ["KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult", "check_kaldi_score_options"]
 
 #: score_kaldi.sh's default word insertion penalties (as written: they name files).
-KALDI_WIPS = "0.0,0.5,1.0"
+KALDI_WIPS = KaldiScoreOptions.__dataclass_fields__["word_ins_penalty"].default
 #: The names score_kaldi.sh removes at its end (``rm $dir/wer_{?,??} $dir/cer_{?,??}``).
 _STALE = re.compile(r"[wc]er_.{1,2}", re.DOTALL)
 
@@ -107,15 +108,14 @@ class KaldiScoreResult:
 
 
 def check_kaldi_score_options(min_lmwt, max_lmwt, word_ins_penalty) -> Tuple[str, ...]:
-    """Check the sweep options (before anything is read) and return the penalties as
-    written (``"0.0,0.5,1.0"`` -> ``("0.0", "0.5", "1.0")``).
+    """Check the sweep options across fields (each LM weight, an integer >= 1, is
+    checked by :class:`~nbest_rescore.options.KaldiScoreOptions`) and return the
+    penalties as written (``"0.0,0.5,1.0"`` -> ``("0.0", "0.5", "1.0")``).
 
     Raises:
-        DataError: an LM weight that is not an integer >= 1, ``min_lmwt > max_lmwt``, a
-            penalty that is not a finite decimal number or one given twice.
+        DataError: ``min_lmwt > max_lmwt``, a penalty that is not a finite decimal
+            number or one given twice.
     """
-    check_int("min_lmwt", min_lmwt)
-    check_int("max_lmwt", max_lmwt)
     if min_lmwt > max_lmwt:
         raise DataError(f"--min-lmwt {min_lmwt} is above --max-lmwt {max_lmwt} (the sweep would be empty); "
                         f"e.g. --min-lmwt 7 --max-lmwt 17")
@@ -183,10 +183,10 @@ def _remove_stale(out: str) -> Tuple[str, ...]:
     return tuple(removed)
 
 
-@dataclass(frozen=True)
-class KaldiScoreJob:
-    """``nbest-rescore kaldi-score`` as a value; options and paths are checked on
-    construction, before anything is read.
+@dataclass(frozen=True, kw_only=True)
+class KaldiScoreJob(KaldiScoreOptions):
+    """``nbest-rescore kaldi-score`` as a value (options: :class:`~nbest_rescore.options.KaldiScoreOptions`);
+    options and paths are checked on construction, before anything is read (DataError).
 
     Attributes:
         ref: the references (Kaldi ``data/text``; a bare key is an empty reference).
@@ -203,17 +203,10 @@ class KaldiScoreJob:
             on stdin and writing it on stdout, e.g. ``local/wer_hyp_filter``; None = ``cat``.
     """
 
-    ref: str
-    lm_cost: str
     nbest_dirs: Tuple[str, ...]
-    out: str
-    min_lmwt: int = 7
-    max_lmwt: int = 17
-    word_ins_penalty: Union[str, Sequence[Union[str, float]]] = KALDI_WIPS
-    hyp_filter: Optional[str] = None
-    ref_filter: Optional[str] = None
 
     def __post_init__(self):
+        super().__post_init__()
         object.__setattr__(self, "word_ins_penalty",
                            check_kaldi_score_options(self.min_lmwt, self.max_lmwt, self.word_ins_penalty))
         object.__setattr__(self, "nbest_dirs", tuple(os.fspath(d) for d in self.nbest_dirs))

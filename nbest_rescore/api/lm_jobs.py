@@ -15,7 +15,8 @@ from ..io.lm_text import read_lm_text
 from ..models.cache import cache_settings
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
-from .checks import check_cache, check_choice, check_float, check_int, check_paths
+from ..options import AnalyzeOptions, PplOptions, TrainOptions
+from .checks import check_int, check_paths
 from .inputs import LoadedLM, load_lm, seed_everything, set_threads
 
 Progress = Callable[[int, int], None]
@@ -51,32 +52,19 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
     return corpus_perplexity(lm.model, lm.vocab, docs, batch_size=batch_size, device=lm.device, progress=progress)
 
 
-@dataclass(frozen=True)
-class PerplexityJob:
-    """``nbest-rescore ppl`` as a value; options checked on construction."""
-
-    lm: str
-    text: str
-    device: str = "cpu"
-    batch_size: int = 16
-    max_words: Optional[int] = None
-    threads: Optional[int] = None
-    cache_size: int = 0
-    cache_theta: float = 0.3
-    cache_lambda: float = 0.1
+@dataclass(frozen=True, kw_only=True)
+class PerplexityJob(PplOptions):
+    """``nbest-rescore ppl`` as a value (fields: :class:`~nbest_rescore.options.PplOptions`);
+    options checked on construction. Raises DataError (a bad option, a missing file)."""
 
     def __post_init__(self):
-        check_int("batch_size", self.batch_size)
-        check_int("max_words", self.max_words, allow_none=True)
-        check_int("threads", self.threads, allow_none=True)
-        check_cache(self)
+        super().__post_init__()
         check_paths(self, ("lm", "text"))
 
     def run(self, progress: Optional[Progress] = None) -> Tuple[PerplexityReport, Optional[dict]]:
         """(the report, the cache settings or None)."""
         set_threads(self.threads)
-        lm = load_lm(self.lm, self.device, cache_size=self.cache_size, cache_theta=self.cache_theta,
-                     cache_lambda=self.cache_lambda)
+        lm = load_lm(self.lm, self.device, **self.cache_kwargs())
         rep = perplexity(lm, self.text, batch_size=self.batch_size, max_words=self.max_words, progress=progress)
         return rep, cache_settings(lm.model)
 
@@ -99,33 +87,17 @@ def train(config: Union[str, TrainConfig], out, *, device="cpu", progress: bool 
                         init_from=init_from, stop_after_epochs=stop_after_epochs)
 
 
-@dataclass(frozen=True)
-class TrainJob:
-    """``nbest-rescore train`` as a value: the config is read and checked, and the
-    overrides applied, on construction (before any data is read). ``seed`` None keeps
-    the config's ``optim.seed``."""
+@dataclass(frozen=True, kw_only=True)
+class TrainJob(TrainOptions):
+    """``nbest-rescore train`` as a value (fields: :class:`~nbest_rescore.options.TrainOptions`):
+    the config is read and checked, and the overrides applied, on construction (before
+    any data is read). ``seed`` None keeps the config's ``optim.seed``. Raises
+    DataError (a bad option or config, a missing file)."""
 
-    config: str
-    out: str
-    device: str = "cpu"
-    max_words: Optional[int] = None
-    max_epochs: Optional[int] = None
-    max_seconds: Optional[float] = None
-    dtype: Optional[str] = None
-    threads: Optional[int] = None
-    resume: Optional[str] = None
-    init_from: Optional[str] = None
-    stop_after_epochs: Optional[int] = None
     seed: Optional[int] = None
 
     def __post_init__(self):
-        check_int("max_words", self.max_words, allow_none=True)
-        check_int("max_epochs", self.max_epochs, allow_none=True)
-        check_float("max_seconds", self.max_seconds, 1e-9, allow_none=True)
-        check_int("threads", self.threads, allow_none=True)
-        check_int("stop_after_epochs", self.stop_after_epochs, allow_none=True)
-        if self.dtype is not None:
-            check_choice("dtype", self.dtype, ("float32", "bfloat16"))
+        super().__post_init__()
         check_paths(self, ("config", "resume", "init_from"))
         self.train_config()
 
@@ -151,19 +123,15 @@ class TrainJob:
                      init_from=self.init_from, stop_after_epochs=self.stop_after_epochs)
 
 
-@dataclass(frozen=True)
-class AnalyzeJob:
-    """``nbest-rescore analyze`` as a value: attention analysis of an ``amn`` or window
-    model over a text, written as ``analysis.json`` and titled plots into ``out``."""
-
-    lm: str
-    text: str
-    out: str
-    max_words: Optional[int] = None
-    device: str = "cpu"
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeJob(AnalyzeOptions):
+    """``nbest-rescore analyze`` as a value (fields: :class:`~nbest_rescore.options.AnalyzeOptions`):
+    attention analysis of an ``amn`` or window model over a text, written as
+    ``analysis.json`` and titled plots into ``out``. Raises DataError (a bad option, a
+    missing file, an unusable ``out``)."""
 
     def __post_init__(self):
-        check_int("max_words", self.max_words, allow_none=True)
+        super().__post_init__()
         check_paths(self, ("lm", "text"))
         check_output_dir(self.out, ANALYSIS_OUTPUTS)
 

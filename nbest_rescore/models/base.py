@@ -22,10 +22,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..validation import check_fields
+from ..options import SOFTMAX_IMPLS, ScorerOptions, default_of
+from ..validation import check_choice, check_fields
 from ..errors import DataError
 from .adaptive_output import adaptive_log_probs_at
-from .fused_output import SOFTMAX_IMPLS, fused_linear_cross_entropy, fused_log_probs_at
+from .fused_output import fused_linear_cross_entropy, fused_log_probs_at
 from .rows import pad_rows
 
 State = Tuple[Tensor, ...]
@@ -359,8 +360,9 @@ class LanguageModel(nn.Module):
     #: exact full-softmax scoring (``ppl``, N-best costs): ``"fused"`` (the product in
     #: vocabulary blocks with an online log-sum-exp, :mod:`.fused_output`) or ``"plain"``
     #: (``log_softmax`` / ``cross_entropy`` of the whole [N, V] product). Set per model
-    #: instance (``NnScorer(softmax_impl=...)``, ``score --softmax-impl``).
-    softmax_impl: str = "fused"
+    #: instance (``NnScorer(softmax_impl=...)``, ``score --softmax-impl``); the default
+    #: is the option's (:class:`~nbest_rescore.options.ScorerOptions`).
+    softmax_impl: str = default_of(ScorerOptions, "softmax_impl")
     #: the training loss through :func:`~.fused_output.fused_linear_cross_entropy`
     #: (``optim.fused_softmax``): no [N, V] logits or gradient kept, one more block
     #: product per step (1.02x the words/s of the plain loss on the 2-core CPU, see README;
@@ -377,8 +379,7 @@ class LanguageModel(nn.Module):
         if type(self).logits is not LanguageModel.logits \
                 or type(getattr(self, "decoder", None)) is not nn.Linear:
             return False
-        if self.softmax_impl not in SOFTMAX_IMPLS:
-            raise ValueError(f"softmax_impl {self.softmax_impl!r}: expected one of {SOFTMAX_IMPLS}")
+        check_choice("softmax_impl", self.softmax_impl, SOFTMAX_IMPLS)  # DataError, a ValueError
         return self.fused_training if training else self.softmax_impl == "fused"
 
     def _output_weights(self) -> Tuple[Tensor, Optional[Tensor]]:

@@ -48,6 +48,7 @@ about 1e-6 nats.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Iterator, Optional, Sequence, Tuple
 
 import numpy as np
@@ -55,7 +56,7 @@ import torch
 
 from ..errors import DataError
 from ..models.base import LanguageModel, State, cat_states, select_state
-from ..models.fused_output import SOFTMAX_IMPLS
+from ..options import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, ScorerOptions  # noqa: F401  (re-exported)
 from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
 from .batching import invariant_forward, make_batches, pad_batch
@@ -63,10 +64,6 @@ from .prefix_tree import PrefixForest, build_forest, score_forest
 
 log = logging.getLogger(__name__)
 
-SCORING_MODES = ("tree", "padded", "single")
-OUTPUTS = ("softmax", "self-normalized")
-QUANTIZE = ("none", "int8")
-DTYPES = ("float32", "bfloat16", "float16")
 # ``tree`` bookkeeping per list token (word or </s>): the forest's and the plan's int64
 # index arrays, the per-node log-probabilities; about 55 bytes at the peak on the abc-nbest
 # dev lists (1.35M list tokens, 0.44M nodes in one forest), rounded up.
@@ -86,11 +83,13 @@ def check_inference_options(device, output: str = "softmax", quantize: str = "no
         DataError: an unknown value, int8 on CUDA, float16 on the CPU, or int8 combined
             with a dtype other than float32.
     """
-    for what, value, choices in (("output", output, OUTPUTS), ("quantize", quantize, QUANTIZE),
-                                 ("dtype", dtype, DTYPES)):
-        if value not in choices:
-            raise DataError(f"--{what} {value!r}: expected one of {', '.join(choices)}")
-    kind = str(device).split(":")[0]
+    check_device(device, ScorerOptions(output=output, quantize=quantize, dtype=dtype))
+
+
+def check_device(device, options: ScorerOptions) -> None:
+    """The checks across fields of :func:`check_inference_options` for checked
+    ``options`` (its quantize and dtype) on ``device``. Raises DataError."""
+    kind, quantize, dtype = str(device).split(":")[0], options.quantize, options.dtype
     if quantize == "int8" and kind != "cpu":
         raise DataError(f"--quantize int8 runs on the CPU only, but --device is {device}: use --device cpu, "
                         f"or --dtype bfloat16/float16 on CUDA")
@@ -123,9 +122,13 @@ class NnScorer:
         model: a trained language model (put in eval mode here).
         vocab: its vocabulary (unknown words map to ``<unk>``).
         device: torch device (see :func:`nbest_rescore.device.resolve_device`).
-        batch_size: most hypotheses (``tree``: tree segments) per forward pass.
-        max_tokens: most padded positions (rows x length) per forward pass, which
-            bounds memory for long lists.
+        options: the scoring knobs (:class:`~nbest_rescore.options.ScorerOptions`:
+            ``batch_size``, most hypotheses (``tree``: tree segments) per forward pass;
+            ``max_tokens``, most padded positions (rows x length) per forward pass,
+            which bounds memory for long lists; ``scoring``, ``output``, ``quantize``,
+            ``dtype``, ``softmax_impl``: see below); None: the defaults.
+        **knobs: ScorerOptions fields given one by one instead (or over ``options``);
+            ``mode`` is ``scoring``.
         state_budget_bytes: for models with a ``max_batch_rows(budget_bytes)`` method
             (a large per-hypothesis state, e.g. the DNC), batch_size is capped so that
             the states of one batch fit in this many bytes. ``tree`` also splits a
@@ -133,7 +136,7 @@ class NnScorer:
             and so does the forest's bookkeeping (:data:`TREE_BYTES_PER_TOKEN` per list
             token): its memory is then bounded whatever the list size (see
             :meth:`tree_forests`).
-        mode: ``tree``, ``padded`` or ``single`` (:data:`SCORING_MODES`).
+        scoring (``mode``): ``tree``, ``padded`` or ``single`` (:data:`SCORING_MODES`).
         max_segment: ``tree`` only: longest chain of single-child nodes read in one
             call (1 = one token per step, the fastest on CPU; see :mod:`.prefix_tree`).
         output: ``softmax`` (exact) or ``self-normalized`` (target logit as the
@@ -149,24 +152,19 @@ class NnScorer:
             ``self-normalized`` output a warning is logged when it shows the model was
             trained without ``optim.self_norm_weight > 0``.
     Raises:
-        ValueError: unknown mode, or a size below 1.
-        DataError: an impossible output/quantize/dtype/device combination
-            (:func:`check_inference_options`).
+        ValueError: unknown mode, or max_segment below 1.
+        DataError: a knob out of range or not one of its choices, or an impossible
+            quantize/dtype/device combination (:func:`check_inference_options`).
     """
 
-    def __init__(self, model: LanguageModel, vocab: Vocabulary, device="cpu",
-                 batch_size: int = 256, max_tokens: int = 8192,
-                 state_budget_bytes: int = 256 * 2**20, mode: str = "tree", max_segment: int = 1,
-                 output: str = "softmax", quantize: str = "none", dtype: str = "float32",
-                 model_info: Optional[dict] = None, softmax_impl: str = "fused"):
-        if mode not in SCORING_MODES:
-            raise ValueError(f"scoring mode {mode!r}: expected one of {SCORING_MODES}")
-        if min(batch_size, max_tokens, max_segment) < 1:
-            raise ValueError(f"batch_size, max_tokens, max_segment must be >= 1, got "
-                             f"{batch_size}, {max_tokens}, {max_segment}")
-        check_inference_options(device, output, quantize, dtype)
-        if softmax_impl not in SOFTMAX_IMPLS:
-            raise DataError(f"--softmax-impl {softmax_impl!r}: expected one of {', '.join(SOFTMAX_IMPLS)}")
+    def __init__(self, model: LanguageModel, vocab: Vocabulary, device="cpu", options: Optional[ScorerOptions] = None,
+                 *, state_budget_bytes: int = 256 * 2**20, max_segment: int = 1, model_info: Optional[dict] = None,
+                 **knobs):
+        opts = _scorer_options(options, knobs)
+        if max_segment < 1:
+            raise ValueError(f"max_segment must be >= 1, got {max_segment}")
+        check_device(device, opts)
+        output, quantize, dtype, softmax_impl = opts.output, opts.quantize, opts.dtype, opts.softmax_impl
         model = model.to(device).eval()
         if quantize == "int8":
             model = quantize_dynamic_int8(model)
@@ -188,12 +186,12 @@ class NnScorer:
             _warn_self_normalized(model, model_info)
         self.vocab = vocab
         self.device = torch.device(device)
-        self.batch_size = batch_size
+        self.batch_size = opts.batch_size
         if hasattr(model, "max_batch_rows"):
-            self.batch_size = max(1, min(batch_size, model.max_batch_rows(state_budget_bytes)))
-        self.max_tokens = max_tokens
+            self.batch_size = max(1, min(opts.batch_size, model.max_batch_rows(state_budget_bytes)))
+        self.max_tokens = opts.max_tokens
         self.state_budget_bytes = state_budget_bytes
-        self.mode = mode
+        self.mode = opts.scoring
         self.max_segment = max_segment
 
     def settings(self) -> dict:
@@ -330,6 +328,18 @@ class NnScorer:
             out = invariant_forward(self.model, b.inputs.to(self.device), st, b.lengths)
             parts.append(out.state)
         return tuple(s.to(ref.dtype) for s, ref in zip(cat_states(parts), states))
+
+
+def _scorer_options(options: Optional[ScorerOptions], knobs: dict) -> ScorerOptions:
+    """``options`` (default: the defaults) with the fields ``knobs`` replaced (``mode``:
+    ``scoring``). Raises ValueError for an unknown mode, TypeError for an unknown knob,
+    DataError for a bad value."""
+    if "mode" in knobs:
+        mode = knobs.pop("mode")
+        if mode not in SCORING_MODES:
+            raise ValueError(f"scoring mode {mode!r}: expected one of {SCORING_MODES}")
+        knobs["scoring"] = mode
+    return replace(options or ScorerOptions(), **knobs) if knobs else (options or ScorerOptions())
 
 
 def _warn_self_normalized(model: LanguageModel, info: Optional[dict]) -> None:

@@ -1,0 +1,22 @@
+"""Every command option declared once, as a field of a frozen dataclass (default, help,
+unit, range or choices in its metadata; :func:`~.base.option`), checked on construction
+by the one validator (:func:`nbest_rescore.validation.check_options`). The jobs of
+:mod:`nbest_rescore.api` derive from these classes and the CLI makes its click options
+from them (:mod:`nbest_rescore.cli_options`). Imports neither torch nor click."""
+from .base import Options, default_of, option
+from .commands import (REPLICATIONS, SEARCHES, TRAIN_DTYPES, AnalyzeOptions, InfoOptions, KaldiScoreOptions,
+                       MergeOptions, PplOptions, ReplicationsOption, ScoreOptions, SplitOptions, TableOptions,
+                       TrainOptions, TuneOptions)
+from .parse import MAX_GRID_POINTS, check_grid, float_spec, parse_grid, parse_nn_weights, parse_number_list
+from .score import (DTYPES, HISTORY_MODES, OUTPUTS, QUANTIZE, SCORING_MODES, SOFTMAX_IMPLS, SPAN_HYPS,
+                    CacheOptions, DecoderWeights, DeviceOption, NbestOptions, ScorerOptions, ScoringOptions,
+                    ThreadsOption, WeightOptions)
+
+__all__ = [
+    "AnalyzeOptions", "CacheOptions", "DTYPES", "DecoderWeights", "DeviceOption", "HISTORY_MODES", "InfoOptions",
+    "KaldiScoreOptions", "MAX_GRID_POINTS", "MergeOptions", "NbestOptions", "OUTPUTS", "Options",
+    "PplOptions", "QUANTIZE", "REPLICATIONS", "ReplicationsOption", "SCORING_MODES", "SEARCHES", "SOFTMAX_IMPLS",
+    "SPAN_HYPS", "ScoreOptions", "ScorerOptions", "ScoringOptions", "SplitOptions", "TRAIN_DTYPES", "TableOptions",
+    "ThreadsOption", "TrainOptions", "TuneOptions", "WeightOptions", "check_grid", "default_of", "float_spec", "option",
+    "parse_grid", "parse_nn_weights", "parse_number_list",
+]

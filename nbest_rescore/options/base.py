@@ -1,0 +1,60 @@
+"""The option field helper and the base of every option dataclass.
+
+An option is declared once, as a dataclass field made by :func:`option`: its default,
+help text, unit and range or choices live in the field's metadata; the dataclass checks
+them in ``__post_init__`` (:func:`nbest_rescore.validation.check_options`) and the CLI
+makes its click option from them (:mod:`nbest_rescore.cli_options`).
+"""
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Callable, Optional, Sequence
+
+from ..validation import check_options
+
+
+def option(default=MISSING, help: str = "", *, kind: Optional[str] = None, range: Optional[str] = None,
+           choices: Optional[Sequence[str]] = None, unit: Optional[str] = None, flag: Optional[str] = None,
+           path: Optional[dict] = None, multiple: bool = False, is_flag: bool = False,
+           parse: Optional[Callable] = None, nullable: Optional[bool] = None):
+    """A dataclass field declaring one command option.
+
+    Args:
+        default: the default (none: the option is required).
+        help: the ``--help`` text.
+        kind: ``int`` or ``float`` (checked, finite) or None (not checked here).
+        range: the range of an ``int``/``float`` (or of each value of a ``parse``d
+            grid), as :func:`~nbest_rescore.validation.check_fields` spells it
+            (``">= 1"``, ``"[0, 1]"``, ``"> 0"``); the click type gets the same bounds.
+        choices: the allowed strings (a constant tuple, shared with the code using it).
+        unit: the unit of a number (documentation: nats per word, hypotheses, ...).
+        flag: the command-line name when it is not ``--field-name`` (``--weights``).
+        path: click.Path arguments (``exists``, ``dir_okay``, ``file_okay``).
+        multiple: the option may be repeated (the value is a tuple).
+        is_flag: a boolean switch.
+        parse: ``parse(text, field_name)``: turns the command-line text into the value
+            (raises DataError), run by click at parse time.
+    """
+    meta = {"help": help, "kind": kind, "range": range, "choices": tuple(choices) if choices else None,
+            "unit": unit, "flag": flag, "path": path, "multiple": multiple, "is_flag": is_flag, "parse": parse,
+            "nullable": default is None if nullable is None else nullable}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Base of the option dataclasses: every declared field is checked on construction.
+
+    Raises:
+        DataError: a value of the wrong type, out of range or not one of the choices
+            (one line naming the option, :func:`~nbest_rescore.validation.check_options`).
+    """
+
+    def __post_init__(self):
+        check_options(self)
+
+
+def default_of(cls, name: str):
+    """The default of option field ``name`` of the option dataclass ``cls`` (for code
+    outside the options that needs it, e.g. a model's ``softmax_impl``). Raises KeyError."""
+    return {f.name: f for f in fields(cls)}[name].default

@@ -1,0 +1,189 @@
+"""The options of each command, declared once: a command's dataclass gathers the
+shared groups (:mod:`.score`) and its own fields. The jobs of :mod:`nbest_rescore.api`
+derive from these (``ScoreJob(ScoreOptions)`` ...); the CLI makes its click options
+from them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple, Union
+
+from .base import Options, option
+from .parse import parse_grid
+from .score import (CacheOptions, DecoderWeights, DeviceOption, NbestOptions, ScoringOptions, ThreadsOption,
+                    WeightOptions)
+
+_FILE = {"exists": True, "dir_okay": False}
+_DIR_OUT = {"file_okay": False}
+#: ``train --dtype`` (optim.dtype).
+TRAIN_DTYPES = ("float32", "bfloat16")
+#: ``tune --search``.
+SEARCHES = ("grid", "line")
+#: Bootstrap replications by default (:data:`nbest_rescore.evaluation.bootstrap.REPLICATIONS`).
+REPLICATIONS = 10000
+_REF = "References (Kaldi text '<utterance-id> words...')."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions):
+    """``score``: the LMs, the outputs, the references, the n-gram source and the groups."""
+
+    lm: Union[str, Sequence[str]] = option(
+        help="Checkpoint (.pt); repeat for several NN LMs, each scored in its own pass. An LM is named by its file "
+             "name (exp/gru.pt: gru; a repeated name gets _2, _3 ...): its costs go to OUT/nn_cost.NAME when "
+             "there are several.", multiple=True, path=_FILE)
+    out: Optional[str] = option(
+        None, "Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; nn_cost.NAME per LM with "
+              "several --lm) and wer.json; replaced as a whole. Without it the new 1-best is printed to stdout "
+              "(Kaldi text).", path=_DIR_OUT)
+    ref: Optional[str] = option(None, "References (Kaldi text '<utterance-id> words...') to report WER: rescored, "
+                                      "first pass and oracle.", path=_FILE)
+    ngram_arpa: Optional[str] = option(None, "Recompute the n-gram costs from this ARPA file (kenlm) instead of the "
+                                             "lists' lm_cost.", path=_FILE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicationsOption(Options):
+    """The bootstrap's size."""
+
+    replications: int = option(
+        REPLICATIONS, "Bootstrap replications (resampled utterance sets, as Kaldi's compute-wer-bootci) for the WER "
+                      "intervals and improvement probabilities, seeded by --seed; 0: no bootstrap.",
+        kind="int", range=">= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
+    """``tune`` (:class:`~nbest_rescore.api.TuneJob` checks them)."""
+
+    ref: str = option(help=_REF, path=_FILE)
+    nn_cost: Tuple[str, ...] = option(
+        (), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for several neural LMs (named by "
+            "the part after 'nn_cost.', else 'nn'). Without it only lambda = 1 (n-gram only) is searched.",
+        multiple=True, path=_FILE)
+    search: Optional[str] = option(
+        None, "grid: every point of the grids (for K LMs the weights on the simplex at the --interps spacing); line: "
+              "Och's exact line search (MERT). Default: grid for up to two LMs, else line.", choices=SEARCHES)
+    restarts: int = option(5, "Line search: random restarts around the start point (seeded by the global --seed).",
+                           kind="int", range=">= 0")
+    interps: str = option("0:1:0.1", "Interpolation weight lambda grid: start:stop:step (inclusive) or a,b,c; values "
+                                     "in [0, 1].", parse=parse_grid, range="[0, 1]")
+    lm_weights: str = option("5:14:0.5", "LM weight (grammar scale) delta grid: start:stop:step or a,b,c.",
+                             parse=parse_grid)
+    word_ins_penalties: Optional[str] = option(
+        None, "Word insertion penalty grid in nats per word (default: only --word-ins-penalty).", parse=parse_grid,
+        unit="nats per word")
+    folds: int = option(0, "K >= 2: also K-fold cross-validation by documents: each fold's 1-best at the weights the "
+                           "same search finds on the other folds; their pooled WER is the cross-validated WER (0 or "
+                           "1: none).", kind="int", range=">= 0")
+    fold_seed: int = option(0, "Seed of the shuffle that deals the documents into the --folds.", kind="int",
+                            range=">= 0")
+    out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
+                                      "folder (replaced as a whole).", path=_DIR_OUT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions(DeviceOption, ThreadsOption):
+    """``train``: the config and its command-line overrides."""
+
+    config: str = option(help="YAML training config (see examples/ and recipes/abc-nbest/conf/).", path=_FILE)
+    out: str = option(help="Checkpoint to write (.pt): the best weights, rewritten after every epoch; the resumable "
+                           "state goes beside it as <name>.last.pt.", path={"dir_okay": False})
+    max_words: Optional[int] = option(None, "Train on the first N words of the training text (overrides "
+                                            "data.max_words).", kind="int", range=">= 1", unit="words")
+    max_epochs: Optional[int] = option(None, "Override optim.max_epochs.", kind="int", range=">= 1")
+    max_seconds: Optional[float] = option(None, "Stop training after this many seconds of the whole run (overrides "
+                                                "optim.max_seconds).", kind="float", range="> 0", unit="seconds")
+    dtype: Optional[str] = option(None, "Override optim.dtype: bfloat16 = mixed precision under CUDA autocast.",
+                                  choices=TRAIN_DTYPES)
+    resume: Optional[str] = option(None, "Continue the run saved in this <out>.last.pt (same optimiser state and "
+                                         "schedule).", path=_FILE)
+    init_from: Optional[str] = option(None, "Start from this model checkpoint's weights and vocabulary "
+                                            "(fine-tuning).", path=_FILE)
+    stop_after_epochs: Optional[int] = option(
+        None, "End this run after N epochs (the schedule still plans max_epochs; --resume continues).",
+        kind="int", range=">= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextOptions(Options):
+    """The text an LM reads (``ppl``, ``analyze``)."""
+
+    text: str = option(help="Text: one sentence per line, blank lines between documents.", path=_FILE)
+    max_words: Optional[int] = option(None, "Only the first N words of the text.", kind="int", range=">= 1",
+                                      unit="words")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PplOptions(TextOptions, DeviceOption, ThreadsOption, CacheOptions):
+    """``ppl``."""
+
+    lm: str = option(help="Checkpoint (.pt).", path=_FILE)
+    batch_size: int = option(16, "Documents scored in parallel.", kind="int", range=">= 1", unit="documents")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeOptions(TextOptions, DeviceOption):
+    """``analyze``."""
+
+    lm: str = option(help="Checkpoint (.pt) of an amn, attention, key-value or key-value-predict model.", path=_FILE)
+    out: str = option(help="Output folder for analysis.json and the PNG plots (replaced as a whole).", path=_DIR_OUT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KaldiScoreOptions(Options):
+    """``kaldi-score`` (min <= max and the penalty list: ``check_kaldi_score_options``)."""
+
+    ref: str = option(help="References: the data folder's text (Kaldi text; a bare key is an empty reference).",
+                      path=_FILE)
+    lm_cost: str = option(help="Name of the file inside each NBEST_DIR holding the LM-side graph cost of every "
+                               "hypothesis ('<hyp-key> <cost>', e.g. lmwt.interp); the acoustic cost is the "
+                               "folder's acwt or ac_cost.")
+    min_lmwt: int = option(7, "Smallest LM weight (integer >= 1).", kind="int", range=">= 1")
+    max_lmwt: int = option(17, "Largest LM weight (integer >= min).", kind="int", range=">= 1")
+    word_ins_penalty: Union[str, Sequence[Union[str, float]]] = option(
+        "0.0,0.5,1.0", "Word insertion penalties, comma-separated, in cost per word: positive = penalty (Kaldi's "
+                       "sign, the opposite of score's --word-ins-penalty). Kept as written: they name the files.",
+        unit="cost per word")
+    hyp_filter: Optional[str] = option(None, "Shell command (bash -c) applied to each 1-best text, Kaldi text on "
+                                             "stdin and stdout, e.g. local/wer_hyp_filter (default: none, i.e. cat).")
+    ref_filter: Optional[str] = option(None, "Shell command (bash -c) applied to --ref, giving "
+                                             "scoring_kaldi/test_filt.txt (default: none, i.e. cat).")
+    out: str = option(help="DIR (the decode folder): receives wer_LMWT_WIP and scoring_kaldi/ as score_kaldi.sh "
+                           "writes them; other files there are left alone, except old-style wer_?, wer_?? (and "
+                           "cer_), which score_kaldi.sh removes too.", path=_DIR_OUT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitOptions(Options):
+    """``split``."""
+
+    nj: int = option(help="Number of shards (1 .. the number of documents); a document is never split.", kind="int")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeOptions(Options):
+    """``merge``."""
+
+    out: str = option(help="Output folder for the merged text, nn_cost (jobs of several LMs: each nn_cost.NAME, "
+                           "merged per name) and (with --ref) wer.json; replaced as a whole.", path=_DIR_OUT)
+    ref: Optional[str] = option(None, "References (Kaldi text) to compute the WER of the merged 1-best.", path=_FILE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableOptions(ReplicationsOption):
+    """``table``."""
+
+    baseline: Tuple[str, ...] = option(
+        (), "Name of a row to compare every other row with: adds P(better than NAME), the paired bootstrap "
+            "probability that a row's 1-best makes fewer word errors (and, for rows with --folds results, P(CV "
+            "better than NAME) for their cross-validated 1-best). Repeat for several.", multiple=True)
+    ref: Optional[str] = option(None, "References, to score the 1-best 'text' beside each wer.json:rescored row "
+                                      "utterance by utterance (its bootstrap columns); tune.json rows carry their "
+                                      "own per-utterance errors.", path=_FILE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InfoOptions(Options):
+    """``info``."""
+
+    as_json: bool = option(False, "JSON lines instead of a Markdown table.", flag="--json", is_flag=True)

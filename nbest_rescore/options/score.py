@@ -1,0 +1,154 @@
+"""The options of ``score`` (and the groups ``tune``, ``ppl`` and ``train`` share), each
+declared once: the N-best input, the combination weights, the device, the scorer's
+knobs, the neural cache."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple, Union
+
+from .base import Options, option
+from .parse import parse_nn_weights
+
+#: ``--scoring``: how the costs are computed (:class:`~nbest_rescore.rescoring.scorer.NnScorer`).
+SCORING_MODES = ("tree", "padded", "single")
+#: ``--output``: exact softmax or the target logit as the log-probability.
+OUTPUTS = ("softmax", "self-normalized")
+#: ``--quantize``.
+QUANTIZE = ("none", "int8")
+#: ``score --dtype``: the weights' type for scoring.
+DTYPES = ("float32", "bfloat16", "float16")
+#: ``--softmax-impl`` (:mod:`nbest_rescore.models.fused_output`).
+SOFTMAX_IMPLS = ("fused", "plain")
+#: ``--history`` (:mod:`nbest_rescore.rescoring.history`).
+HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
+#: Hypotheses per span of whole documents that ``score`` reads, scores and writes at a
+#: time (a larger document is a span of its own): about 20 MB of lists.
+SPAN_HYPS = 10_000
+
+_FILE = {"exists": True, "dir_okay": False}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NbestOptions(Options):
+    """Where the N-best lists are and how plain-format lists are read."""
+
+    nbest: str = option(
+        help="A Kaldi N-best directory (text | words_text | words + words.txt; ac_cost | acwt; lm_cost | lmwt.*; "
+             "utt2doc or utt2spk for documents), or a plain N-best file (lines '<utterance-index> w1 w2 ... <eos>') "
+             "with its score files NAME.ac and NAME.ngram beside it (or --plain-ac/--plain-ngram).",
+        path={"exists": True})
+    plain_ac: Optional[str] = option(None, "Plain format: acoustic log-likelihood scores, one per hypothesis line "
+                                           "(default: NAME.ac beside the list).", path=_FILE)
+    plain_ngram: Optional[str] = option(None, "Plain format: n-gram log-probability scores, one per hypothesis "
+                                              "line (default: NAME.ngram beside the list).", path=_FILE)
+    plain_costs: bool = option(False, "Plain format: the score files hold costs (-log, larger = worse), not "
+                                      "scores.", is_flag=True)
+    plain_utt2doc: Optional[str] = option(
+        None, "Plain format: '<utterance> <document>' lines, so the 1-best history stops at document boundaries "
+              "(default: the whole file is one document).", path=_FILE)
+    plain_utt_ids: Optional[str] = option(
+        None, "Plain format: '<utterance-index> <utterance-id>' lines; references are then keyed by utterance id "
+              "(default: by the utterance index).", path=_FILE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecoderWeights(Options):
+    """The weights of the first pass that every job combining scores uses."""
+
+    acoustic_scale: float = option(1.0, "Multiplies the acoustic log-likelihood (-ac_cost).", kind="float")
+    word_ins_penalty: float = option(-0.629606, "Added per word, in nats (negative = penalty); the default is the "
+                                                "benchmark decoder's first-pass value.",
+                                     kind="float", unit="nats per word")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightOptions(DecoderWeights):
+    """The combination weights of ``score`` (the sum and count checks across fields:
+    :func:`~nbest_rescore.api.score_weights.score_weights`)."""
+
+    lm_weight: float = option(9.5, "LM weight (grammar scale) delta: multiplies the interpolated LM "
+                                   "log-probability.", kind="float")
+    interp: float = option(0.5, "Interpolation weight lambda (w_0) of the n-gram (1 = n-gram only, 0 = NN only).",
+                           kind="float", range="[0, 1]")
+    nn_weights: Union[None, str, Sequence[float]] = option(
+        None, "Weights w_1..w_K of the --lm models, comma-separated in --lm order, each in [0, 1], with --interp "
+              "summing to 1 (e.g. --interp 0.5 --nn-weights 0.3,0.2). Default: 1 - interp split equally.",
+        parse=parse_nn_weights)
+    weights_file: Optional[str] = option(
+        None, "tune.json (its 'weights' block: acoustic_scale, lm_weight, word_ins_penalty, ngram and nn weights "
+              "by LM name, names matching the --lm ones): replaces the weight options.", flag="--weights",
+        path=_FILE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceOption(Options):
+    """The torch device."""
+
+    device: str = option("cpu", "cpu, cuda or cuda:N.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadsOption(Options):
+    """CPU threads for torch."""
+
+    threads: Optional[int] = option(
+        None, "CPU threads for torch (default: OMP_NUM_THREADS or MKL_NUM_THREADS when set, else the cores this "
+              "process may use; one per job when jobs share a machine).", kind="int", range=">= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScorerOptions(Options):
+    """The knobs of :class:`~nbest_rescore.rescoring.scorer.NnScorer` (the device/dtype
+    combinations: :func:`~nbest_rescore.rescoring.scorer.check_inference_options`)."""
+
+    batch_size: int = option(256, "Most hypotheses per forward pass.", kind="int", range=">= 1", unit="hypotheses")
+    max_tokens: int = option(8192, "Most padded tokens (rows x length) per forward pass; bounds memory.",
+                             kind="int", range=">= 1", unit="tokens")
+    scoring: str = option("tree", "tree: each distinct prefix read once (fastest); padded: length-sorted padded "
+                                  "batches; single: one hypothesis at a time. All give the same costs.",
+                          choices=SCORING_MODES)
+    output: str = option("softmax", "self-normalized: the target word's logit is its log-probability (no softmax; "
+                                    "faster, approximate; for models trained with optim.self_norm_weight > 0).",
+                         choices=OUTPUTS)
+    quantize: str = option("none", "int8: dynamic int8 quantisation of the linear/LSTM/GRU layers (CPU only; "
+                                   "approximate).", choices=QUANTIZE)
+    dtype: str = option("float32", "Weights cast to this type for scoring (float16: CUDA only; approximate).",
+                        choices=DTYPES)
+    softmax_impl: str = option(
+        "fused", "The exact full softmax: fused = in vocabulary blocks with an online log-sum-exp (no [positions, V] "
+                 "matrix); plain = log_softmax of the whole product (for comparison; the same costs to about 1e-6 "
+                 "nats). Adaptive-softmax models ignore it.", choices=SOFTMAX_IMPLS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoringOptions(ScorerOptions, DeviceOption, ThreadsOption):
+    """How ``score`` runs: the scorer's knobs, the device, threads, the history policy
+    and the span size."""
+
+    history: Union[str, Tuple[str, ...]] = option(
+        ("first-pass",), "Which 1-best of the previous utterances of the document conditions the NN LM: first-pass "
+                         "(acoustic + n-gram), rescored (acoustic + NN), interpolated (full score), none. Once for "
+                         "every --lm, or once per --lm in the same order; with several LMs the rescored / "
+                         "interpolated 1-best of each is its own (as if scored alone).",
+        choices=HISTORY_MODES, multiple=True)
+    span_hyps: Optional[int] = option(
+        SPAN_HYPS, "The lists are read, scored and written one span of whole documents at a time, of at most this "
+                   "many hypotheses (a larger document is a span of its own); bounds memory. 0: the whole set at "
+                   "once. The outputs do not depend on it (on the CPU, byte for byte).",
+        kind="int", range=">= 0", unit="hypotheses", nullable=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheOptions(Options):
+    """The neural cache (:mod:`nbest_rescore.models.cache`)."""
+
+    cache_size: int = option(0, "Neural cache: last M (features, next word) pairs kept; 0 = no cache.",
+                             kind="int", range=">= 0", unit="pairs")
+    cache_theta: float = option(0.3, "Neural cache: theta in exp(theta h_t . h_i) (flatness of the cache "
+                                     "distribution).", kind="float")
+    cache_lambda: float = option(0.1, "Neural cache: weight lambda of p_cache in (1 - lambda) p_model + lambda "
+                                      "p_cache.", kind="float", range="[0, 0.999999]")
+
+    def cache_kwargs(self) -> dict:
+        """The cache options as :func:`~nbest_rescore.api.inputs.load_lm` takes them."""
+        return {"cache_size": self.cache_size, "cache_theta": self.cache_theta, "cache_lambda": self.cache_lambda}
