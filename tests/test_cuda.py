@@ -16,7 +16,7 @@ from nbest_rescore.rescoring.scorer import NnScorer
 from nbest_rescore.types import NbestSet
 from nbest_rescore.vocab import Vocabulary
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"), pytest.mark.slow]
 
 
 from tiny_models import EXTRA, SMALL  # noqa: E402  (tests/ is on sys.path, see conftest.py)

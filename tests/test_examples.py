@@ -24,6 +24,7 @@ def test_every_registered_model_has_an_example_config():
     assert names == set(MODEL_REGISTRY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_example_trains_on_20k_words_and_scores_ci(DATA, example_config, ci_nbest, tmp_path, config):
     ckpt = tmp_path / "m.pt"

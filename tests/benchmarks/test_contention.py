@@ -38,6 +38,7 @@ def test_setting_environments_differ_only_in_the_wait_policy(monkeypatch):
 
 @pytest.mark.parametrize("setting,env_value,spins", [("unset", None, 300_000), ("PASSIVE", "PASSIVE", 0),
                                                      ("ACTIVE", "ACTIVE", 30_000_000_000)])
+@pytest.mark.slow
 def test_each_setting_reaches_the_openmp_runtime(setting, env_value, spins, tiny_lm, DATA):
     """The real launcher of each setting, on ``ppl`` (which loads torch and logs the
     policy): what the process's environment holds once the toolkit and torch are
@@ -96,6 +97,7 @@ def test_summary_keeps_the_undisturbed_runs_apart(capsys, tmp_path):
     assert "undisturbed 1/3: 10.0 s" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_contention_benchmark_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "contention.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "contention.py"), "--lm", str(tiny_lm), "--nbest",

@@ -73,6 +73,7 @@ def test_refuses_a_model_it_cannot_copy(tiny_lm, tmp_path):
         KaldiStyleScorer(amn, vocab, torch.device("cpu"))
 
 
+@pytest.mark.slow
 def test_rescore_speed_vs_kaldi_style_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "vs.json"
     base = [sys.executable, str(REPO / "benchmarks" / "rescore_speed.py"), "--lm", str(tiny_lm),

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_rescore_speed_paths_agree_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "rescore_speed.py"), "--lm", str(tiny_lm),

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_score_end_to_end_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "e2e.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "score_end_to_end.py"), "--lm", str(tiny_lm), "--nbest",

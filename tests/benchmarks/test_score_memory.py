@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 from nbest_rescore.io.references import read_references
@@ -44,6 +45,7 @@ def test_bad_arguments_are_usage_errors(tmp_path, DATA):
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_copies_scored_in_other_spans_get_the_same_costs(tiny_lm, DATA, tmp_path):
     """The check behind ``copies_identical``: ci copied twice and scored a few documents
     per span writes ci's own text and nn_cost twice over, byte for byte (each copy sits

@@ -21,6 +21,7 @@ TINY = ["--threads", "1", "--hidden", "16", "--embedding-dim", "16", "--batch-si
         "--warmup", "1", "--steps", "2", "--repeats", "1"]
 
 
+@pytest.mark.slow
 def test_vs_plain_loop_json_on_cpu(DATA, tmp_path):
     out = tmp_path / "speed.json"
     cmd = [sys.executable, BENCH, "--vs-plain-loop", "--text", str(DATA / "lm" / "lm_train.txt"), *TINY,
@@ -62,6 +63,7 @@ def test_vs_plain_loop_refuses_too_short_a_prefix_and_unknown_models(DATA):
     assert res.returncode == 2 and "unknown model" in res.stderr
 
 
+@pytest.mark.slow
 def test_zoo_mode_still_runs(DATA, tmp_path):
     out = tmp_path / "zoo.json"
     cmd = [sys.executable, BENCH, "--text", str(DATA / "lm" / "lm_train.txt"), *TINY, "--memcells", "2",

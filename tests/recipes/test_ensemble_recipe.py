@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nbest_rescore.config import load_train_config
 
@@ -101,6 +102,7 @@ def _edit_distance(ref, hyp):
     return prev[-1]
 
 
+@pytest.mark.slow
 def test_stages_4_6_7_cross_validate_and_compare(DATA, tmp_path):
     """Stages 4, 6 and 7 on ci (dev and eval set alike; fake NN costs, no LM): every
     tune cross-validates over 2 folds, stage 7 tunes every subset and applies the

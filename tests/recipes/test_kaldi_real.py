@@ -14,6 +14,8 @@ import nbest_rescore as nr
 from kaldi_bed import CUTS, build, checksums, lists_dir, one_best_of_lattices, read_ark, read_int_text, sh
 from test_kaldi_step import small_checkpoint
 
+pytestmark = pytest.mark.slow  # the real Kaldi: lattices, lang, every run of the step
+
 LMWT = 10
 WEIGHTS = ["--lm-weight", LMWT, "--interp", 0.5, "--acoustic-scale", 1.0, "--word-ins-penalty", 0,
            "--history", "first-pass"]

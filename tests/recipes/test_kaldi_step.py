@@ -68,6 +68,7 @@ def read_ark(path):
     return {k: float(v) for k, v in (line.split() for line in open(path))}
 
 
+@pytest.mark.slow
 def test_step_equals_one_run_and_reshards_a_split_document(kaldi, ci_nbest):
     """Thirds of the utterances (20 each): document abcr0143 (utterances 14-23) lies in
     jobs 1 and 2, so the step re-shards by document before scoring."""
@@ -109,6 +110,7 @@ def test_step_equals_one_run_and_reshards_a_split_document(kaldi, ci_nbest):
     assert re.fullmatch(r"%SER \d+\.\d\d \[ \d+ / 60 \]", lines[1]) and lines[2].startswith("Scored 60 sentences")
 
 
+@pytest.mark.slow
 def test_a_failing_job_names_its_log_and_nothing_is_merged(kaldi, ci_nbest):
     root, lm, _ = kaldi
     work = root / "failing"
@@ -130,6 +132,7 @@ def test_a_failing_job_names_its_log_and_nothing_is_merged(kaldi, ci_nbest):
     assert not list(out.glob("archives.*/lmwt.nn")) and not list(out.glob("archives.*/lmwt.interp"))
 
 
+@pytest.mark.slow
 def test_missing_inputs_are_clear_errors(kaldi, tmp_path):
     root, lm, _ = kaldi
     (tmp_path / "decode").mkdir()
@@ -162,6 +165,7 @@ def test_run_pl_substitutes_the_job_and_names_failed_logs(tmp_path):
         assert f"JOB {j}\n" in text and f"(code {int(j == 2)})" in text
 
 
+@pytest.mark.slow
 def test_jobs_benchmark_cuts_at_documents_and_times_every_job_count(kaldi, ci_nbest, DATA, tmp_path):
     from kaldi_step_jobs import document_cuts
 
@@ -205,6 +209,7 @@ def replicated(nbest, copies, n_hyps):
     return replace(nbest, utterances=tuple(utts))
 
 
+@pytest.mark.slow
 def test_a_document_split_across_jobs_of_200_utterances(kaldi, ci_nbest, tmp_path):
     """4 jobs of 200 utterances, one document in jobs 1 and 2: the document check reads
     every job (an earlier version's pipe died of SIGPIPE here and the step stopped with
@@ -224,6 +229,7 @@ def test_a_document_split_across_jobs_of_200_utterances(kaldi, ci_nbest, tmp_pat
     assert len(list(decode.glob("archives.*"))) == 4
 
 
+@pytest.mark.slow
 def test_cmd_sh_is_not_sourced(kaldi, ci_nbest, tmp_path):
     """Kaldi's steps take --cmd, never ./cmd.sh (whose cmd=queue.pl would change the default)."""
     _, lm, _ = kaldi
@@ -235,6 +241,7 @@ def test_cmd_sh_is_not_sourced(kaldi, ci_nbest, tmp_path):
     assert "no-such-queue" not in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_use_lattices_default_and_refusals(kaldi, ci_nbest, tmp_path):
     """Both inputs there: the archives are read (no Kaldi needed); lattices beside NN costs
     of an earlier rescoring are refused before anything is written; a bad value is named."""
@@ -254,6 +261,7 @@ def test_use_lattices_default_and_refusals(kaldi, ci_nbest, tmp_path):
     assert res.returncode == 1 and "--use-lattices takes true or false" in res.stderr
 
 
+@pytest.mark.slow
 def test_several_lms_weights_are_checked_before_any_work(kaldi, tmp_path):
     root, lm, _ = kaldi
     (tmp_path / "decode").mkdir()

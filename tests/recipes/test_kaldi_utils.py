@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "recipes" / "kaldi" / "utils"
 
 
-@pytest.fixture(params=["bundled", "kaldi"])
+@pytest.fixture(params=["bundled", pytest.param("kaldi", marks=pytest.mark.slow)])
 def utils(request):
     """The utils/ folder under test: the bundled one, then Kaldi's (skipped without it)."""
     if request.param == "bundled":
@@ -110,6 +110,7 @@ def test_parse_options_help(utils, flag, tmp_path):
     assert res.returncode == 0 and res.stdout == "" and res.stderr == "No help found.\n"
 
 
+@pytest.mark.slow
 def test_parse_options_output_same_as_kaldi(kaldi_real, tmp_path):
     """Every case run with both scripts: same exit status and, when accepted, the same
     variables, arguments and stderr (byte for byte)."""
@@ -205,6 +206,7 @@ def test_run_pl_refuses_as_kaldi(utils, case, tmp_path):
     assert not (tmp_path / "log").exists()  # refused before any job ran
 
 
+@pytest.mark.slow
 def test_run_pl_logs_same_as_kaldi(kaldi_real, tmp_path):
     """Every case run with both scripts: same exit status, same log files, and in each
     the same command header line, output lines and exit code."""
