@@ -20,6 +20,7 @@ from .cli_options import options_of
 from .errors import DataError
 from .options import (AnalyzeOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions, ScoreOptions,
                       SplitOptions, TableOptions, TrainOptions, TuneOptions)
+from .progress import Progress, log as progress_log
 from .threads import prefer_passive_wait
 
 prefer_passive_wait()  # before torch is imported: idle OpenMP threads sleep (nbest_rescore.threads)
@@ -62,24 +63,6 @@ class _Main(click.Group):
             raise click.ClickException(f"unexpected {type(exc).__name__}: {exc}{hint}") from None
 
 
-class _Bar:
-    """A tqdm bar on stderr fed with ``(done, total)`` progress calls."""
-
-    def __init__(self, unit: str, disable: bool = False):
-        self.unit, self.disable, self.bar = unit, disable, None
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit=self.unit, disable=self.disable, file=sys.stderr)
-        self.bar.update(done - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-v info and tracebacks, -vv debug).")
 @click.option("--seed", type=int, default=0, show_default=True,
@@ -95,10 +78,12 @@ def main(ctx, verbose, seed, log_file):
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(level)
+    # progress lines (INFO, only when stderr is not a terminal) show without -v
+    handler.setLevel(min(level, logging.INFO))
+    handler.addFilter(lambda r: r.levelno >= level or r.name == progress_log.name)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     log.handlers[:] = [handler]
-    log.setLevel(logging.DEBUG if log_file else level)
+    log.setLevel(logging.DEBUG if log_file else min(level, logging.INFO))
     log.propagate = False
     if log_file:
         try:
@@ -148,7 +133,7 @@ def ppl(no_progress, **kw):
     document and reset between documents) and the OOV rate. Prints JSON."""
     from .api import PerplexityJob
 
-    bar = _Bar("segment", no_progress)
+    bar = Progress("tok", no_progress)
     rep, cache = PerplexityJob(**kw).run(progress=bar)
     bar.close()
     click.echo(json.dumps({**rep.to_dict(), "cache": cache}, indent=2))
@@ -199,7 +184,7 @@ def score(obj, no_progress, **kw):
 
     _check_score_usage(click.get_current_context(), kw)
     job = ScoreJob(**kw, seed=obj["seed"])
-    bar = _Bar("hyp", no_progress)
+    bar = Progress("hyp", no_progress)
     res = job.run(progress=bar)
     bar.close()
     if job.out is None:  # the new 1-best is the output; the report goes to stderr

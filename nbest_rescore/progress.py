@@ -20,7 +20,7 @@ INTERVAL_S = 30.0  # seconds between two log lines (no terminal)
 class Progress:
     """A progress reporter called as ``progress(done, total)`` (cumulative counts, e.g.
     tokens for training and perplexity, hypotheses for scoring); ``close()`` at the end.
-    ``Progress("hyp", no_progress)`` is a drop-in for the CLI's former ``_Bar``.
+    The CLI makes one per command: ``Progress("hyp", no_progress)``.
 
     Args:
         unit: the counted thing, e.g. ``"tok"`` or ``"hyp"``.
