@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import os
 import re
 import typing
 
@@ -224,3 +225,15 @@ def check_options(obj) -> None:
                 check_choice(f.name, v, meta["choices"])
             elif meta.get("kind") in ("int", "float"):
                 check_option(f.name, v, meta["kind"], meta.get("range"))
+
+
+def check_paths(obj, names) -> None:
+    """Every path attribute ``names`` of ``obj`` that is set exists.
+
+    Raises:
+        DataError: ``--name PATH: no such file or folder``.
+    """
+    for name in names:
+        path = getattr(obj, name)
+        if path is not None and not os.path.exists(path):
+            raise DataError(f"{flag(name)} {path}: no such file or folder")

@@ -57,7 +57,7 @@ from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..types import NbestSet, Words
 from ..options import KaldiScoreOptions
-from .checks import parse_number_list
+from ..options.parse import parse_number_list
 
 log = logging.getLogger("nbest_rescore")
 

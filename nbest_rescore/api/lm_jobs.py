@@ -16,7 +16,7 @@ from ..models.cache import cache_settings
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AnalyzeOptions, PplOptions, TrainOptions
-from .checks import check_int, check_paths
+from ..validation import check_option, check_paths
 from .inputs import LoadedLM, load_lm, seed_everything, set_threads
 
 Progress = Callable[[int, int], None]
@@ -44,8 +44,8 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
     Raises:
         DataError: bad options, an unreadable text, or nothing to score.
     """
-    check_int("batch_size", batch_size)
-    check_int("max_words", max_words, allow_none=True)
+    check_option("batch_size", batch_size, "int", ">= 1")
+    check_option("max_words", max_words, "int", ">= 1", nullable=True)
     docs = _documents(text, max_words)
     if not any(docs):
         raise DataError(f"{text if isinstance(text, (str, os.PathLike)) else 'the text'}: no sentences to score")

@@ -35,7 +35,7 @@ from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, WeightOptions
 from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
-from .checks import check_paths
+from ..validation import check_paths
 from .inputs import (PLAIN_PATHS, LoadedLM, lm_names, load_lm, load_references, open_job_nbest, read_weights_file,
                      seed_everything, set_threads)
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
