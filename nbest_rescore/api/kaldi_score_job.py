@@ -58,13 +58,12 @@ from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..types import NbestSet, Words
 from ..options import KaldiScoreOptions
 from ..options.parse import parse_number_list
+from ..validation import flag
 
 log = logging.getLogger("nbest_rescore")
 
 __all__ = ["KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult", "check_kaldi_score_options"]
 
-#: score_kaldi.sh's default word insertion penalties (as written: they name files).
-KALDI_WIPS = KaldiScoreOptions.__dataclass_fields__["word_ins_penalty"].default
 #: The names score_kaldi.sh removes at its end (``rm $dir/wer_{?,??} $dir/cer_{?,??}``).
 _STALE = re.compile(r"[wc]er_.{1,2}", re.DOTALL)
 
@@ -185,23 +184,12 @@ def _remove_stale(out: str) -> Tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class KaldiScoreJob(KaldiScoreOptions):
-    """``nbest-rescore kaldi-score`` as a value (options: :class:`~nbest_rescore.options.KaldiScoreOptions`);
-    options and paths are checked on construction, before anything is read (DataError).
-
-    Attributes:
-        ref: the references (Kaldi ``data/text``; a bare key is an empty reference).
-        lm_cost: the name of the file inside each N-best folder holding the LM-side
-            graph cost of every hypothesis (Kaldi text ark, negated natural log).
-        nbest_dirs: N-best archive folders (``words_text`` | ``words`` + ``words.txt``
-            ...; ``acwt`` | ``ac_cost``), read in order and concatenated.
-        out: ``DIR``: where score_kaldi.sh's files go (see the module docstring).
-        min_lmwt, max_lmwt: the LM weights swept (integers, inclusive).
-        word_ins_penalty: penalties in cost per word (positive = penalty: Kaldi's sign,
-            the opposite of ``score``'s ``--word-ins-penalty``), a string ``"0.0,0.5,1.0"``
-            or a sequence; kept as written, since they name files.
-        hyp_filter, ref_filter: shell commands (run with ``bash -c``) reading Kaldi text
-            on stdin and writing it on stdout, e.g. ``local/wer_hyp_filter``; None = ``cat``.
-    """
+    """``nbest-rescore kaldi-score`` as a value; options and paths are checked on
+    construction, before anything is read (DataError). Fields:
+    :class:`~nbest_rescore.options.KaldiScoreOptions` (nbest_rescore/options/commands.py;
+    ``word_ins_penalty`` may also be a sequence, kept as written) and ``nbest_dirs``: the
+    N-best archive folders (``words_text`` | ``words`` + ``words.txt`` ...; ``acwt`` |
+    ``ac_cost``), read in order and concatenated."""
 
     nbest_dirs: Tuple[str, ...]
 
@@ -227,8 +215,8 @@ class KaldiScoreJob(KaldiScoreOptions):
         for name in ("hyp_filter", "ref_filter"):
             cmd = getattr(self, name)
             if cmd is not None and not cmd.strip():
-                raise DataError(f"--{name.replace('_', '-')}: the command is empty; give e.g. "
-                                f"--{name.replace('_', '-')} local/wer_output_filter, or leave the option out")
+                raise DataError(f"{flag(name)}: the command is empty; give e.g. {flag(name)} "
+                                f"local/wer_output_filter, or leave the option out")
         check_writable_dir(self.out)
 
     def _points(self) -> List[Tuple[int, str]]:

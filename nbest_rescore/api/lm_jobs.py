@@ -39,7 +39,7 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
     Args:
         text: a file (one sentence per line, blank lines between documents) or a list
             of documents, each a list of word sequences.
-        batch_size: documents scored in parallel; max_words: only the first N words.
+        batch_size, max_words: the fields of :class:`~nbest_rescore.options.PplOptions`.
         progress: called as ``progress(segments_done, segments_total)``.
     Raises:
         DataError: bad options, an unreadable text, or nothing to score.

@@ -38,12 +38,12 @@ import numpy as np
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
-from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir
 from ..io.kaldi_nbest import split_hyp_key
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
 from ..types import NbestSet, Words
-from .inputs import load_nbest, load_references
+from .inputs import load_nbest, load_references, read_json_key, run_settings
 from .score_job import SCORE_OUTPUTS, cost_files
 
 __all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores", "plan_shards", "split_nbest"]
@@ -279,15 +279,6 @@ class MergeResult:
         return "\n".join(lines + self.kaldi_wer_lines())
 
 
-def _run_settings(job_dir: str) -> dict:
-    try:
-        with open(os.path.join(job_dir, RUN_MARKER), encoding="utf-8") as f:
-            settings = json.load(f).get("settings", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return settings if isinstance(settings, dict) else {}
-
-
 def _check_jobs(job_dirs: Sequence[str]) -> None:
     if not job_dirs:
         raise DataError("merge: no job folders given; name the --out folders of the score jobs, in order")
@@ -396,7 +387,7 @@ def _gather(job_dirs: Sequence[str], files: Tuple[str, ...]):
         if stray:
             raise DataError(f"merge: {d}: {len(stray)} keys of {files[0]} belong to no utterance of its text: "
                             f"{examples(stray)}; text and {files[0]} come from different runs - rerun that job")
-        run = _run_settings(d)
+        run = run_settings(d)
         if run:
             mine = {k: run.get(k) for k in _SAME_SETTINGS}
             if settings is None:
@@ -429,7 +420,7 @@ def _merged_wer(job_dirs: Sequence[str], one_best: Mapping[str, Words], refs, re
     absent = sum(1 for u in refs if u not in one_best)
     wer = {"rescored": compute_wer(refs, one_best, ref_source)}
     sentence_errors = sum(1 for u, h in one_best.items() if tuple(h) != tuple(refs[u]))
-    job_wer = [_job_wer(d) for d in job_dirs]
+    job_wer = [read_json_key(os.path.join(d, "wer.json"), "wer") for d in job_dirs]
     for name in ("first_pass", "oracle"):
         if all(w is not None and name in w for w in job_wer):
             wer[name] = _sum_reports([w[name] for w in job_wer])
@@ -458,15 +449,6 @@ def _utt_of(key: str, job_dir: str) -> str:
         return split_hyp_key(key)[0]
     except ValueError as exc:
         raise DataError(f"merge: {job_dir}/nn_cost: {exc}") from None
-
-
-def _job_wer(job_dir: str) -> Optional[dict]:
-    """The ``wer`` reports of a job's ``wer.json`` (None when it has none)."""
-    try:
-        with open(os.path.join(job_dir, "wer.json"), encoding="utf-8") as f:
-            return json.load(f).get("wer")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 @dataclass(frozen=True)

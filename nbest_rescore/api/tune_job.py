@@ -19,14 +19,14 @@ from ..evaluation.tune_report import assess
 from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
                                  tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
-from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
 from ..types import NbestSet
 from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
 from ..options.parse import check_grid, parse_grid
 from ..validation import check_choice, check_option, check_paths
-from .inputs import PLAIN_PATHS, load_references, open_job_nbest
+from .inputs import PLAIN_PATHS, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
 Grid = Union[str, Sequence[float]]
@@ -176,15 +176,6 @@ def cost_file_names(paths: Sequence[str]) -> Tuple[str, ...]:
     return unique_names(names)
 
 
-def _score_run(nn_cost_path) -> dict:
-    """Settings of the score run that wrote ``nn_cost_path`` (from its run marker), or {}."""
-    try:
-        with open(Path(nn_cost_path).parent / RUN_MARKER, encoding="utf-8") as f:
-            return json.load(f).get("settings", {})
-    except (OSError, ValueError):
-        return {}
-
-
 def plot_title(nbest_path, nn_cost_path=None) -> str:
     """``"<model> (<checkpoint>) on <lists>, history <policy>"`` for plots (several
     cost files: ``"<K> neural LMs on <lists>"``)."""
@@ -194,7 +185,7 @@ def plot_title(nbest_path, nn_cost_path=None) -> str:
         if len(nn_cost_path) != 1:
             return f"{len(nn_cost_path)} neural LMs on {nbest_path}"
         nn_cost_path = nn_cost_path[0]
-    run = _score_run(nn_cost_path)
+    run = run_settings(Path(nn_cost_path).parent)  # of the score run that wrote it
     model = f"{run.get('model', '?')} ({os.path.basename(str(run.get('lm', nn_cost_path)))})"
     return f"{model} on {nbest_path}, history {run.get('history', '?')}"
 
