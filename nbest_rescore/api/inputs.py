@@ -7,7 +7,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
@@ -25,6 +25,8 @@ from ..types import NbestSet, Words
 from ..vocab import Vocabulary
 
 log = logging.getLogger("nbest_rescore")
+#: ``progress(done, total)`` callbacks of the jobs.
+Progress = Callable[[int, int], None]
 
 
 def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
@@ -41,14 +43,11 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
     Raises:
         DataError: missing or malformed files (file and line named).
     """
-    path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
-    if os.path.isdir(path):
-        return read_kaldi_nbest_dir(path, log=log.info)
-    return read_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                            utt_ids=utt_ids, log=log.info)
+    return _read_nbest(read_kaldi_nbest_dir, read_plain_nbest, path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
 
 
-def _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids) -> str:
+def _read_nbest(kaldi, plain, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
+    """``kaldi(path)`` or ``plain(path, ...)`` after the checks of :func:`load_nbest`."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory or a plain N-best file")
@@ -58,7 +57,8 @@ def _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids) -> st
             raise DataError(f"{path} is a Kaldi N-best directory: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-    return path
+        return kaldi(path, log=log.info)
+    return plain(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids, log=log.info)
 
 
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
@@ -72,11 +72,7 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
 
     Arguments, checks and errors as :func:`load_nbest`.
     """
-    path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
-    if os.path.isdir(path):
-        return open_kaldi_nbest(path, log=log.info)
-    return open_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids,
-                            log=log.info)
+    return _read_nbest(open_kaldi_nbest, open_plain_nbest, path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
 
 
 #: The plain-format path options a job may carry (``plain_ac`` ...).

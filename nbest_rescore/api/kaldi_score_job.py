@@ -1,15 +1,12 @@
 """The ``kaldi-score`` job: Kaldi's ``steps/score_kaldi.sh`` over N-best lists, without
-lattices or Kaldi.
+lattices or Kaldi (docs/kaldi-step.md).
 
 For every word insertion penalty WIP (outer loop) and LM weight LMWT = min..max
-(inner loop) each utterance's 1-best is the hypothesis minimising
-``ac_cost / LMWT + lm_cost + WIP * num_words``
-(:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`; ``lm_cost`` is the
-``--lm-cost`` file of each N-best folder, ``ac_cost`` its ``acwt``/``ac_cost``); it is
-scored as ``compute-wer --text --mode=present`` scores it, and the lowest WER is
-picked as ``utils/best_wer.sh`` picks it. Written into ``DIR`` (``--out``) under
-score_kaldi.sh's names, as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`;
-other files of ``DIR`` are left alone)::
+(inner loop) each utterance's 1-best minimises ``ac_cost / LMWT + lm_cost + WIP *
+num_words`` (:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`); it is
+scored as ``compute-wer --text --mode=present`` scores it, and the lowest WER is picked
+as ``utils/best_wer.sh`` picks it. Written into ``DIR`` (``--out``) under
+score_kaldi.sh's names, as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`)::
 
     DIR/scoring_kaldi/test_filt.txt          the references through the ref filter
     DIR/scoring_kaldi/penalty_WIP/LMWT.txt   1-best (Kaldi text) through the hyp filter
@@ -17,18 +14,13 @@ other files of ``DIR`` are left alone)::
     DIR/scoring_kaldi/best_wer               best_wer.sh's line, files named DIR/wer_L_W
     DIR/scoring_kaldi/wer_details/lmwt, wip  the best point
 
-``DIR/scoring_kaldi`` is replaced as a whole (a Kaldi run's ``log/`` or
-``wer_details/per_utt`` there would no longer match the new best point). Like
-score_kaldi.sh at its end, the old-style files ``DIR/wer_?``, ``DIR/wer_??``,
-``DIR/cer_?`` and ``DIR/cer_??`` (one or two characters after the ``_``, written by
-older scoring scripts as ``wer_LMWT``) are deleted after a successful run, so that
-``grep WER DIR/wer_* | utils/best_wer.sh`` sees no stale results; ``wer_L_W`` files of
-other weights are kept, as Kaldi keeps them.
-
-Not produced: score_kaldi.sh's ``log/`` folders and its ``stats`` details
-(``wer_details/per_utt``, ``per_spk``, ``ops``, ``wer_bootci``), and the
-``local/wer_*_filter`` scripts are not looked up automatically: pass them as
-``hyp_filter``/``ref_filter``.
+``DIR/scoring_kaldi`` is replaced as a whole; other files of ``DIR`` are kept (``wer_L_W``
+of other weights too, as Kaldi keeps them), except the old-style ``DIR/wer_?``,
+``wer_??``, ``cer_?`` and ``cer_??`` (older scripts' ``wer_LMWT``), deleted after a
+successful run as score_kaldi.sh does, so that ``grep WER DIR/wer_* | utils/best_wer.sh``
+sees no stale results. Not produced: score_kaldi.sh's ``log/`` folders and ``stats``
+details (``wer_details/per_utt``, ``per_spk``, ``ops``, ``wer_bootci``); the
+``local/wer_*_filter`` scripts are not looked up: pass them as ``hyp_filter``/``ref_filter``.
 
 Where Kaldi may differ: ``lattice-best-path`` adds float32 costs arc by arc and breaks
 an exact tie by the lower graph cost, whereas here the sum is float64 and a tie goes

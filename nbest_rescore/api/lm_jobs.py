@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from ..config import TrainConfig, load_train_config, validate_train_config
 from ..errors import DataError
@@ -17,9 +17,8 @@ from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AnalyzeOptions, PplOptions, TrainOptions
 from ..validation import check_option, check_paths
-from .inputs import LoadedLM, load_lm, seed_everything, set_threads
+from .inputs import LoadedLM, Progress, load_lm, seed_everything, set_threads
 
-Progress = Callable[[int, int], None]
 Text = Union[str, os.PathLike, Sequence[Sequence[Sequence[str]]]]
 ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention.png", "memcell_cosine.png",
                     "memcell_ppl.png", "window_attention.png")

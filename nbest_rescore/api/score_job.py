@@ -1,29 +1,20 @@
-"""The ``score`` job: NN costs for every hypothesis, the new 1-best, and WER.
+"""The ``score`` job: NN costs for every hypothesis, the new 1-best, and WER; the
+combined score of a hypothesis with K neural LMs (``w_0 = interp``, ``w_0 + .. + w_K
+= 1``) is that of docs/scoring.md (:mod:`nbest_rescore.rescoring.combine`).
 
-The combined score of a hypothesis (natural log, larger = better) with K neural LMs is::
-
-    -acoustic_scale * ac_cost
-        + lm_weight * (w_0 * -ngram_cost + sum_k w_k * -nn_cost_k - graph_cost)
-        + word_ins_penalty * words
-
-with ``w_0 = interp`` and ``w_0 + w_1 + .. + w_K = 1`` (one LM: ``w_1 = 1 - interp``;
-:mod:`nbest_rescore.rescoring.combine`; costs are negated natural logs).
-
-Several LMs are scored one after the other, each by the one-LM path exactly as if it
-were scored alone (its costs are those of a run with that LM only, and for the
-``rescored`` / ``interpolated`` histories the 1-best it reads as history is its own,
-picked with ``w_0`` and ``1 - w_0`` on that LM); only the final 1-best combines them.
-
-The job is split by concern: the weights (:mod:`.score_weights`), the span accumulator
-(:mod:`.score_spans`), the result (:mod:`.score_result`) and the outputs
-(:mod:`.score_outputs`); their public names are importable from here too.
+Several LMs are scored one after the other, each by the one-LM path exactly as if
+scored alone (for the ``rescored`` / ``interpolated`` histories the 1-best it reads is
+its own, picked with ``w_0`` and ``1 - w_0`` on that LM); only the final 1-best
+combines them. The weights: :mod:`.score_weights`, the span accumulator:
+:mod:`.score_spans`, the result: :mod:`.score_result`, the outputs:
+:mod:`.score_outputs`; their public names are importable from here too.
 """
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import dataclass, fields, replace
-from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -36,8 +27,8 @@ from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths
-from .inputs import (PLAIN_PATHS, LoadedLM, lm_names, load_lm, load_references, open_job_nbest, read_weights_file,
-                     seed_everything, set_threads)
+from .inputs import (PLAIN_PATHS, LoadedLM, Progress, lm_names, load_lm, load_references, open_job_nbest,
+                     read_weights_file, seed_everything, set_threads)
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
 from .score_result import SCORE_OUTPUTS, ScoreResult, cost_files
 from .score_spans import SpanScores, first_pass_one_best, wer_span_counts, _SpanRun
@@ -47,7 +38,6 @@ __all__ = ["SCORE_OUTPUTS", "SPAN_HYPS", "ScoreJob", "ScoreResult", "SpanScores"
            "first_pass_one_best", "lm_histories", "parse_nn_weights", "score", "score_weights", "wer_span_counts",
            "write_score_outputs"]
 
-Progress = Callable[[int, int], None]
 log = logging.getLogger(__name__)
 _WEIGHT_FIELDS = tuple(f.name for f in fields(WeightOptions) if f.name != "weights_file")
 _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
@@ -173,10 +163,7 @@ class ScoreJob(ScoreOptions):
         self.weights()
         lm_histories(self.history, len(self.lm_paths))
         check_device(self.device, self)
-        for path in self.lm_paths:
-            if not os.path.exists(path):
-                raise DataError(f"--lm {path}: no such file or folder")
-        check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
+        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
         if self.out is not None:
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 

@@ -150,10 +150,10 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     missing: List[List[str]] = [[] for _ in columns]
     parts, total = [], 0
     for span in source.spans(span_hyps):
-        keys = _keys(span)
-        part = TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names, part=True)
+        keys = [k for u in span.utterances for k in u.keys]
+        parts.append(TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names,
+                                 part=True))
         total += len(keys)
-        parts.append(part)
     for column in columns:
         column.extra()  # keys after the lists' keys are fine, a repeated key is not
     for label, keys in zip(labels, missing):
@@ -162,18 +162,11 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     return TuneData.concat(parts, names)
 
 
-def _keys(span: NbestSet) -> List[str]:
-    return [k for u in span.utterances for k in u.keys]
-
-
 def cost_file_names(paths: Sequence[str]) -> Tuple[str, ...]:
     """The LM name of each cost file: the part after ``nn_cost.`` in its file name, else
     ``nn``; repeated names get ``_2``, ``_3``, ..."""
-    names = []
-    for p in paths:
-        base = os.path.basename(str(p))
-        names.append(base[len("nn_cost."):] if base.startswith("nn_cost.") and len(base) > 8 else "nn")
-    return unique_names(names)
+    bases = [os.path.basename(str(p)) for p in paths]
+    return unique_names([b[len("nn_cost."):] if b.startswith("nn_cost.") and len(b) > 8 else "nn" for b in bases])
 
 
 def plot_title(nbest_path, nn_cost_path=None) -> str:
@@ -235,10 +228,7 @@ class TuneJob(TuneOptions):
         check_grid("lm_weights", _grid("lm_weights", self.lm_weights))
         if self.word_ins_penalties is not None:
             check_grid("word_ins_penalties", _grid("word_ins_penalties", self.word_ins_penalties))
-        check_paths(self, ("nbest", "ref", *PLAIN_PATHS))
-        for p in self.cost_paths:
-            if not os.path.exists(p):
-                raise DataError(f"--nn-cost {p}: no such file or folder")
+        check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
         if (self.search or default_search(len(self.cost_paths))) == "line":
             check_option("seed", self.seed, "int", ">= 0")
         check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
