@@ -28,7 +28,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import nbest_rescore as nr
-    from nbest_rescore.api.checks import parse_grid
+    from nbest_rescore.options.parse import parse_grid
     from nbest_rescore.api.tune_job import cost_file_names
     from nbest_rescore.io.score_ark import read_cost_ark
 

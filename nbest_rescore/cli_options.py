@@ -30,16 +30,9 @@ class _Checked:
         return number
 
 
-class IntRange(_Checked, click.IntRange):
-    """``click.IntRange`` with the bounds of a range spec (``">= 1"``)."""
-
-    base, kind = click.INT, "int"
-
-
-class FloatRange(_Checked, click.FloatRange):
-    """``click.FloatRange`` with the bounds of a range spec (``"[0, 0.999999]"``)."""
-
-    base, kind = click.FLOAT, "float"
+#: ``click.IntRange`` / ``click.FloatRange`` with the bounds of a range spec (``">= 1"``, ``"[0, 0.999999]"``).
+IntRange = type("IntRange", (_Checked, click.IntRange), {"base": click.INT, "kind": "int"})
+FloatRange = type("FloatRange", (_Checked, click.FloatRange), {"base": click.FLOAT, "kind": "float"})
 
 
 def click_type(f: dataclasses.Field):
@@ -77,11 +70,8 @@ def click_option(f: dataclasses.Field):
     """The ``click.option`` decorator of option field ``f``."""
     m = f.metadata
     decls = [m["flag"], f.name] if m["flag"] else [flag(f.name)]
-    kw = {"help": m["help"], "show_default": True, "multiple": m["multiple"], "is_flag": m["is_flag"]}
-    if f.default is dataclasses.MISSING:
-        kw["required"] = True
-    else:
-        kw["default"] = f.default
+    kw = {"help": m["help"], "show_default": True, "multiple": m["multiple"], "is_flag": m["is_flag"],
+          **({"required": True} if f.default is dataclasses.MISSING else {"default": f.default})}
     if m["parse"] is not None:
         kw["callback"] = _callback(f)
     elif click_type(f) is not None:

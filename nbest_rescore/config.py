@@ -21,12 +21,10 @@ from typing import Optional
 
 import yaml
 
-from . import options
 from .errors import DataError
-from .vocab import MIN_VOCAB_SIZE, SPECIALS
-
-
+from .options import TRAIN_DTYPES  # optim.dtype: the choices of train --dtype
 from .validation import check_fields, describe_value
+from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
 
 @dataclass
@@ -69,23 +67,15 @@ class VocabConfig:
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "linear")
-TRAIN_DTYPES = options.TRAIN_DTYPES  # optim.dtype: the choices of train --dtype
 
 
 @dataclass
 class OptimConfig:
-    """Optimisation: ``optimizer`` (Adam by default) with gradient-norm clipping;
-    the learning rate warms up linearly over ``warmup_steps`` updates and then
-    follows ``lr_schedule`` over the planned training length (``max_epochs``, or
-    ``max_seconds`` when that comes first), down to ``min_lr_ratio * lr``; with
-    ``halve_lr_on_plateau`` it is also halved whenever validation perplexity does
-    not improve. Training stops after ``patience`` epochs without improvement,
-    after ``max_epochs``, or when ``max_seconds`` have passed. Documents are dealt to
-    the ``batch_size`` streams in a new seeded order every epoch (``shuffle``).
-    ``dtype: bfloat16`` trains under CUDA autocast (float32 master weights); TF32
-    matrix products are allowed in training on CUDA (scoring stays float32), and with
-    ``cuda_graph`` the whole step is replayed as one CUDA graph (eager fallback for
-    models whose step cannot be captured)."""
+    """Optimisation, each key as the table of docs/training.md (Optimiser) says:
+    ``optimizer`` with gradient-norm clipping, linear warmup then ``lr_schedule``
+    (optionally halved on plateaus); training stops after ``patience`` epochs without
+    improvement, after ``max_epochs`` or ``max_seconds``. TF32 matrix products are allowed
+    in training on CUDA (scoring stays float32)."""
 
     batch_size: int = 32
     bptt: int = 20
@@ -245,10 +235,7 @@ def resolve_path(value: str, config_dir: Path) -> str:
     """``value`` if it exists relative to the current directory, else relative to the
     config's directory or its parent; DataError listing the places tried."""
     p = Path(value)
-    if p.is_absolute():
-        candidates = [p]
-    else:
-        candidates = [Path.cwd() / p, config_dir / p, config_dir.parent / p]
+    candidates = [p] if p.is_absolute() else [Path.cwd() / p, config_dir / p, config_dir.parent / p]
     for c in candidates:
         if c.exists():
             return str(c)

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import os
 import re
 import typing
 
@@ -35,27 +36,6 @@ _NUM = r"-?[\d.]+(?:e[-+]?\d+)?"
 _RANGE_RE = re.compile(rf"\s*(?:(>=|>|<=|<)\s*({_NUM})|([\[(])\s*({_NUM})\s*,\s*({_NUM})\s*([\])]))\s*(.*)$")
 
 
-@functools.lru_cache(maxsize=None)
-def _parse_range(spec: str):
-    """``(test, text)`` of a range spec: ``">= 1"`` -> (v >= 1, ">= 1"); ``"[0, 1)"`` ->
-    (0 <= v < 1, "in [0, 1)"). Raises ValueError for a malformed spec."""
-    m = _RANGE_RE.match(spec)
-    if not m:
-        raise ValueError(f"bad range spec {spec!r}")
-    op, bound, lb, lo, hi, rb, note = m.groups()
-    if op:
-        b = float(bound)
-        test = {">=": lambda v: v >= b, ">": lambda v: v > b, "<=": lambda v: v <= b, "<": lambda v: v < b}[op]
-        text = f"{op} {bound}"
-    else:
-        lo_f, hi_f = float(lo), float(hi)
-
-        def test(v):
-            return ((v > lo_f) if lb == "(" else (v >= lo_f)) and ((v < hi_f) if rb == ")" else (v <= hi_f))
-        text = f"in {lb}{lo}, {hi}{rb}"
-    return test, text + (f" {note}" if note else "")
-
-
 def range_bounds(spec: str):
     """``(min, max, min_open, max_open)`` of a range spec (bounds as written: int or
     float; None where missing): ``"[0, 0.999999]"`` -> (0, 0.999999, False, False);
@@ -69,6 +49,25 @@ def range_bounds(spec: str):
         b = num(bound)
         return (b, None, op == ">", False) if op.startswith(">") else (None, b, False, op == "<")
     return num(lo), num(hi), lb == "(", rb == ")"
+
+
+@functools.lru_cache(maxsize=None)
+def _parse_range(spec: typing.Optional[str]):
+    """``(test, text)`` of a range spec: ``">= 1"`` -> (v >= 1, " >= 1"); ``"[0, 1)"`` ->
+    (0 <= v < 1, " in [0, 1)"); None -> (any, ""). Raises ValueError for a malformed spec."""
+    if not spec:
+        return (lambda v: True), ""
+    m = _RANGE_RE.match(spec)
+    if not m:
+        raise ValueError(f"bad range spec {spec!r}")
+    op, bound, lb, lo, hi, rb, note = m.groups()
+    low, high, low_open, high_open = range_bounds(spec)
+
+    def test(v):
+        return ((low is None or (v > low if low_open else v >= low))
+                and (high is None or (v < high if high_open else v <= high)))
+    text = f" {op} {bound}" if op else f" in {lb}{lo}, {hi}{rb}"
+    return test, text + (f" {note}" if note else "")
 
 
 def _merged(cls, attr: str) -> dict:
@@ -92,10 +91,10 @@ def _is_number(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
-_TYPE_WORDS = {int: "an integer", float: "a finite number", bool: "true or false", str: "a non-empty string",
-               dict: "a mapping (key: value lines)"}
-_TYPE_TESTS = {int: _is_int, float: _is_number, bool: lambda v: isinstance(v, bool),
-               str: lambda v: isinstance(v, str) and v != "", dict: lambda v: isinstance(v, dict)}
+_TYPES = {int: ("an integer", _is_int), float: ("a finite number", _is_number),
+          bool: ("true or false", lambda v: isinstance(v, bool)),
+          str: ("a non-empty string", lambda v: isinstance(v, str) and v != ""),
+          dict: ("a mapping (key: value lines)", lambda v: isinstance(v, dict))}
 
 
 def _unpack(tp):
@@ -152,18 +151,17 @@ def check_fields(obj) -> None:
             spec = ">= 1"
         elif spec is None and elem is float and name.startswith("dropout"):
             spec = "[0, 1)"
-        range_test, range_text = _parse_range(spec) if spec else (None, "")
-        elem_test = _TYPE_TESTS.get(elem, lambda x: True)
+        range_test, range_text = _parse_range(spec)
+        word, elem_test = _TYPES.get(elem, (getattr(elem, "__name__", str(elem)), lambda x: True))
         items = v if is_list and isinstance(v, (list, tuple)) else [v]
         if v is None:
             type_ok = ok = nullable
         else:
             type_ok = (not is_list or isinstance(v, (list, tuple))) and all(elem_test(x) for x in items)
-            ok = type_ok and (range_test is None or all(range_test(x) for x in items))
-        word = _TYPE_WORDS.get(elem, getattr(elem, "__name__", str(elem)))
+            ok = type_ok and all(range_test(x) for x in items)
         if is_list:
             word = f"a list of {word.split(' ', 1)[-1]}s" + (" each" if range_text else "")
-        expected = word + (f" {range_text}" if range_text else "") + (" or null" if nullable else "")
+        expected = word + range_text + (" or null" if nullable else "")
         if ok and name in choices and v is not None and v not in choices[name]:
             ok, expected = False, f"one of {', '.join(map(str, choices[name]))}"
         if not ok:
@@ -190,10 +188,9 @@ def check_option(name: str, value, kind: str, spec=None, nullable: bool = False)
     """
     if value is None and nullable:
         return
-    elem = {"int": int, "float": float}[kind]
-    test, text = _parse_range(spec) if spec else (None, "")
-    if not (_TYPE_TESTS[elem](value) and (test is None or test(value))):
-        raise DataError(f"{flag(name)} must be {_TYPE_WORDS[elem]}{' ' + text if text else ''}, got {value!r}")
+    (word, type_test), (test, text) = _TYPES[{"int": int, "float": float}[kind]], _parse_range(spec)
+    if not (type_test(value) and test(value)):
+        raise DataError(f"{flag(name)} must be {word}{text}, got {value!r}")
 
 
 def check_choice(name: str, value, choices) -> None:
@@ -224,3 +221,16 @@ def check_options(obj) -> None:
                 check_choice(f.name, v, meta["choices"])
             elif meta.get("kind") in ("int", "float"):
                 check_option(f.name, v, meta["kind"], meta.get("range"))
+
+
+def check_paths(obj, names) -> None:
+    """Every path attribute ``names`` of ``obj`` that is set (one path or a sequence) exists.
+
+    Raises:
+        DataError: ``--name PATH: no such file or folder``.
+    """
+    for name in names:
+        value = getattr(obj, name)
+        for path in value if isinstance(value, (list, tuple)) else (value,):
+            if path is not None and not os.path.exists(path):
+                raise DataError(f"{flag(name)} {path}: no such file or folder")

@@ -180,7 +180,7 @@ def test_utterance_split_in_a_kaldi_list_found_before_scoring(tiny_lm, tmp_path,
     lines = (d / "text").read_text().splitlines()
     lines.append(lines.pop(1))  # the second hypothesis of the first utterance moved to the end
     (d / "text").write_text("\n".join(lines) + "\n")
-    import nbest_rescore.api.score_job as api_score
+    import nbest_rescore.api.score_spans as api_score  # where the spans are scored
 
     def no_scoring(*a, **k):
         raise AssertionError("scored before the lists were checked")

@@ -137,10 +137,8 @@ def test_jobs_take_their_options_from_the_option_classes():
     from nbest_rescore.api import AnalyzeJob, KaldiScoreJob, PerplexityJob, ScoreJob, TrainJob, TuneJob
 
     for job, cls in ((ScoreJob, opt.ScoreOptions), (PerplexityJob, opt.PplOptions), (TrainJob, opt.TrainOptions),
-                     (AnalyzeJob, opt.AnalyzeOptions), (KaldiScoreJob, opt.KaldiScoreOptions)):
+                     (AnalyzeJob, opt.AnalyzeOptions), (KaldiScoreJob, opt.KaldiScoreOptions),
+                     (TuneJob, opt.TuneOptions)):
         assert issubclass(job, cls)
-    # TuneJob (api/tune_job.py) still declares its fields itself: its defaults must agree
-    tune = {f.name: f.default for f in dataclasses.fields(TuneJob)}
-    for f in dataclasses.fields(opt.TuneOptions):
-        if f.name != "nn_cost":  # () on the command line, None in the job
-            assert tune[f.name] == f.default, f.name
+        own = {f.name: f for f in dataclasses.fields(job)}
+        assert all(own[f.name] is f for f in dataclasses.fields(cls)), job  # the job's fields are the options'

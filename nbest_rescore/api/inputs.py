@@ -7,9 +7,10 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from ..errors import DataError
+from ..io.atomic import RUN_MARKER
 from ..io.kaldi_nbest import open_kaldi_nbest, read_kaldi_nbest_dir
 from ..io.plain_nbest import open_plain_nbest, read_plain_nbest
 from ..io.references import read_references
@@ -24,6 +25,8 @@ from ..types import NbestSet, Words
 from ..vocab import Vocabulary
 
 log = logging.getLogger("nbest_rescore")
+#: ``progress(done, total)`` callbacks of the jobs.
+Progress = Callable[[int, int], None]
 
 
 def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
@@ -31,31 +34,20 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
     """Read N-best lists: a Kaldi N-best directory, or a plain N-best file.
 
     Args:
-        path: a directory in Kaldi layout (``text`` | ``words_text`` | ``words`` +
-            ``words.txt``; ``ac_cost`` | ``acwt``; ``lm_cost`` | ``lmwt.*``; optional
-            ``utt2doc`` / ``utt2spk``), or a plain file (thesis Fig. 5.1, see
-            :mod:`nbest_rescore.io.plain_nbest`).
-        ac, ngram: plain format only: the acoustic and n-gram score files (one number
-            per line); None = found beside the list by the naming convention of
-            :func:`nbest_rescore.io.plain_nbest.find_plain_score_files`.
-        scores_are_costs: plain format only: the numbers are costs (-log), not scores.
-        utt2doc: plain format only: ``<utterance> <document>`` lines (document
-            boundaries for the 1-best history; default: one document).
-        utt_ids: plain format only: ``<utterance-index> <utterance-id>`` lines (default:
-            the utterance id is the index).
+        path, ac, ngram, scores_are_costs, utt2doc, utt_ids: the ``nbest``, ``plain_ac``,
+            ``plain_ngram``, ``plain_costs``, ``plain_utt2doc`` and ``plain_utt_ids``
+            fields of :class:`~nbest_rescore.options.NbestOptions`
+            (nbest_rescore/options/score.py; plain format: :mod:`nbest_rescore.io.plain_nbest`).
     Returns:
         the lists, in spoken order (documents, then utterances).
     Raises:
         DataError: missing or malformed files (file and line named).
     """
-    path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
-    if os.path.isdir(path):
-        return read_kaldi_nbest_dir(path, log=log.info)
-    return read_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                            utt_ids=utt_ids, log=log.info)
+    return _read_nbest(read_kaldi_nbest_dir, read_plain_nbest, path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
 
 
-def _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids) -> str:
+def _read_nbest(kaldi, plain, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
+    """``kaldi(path)`` or ``plain(path, ...)`` after the checks of :func:`load_nbest`."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory or a plain N-best file")
@@ -65,7 +57,8 @@ def _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids) -> st
             raise DataError(f"{path} is a Kaldi N-best directory: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-    return path
+        return kaldi(path, log=log.info)
+    return plain(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids, log=log.info)
 
 
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
@@ -79,11 +72,7 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
 
     Arguments, checks and errors as :func:`load_nbest`.
     """
-    path = _check_nbest_path(path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
-    if os.path.isdir(path):
-        return open_kaldi_nbest(path, log=log.info)
-    return open_plain_nbest(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids,
-                            log=log.info)
+    return _read_nbest(open_kaldi_nbest, open_plain_nbest, path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
 
 
 #: The plain-format path options a job may carry (``plain_ac`` ...).
@@ -126,8 +115,7 @@ def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3
     Args:
         path: the ``.pt`` checkpoint.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device`.
-        cache_size, cache_theta, cache_lambda: the neural continuous cache around the
-            model (Grave et al.; :mod:`nbest_rescore.models.cache`); size 0 = none.
+        cache_size, cache_theta, cache_lambda: the fields of :class:`~nbest_rescore.options.CacheOptions`.
     Raises:
         DataError: unreadable checkpoint, unavailable device, bad cache settings.
     """
@@ -196,6 +184,21 @@ def read_weights_file(path) -> Tuple[Weights, Tuple[str, ...]]:
         raise DataError(f"--weights {path}: the n-gram weight {w0:g} and the NN LM weights {list(ws)} must sum "
                         f"to 1, they sum to {total:g}; {fix}")
     return Weights(a, delta, w0, wip, nn_weights=ws), tuple(str(n) for n in nn)
+
+
+def read_json_key(path, key: str):
+    """``key`` of the JSON object in ``path``; None when it cannot be read or has none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def run_settings(folder) -> dict:
+    """The ``settings`` of an output folder's run marker (:data:`~nbest_rescore.io.atomic.RUN_MARKER`), or {}."""
+    settings = read_json_key(os.path.join(folder, RUN_MARKER), "settings")
+    return settings if isinstance(settings, dict) else {}
 
 
 def set_threads(threads: Optional[int]) -> int:

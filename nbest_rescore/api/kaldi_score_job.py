@@ -1,15 +1,12 @@
 """The ``kaldi-score`` job: Kaldi's ``steps/score_kaldi.sh`` over N-best lists, without
-lattices or Kaldi.
+lattices or Kaldi (docs/kaldi-step.md).
 
 For every word insertion penalty WIP (outer loop) and LM weight LMWT = min..max
-(inner loop) each utterance's 1-best is the hypothesis minimising
-``ac_cost / LMWT + lm_cost + WIP * num_words``
-(:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`; ``lm_cost`` is the
-``--lm-cost`` file of each N-best folder, ``ac_cost`` its ``acwt``/``ac_cost``); it is
-scored as ``compute-wer --text --mode=present`` scores it, and the lowest WER is
-picked as ``utils/best_wer.sh`` picks it. Written into ``DIR`` (``--out``) under
-score_kaldi.sh's names, as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`;
-other files of ``DIR`` are left alone)::
+(inner loop) each utterance's 1-best minimises ``ac_cost / LMWT + lm_cost + WIP *
+num_words`` (:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`); it is
+scored as ``compute-wer --text --mode=present`` scores it, and the lowest WER is picked
+as ``utils/best_wer.sh`` picks it. Written into ``DIR`` (``--out``) under
+score_kaldi.sh's names, as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`)::
 
     DIR/scoring_kaldi/test_filt.txt          the references through the ref filter
     DIR/scoring_kaldi/penalty_WIP/LMWT.txt   1-best (Kaldi text) through the hyp filter
@@ -17,18 +14,13 @@ other files of ``DIR`` are left alone)::
     DIR/scoring_kaldi/best_wer               best_wer.sh's line, files named DIR/wer_L_W
     DIR/scoring_kaldi/wer_details/lmwt, wip  the best point
 
-``DIR/scoring_kaldi`` is replaced as a whole (a Kaldi run's ``log/`` or
-``wer_details/per_utt`` there would no longer match the new best point). Like
-score_kaldi.sh at its end, the old-style files ``DIR/wer_?``, ``DIR/wer_??``,
-``DIR/cer_?`` and ``DIR/cer_??`` (one or two characters after the ``_``, written by
-older scoring scripts as ``wer_LMWT``) are deleted after a successful run, so that
-``grep WER DIR/wer_* | utils/best_wer.sh`` sees no stale results; ``wer_L_W`` files of
-other weights are kept, as Kaldi keeps them.
-
-Not produced: score_kaldi.sh's ``log/`` folders and its ``stats`` details
-(``wer_details/per_utt``, ``per_spk``, ``ops``, ``wer_bootci``), and the
-``local/wer_*_filter`` scripts are not looked up automatically: pass them as
-``hyp_filter``/``ref_filter``.
+``DIR/scoring_kaldi`` is replaced as a whole; other files of ``DIR`` are kept (``wer_L_W``
+of other weights too, as Kaldi keeps them), except the old-style ``DIR/wer_?``,
+``wer_??``, ``cer_?`` and ``cer_??`` (older scripts' ``wer_LMWT``), deleted after a
+successful run as score_kaldi.sh does, so that ``grep WER DIR/wer_* | utils/best_wer.sh``
+sees no stale results. Not produced: score_kaldi.sh's ``log/`` folders and ``stats``
+details (``wer_details/per_utt``, ``per_spk``, ``ops``, ``wer_bootci``); the
+``local/wer_*_filter`` scripts are not looked up: pass them as ``hyp_filter``/``ref_filter``.
 
 Where Kaldi may differ: ``lattice-best-path`` adds float32 costs arc by arc and breaks
 an exact tie by the lower graph cost, whereas here the sum is float64 and a tie goes
@@ -57,14 +49,13 @@ from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..types import NbestSet, Words
 from ..options import KaldiScoreOptions
-from .checks import parse_number_list
+from ..options.parse import parse_number_list
+from ..validation import flag
 
 log = logging.getLogger("nbest_rescore")
 
 __all__ = ["KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult", "check_kaldi_score_options"]
 
-#: score_kaldi.sh's default word insertion penalties (as written: they name files).
-KALDI_WIPS = KaldiScoreOptions.__dataclass_fields__["word_ins_penalty"].default
 #: The names score_kaldi.sh removes at its end (``rm $dir/wer_{?,??} $dir/cer_{?,??}``).
 _STALE = re.compile(r"[wc]er_.{1,2}", re.DOTALL)
 
@@ -185,23 +176,12 @@ def _remove_stale(out: str) -> Tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class KaldiScoreJob(KaldiScoreOptions):
-    """``nbest-rescore kaldi-score`` as a value (options: :class:`~nbest_rescore.options.KaldiScoreOptions`);
-    options and paths are checked on construction, before anything is read (DataError).
-
-    Attributes:
-        ref: the references (Kaldi ``data/text``; a bare key is an empty reference).
-        lm_cost: the name of the file inside each N-best folder holding the LM-side
-            graph cost of every hypothesis (Kaldi text ark, negated natural log).
-        nbest_dirs: N-best archive folders (``words_text`` | ``words`` + ``words.txt``
-            ...; ``acwt`` | ``ac_cost``), read in order and concatenated.
-        out: ``DIR``: where score_kaldi.sh's files go (see the module docstring).
-        min_lmwt, max_lmwt: the LM weights swept (integers, inclusive).
-        word_ins_penalty: penalties in cost per word (positive = penalty: Kaldi's sign,
-            the opposite of ``score``'s ``--word-ins-penalty``), a string ``"0.0,0.5,1.0"``
-            or a sequence; kept as written, since they name files.
-        hyp_filter, ref_filter: shell commands (run with ``bash -c``) reading Kaldi text
-            on stdin and writing it on stdout, e.g. ``local/wer_hyp_filter``; None = ``cat``.
-    """
+    """``nbest-rescore kaldi-score`` as a value; options and paths are checked on
+    construction, before anything is read (DataError). Fields:
+    :class:`~nbest_rescore.options.KaldiScoreOptions` (nbest_rescore/options/commands.py;
+    ``word_ins_penalty`` may also be a sequence, kept as written) and ``nbest_dirs``: the
+    N-best archive folders (``words_text`` | ``words`` + ``words.txt`` ...; ``acwt`` |
+    ``ac_cost``), read in order and concatenated."""
 
     nbest_dirs: Tuple[str, ...]
 
@@ -227,8 +207,8 @@ class KaldiScoreJob(KaldiScoreOptions):
         for name in ("hyp_filter", "ref_filter"):
             cmd = getattr(self, name)
             if cmd is not None and not cmd.strip():
-                raise DataError(f"--{name.replace('_', '-')}: the command is empty; give e.g. "
-                                f"--{name.replace('_', '-')} local/wer_output_filter, or leave the option out")
+                raise DataError(f"{flag(name)}: the command is empty; give e.g. {flag(name)} "
+                                f"local/wer_output_filter, or leave the option out")
         check_writable_dir(self.out)
 
     def _points(self) -> List[Tuple[int, str]]:

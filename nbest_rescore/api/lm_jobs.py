@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from ..config import TrainConfig, load_train_config, validate_train_config
 from ..errors import DataError
@@ -16,10 +16,9 @@ from ..models.cache import cache_settings
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AnalyzeOptions, PplOptions, TrainOptions
-from .checks import check_int, check_paths
-from .inputs import LoadedLM, load_lm, seed_everything, set_threads
+from ..validation import check_option, check_paths
+from .inputs import LoadedLM, Progress, load_lm, seed_everything, set_threads
 
-Progress = Callable[[int, int], None]
 Text = Union[str, os.PathLike, Sequence[Sequence[Sequence[str]]]]
 ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention.png", "memcell_cosine.png",
                     "memcell_ppl.png", "window_attention.png")
@@ -39,13 +38,13 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
     Args:
         text: a file (one sentence per line, blank lines between documents) or a list
             of documents, each a list of word sequences.
-        batch_size: documents scored in parallel; max_words: only the first N words.
+        batch_size, max_words: the fields of :class:`~nbest_rescore.options.PplOptions`.
         progress: called as ``progress(segments_done, segments_total)``.
     Raises:
         DataError: bad options, an unreadable text, or nothing to score.
     """
-    check_int("batch_size", batch_size)
-    check_int("max_words", max_words, allow_none=True)
+    check_option("batch_size", batch_size, "int", ">= 1")
+    check_option("max_words", max_words, "int", ">= 1", nullable=True)
     docs = _documents(text, max_words)
     if not any(docs):
         raise DataError(f"{text if isinstance(text, (str, os.PathLike)) else 'the text'}: no sentences to score")

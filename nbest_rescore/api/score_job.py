@@ -1,29 +1,20 @@
-"""The ``score`` job: NN costs for every hypothesis, the new 1-best, and WER.
+"""The ``score`` job: NN costs for every hypothesis, the new 1-best, and WER; the
+combined score of a hypothesis with K neural LMs (``w_0 = interp``, ``w_0 + .. + w_K
+= 1``) is that of docs/scoring.md (:mod:`nbest_rescore.rescoring.combine`).
 
-The combined score of a hypothesis (natural log, larger = better) with K neural LMs is::
-
-    -acoustic_scale * ac_cost
-        + lm_weight * (w_0 * -ngram_cost + sum_k w_k * -nn_cost_k - graph_cost)
-        + word_ins_penalty * words
-
-with ``w_0 = interp`` and ``w_0 + w_1 + .. + w_K = 1`` (one LM: ``w_1 = 1 - interp``;
-:mod:`nbest_rescore.rescoring.combine`; costs are negated natural logs).
-
-Several LMs are scored one after the other, each by the one-LM path exactly as if it
-were scored alone (its costs are those of a run with that LM only, and for the
-``rescored`` / ``interpolated`` histories the 1-best it reads as history is its own,
-picked with ``w_0`` and ``1 - w_0`` on that LM); only the final 1-best combines them.
-
-The job is split by concern: the weights (:mod:`.score_weights`), the span accumulator
-(:mod:`.score_spans`), the result (:mod:`.score_result`) and the outputs
-(:mod:`.score_outputs`); their public names are importable from here too.
+Several LMs are scored one after the other, each by the one-LM path exactly as if
+scored alone (for the ``rescored`` / ``interpolated`` histories the 1-best it reads is
+its own, picked with ``w_0`` and ``1 - w_0`` on that LM); only the final 1-best
+combines them. The weights: :mod:`.score_weights`, the span accumulator:
+:mod:`.score_spans`, the result: :mod:`.score_result`, the outputs:
+:mod:`.score_outputs`; their public names are importable from here too.
 """
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import dataclass, fields, replace
-from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -35,9 +26,9 @@ from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, WeightOptions
 from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
-from .checks import check_paths
-from .inputs import (PLAIN_PATHS, LoadedLM, lm_names, load_lm, load_references, open_job_nbest, read_weights_file,
-                     seed_everything, set_threads)
+from ..validation import check_paths
+from .inputs import (PLAIN_PATHS, LoadedLM, Progress, lm_names, load_lm, load_references, open_job_nbest,
+                     read_weights_file, seed_everything, set_threads)
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
 from .score_result import SCORE_OUTPUTS, ScoreResult, cost_files
 from .score_spans import SpanScores, first_pass_one_best, wer_span_counts, _SpanRun
@@ -47,7 +38,6 @@ __all__ = ["SCORE_OUTPUTS", "SPAN_HYPS", "ScoreJob", "ScoreResult", "SpanScores"
            "first_pass_one_best", "lm_histories", "parse_nn_weights", "score", "score_weights", "wer_span_counts",
            "write_score_outputs"]
 
-Progress = Callable[[int, int], None]
 log = logging.getLogger(__name__)
 _WEIGHT_FIELDS = tuple(f.name for f in fields(WeightOptions) if f.name != "weights_file")
 _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
@@ -87,35 +77,20 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
+    Options: the fields of :class:`~nbest_rescore.options.ScoreOptions`
+    (nbest_rescore/options/commands.py) as keywords: those of ``WeightOptions`` (not
+    ``weights_file``; ``nn_weights`` None splits ``1 - interp`` equally) and
+    ``ScorerOptions``, ``history`` (one for every LM, or one per LM in order),
+    ``ngram_arpa`` and ``span_hyps`` (None, the default: the whole set at once; the
+    results do not depend on it).
+
     Args:
         nbest: from :func:`load_nbest`.
         lm: from :func:`load_lm`: one LM, or a sequence of K LMs (named by
-            :func:`~nbest_rescore.api.inputs.lm_names` from their checkpoint paths).
-            Each LM is scored in its own pass, exactly as if scored alone.
-        refs: utterance id -> reference words (:func:`load_references`); checked before
-            scoring.
-        options: the fields of :class:`~nbest_rescore.options.WeightOptions`
-            (``lm_weight`` 9.5, ``interp`` 0.5, ``acoustic_scale`` 1.0,
-            ``word_ins_penalty`` -0.629606 nats per word, ``nn_weights``; not
-            ``weights_file``) and of :class:`~nbest_rescore.options.ScorerOptions`
-            (``batch_size``, ``max_tokens``, ``scoring``, ``output``, ``quantize``,
-            ``dtype``, ``softmax_impl``: see :class:`~nbest_rescore.rescoring.scorer.NnScorer`),
-            defaults and ranges as declared there; ``interp`` = w_0 of the n-gram;
-            ``nn_weights``: ``w_1 .. w_K`` of the LMs, in order, each in [0, 1],
-            summing to ``1 - interp``; None splits ``1 - interp`` equally.
-        history: 1-best history policy (``first-pass``, ``rescored``, ``interpolated``,
-            ``none``; :mod:`nbest_rescore.rescoring.history`): one for every LM, or one
-            per LM in order. With several LMs, an LM's ``rescored``/``interpolated``
-            history is its own 1-best (at ``interp`` and ``1 - interp`` on that LM).
-        ngram_arpa: recompute the n-gram costs from this ARPA file (kenlm).
+            :func:`~nbest_rescore.api.inputs.lm_names`), each scored in its own pass.
+        refs: utterance id -> reference words (:func:`load_references`); checked first.
         progress: called as ``progress(hypotheses_done, hypotheses_total)`` (over all
             the LMs' passes).
-        span_hyps: score the set one span of whole documents at a time, each of at
-            most this many hypotheses unless one document has more
-            (:func:`~nbest_rescore.io.spans.plan_spans`; what ``ScoreJob`` does with
-            :data:`SPAN_HYPS`); None (default): the whole set at once. The results do
-            not depend on it: on the CPU the NN costs are the same to the last bit
-            whatever other hypotheses share a batch (:mod:`nbest_rescore.models.rows`).
     Returns:
         :class:`ScoreResult` (``nn_costs_by_lm``: each LM's float64 [H] costs).
     Raises:
@@ -146,16 +121,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
 class ScoreJob(ScoreOptions):
     """``nbest-rescore score`` as a value: every option is checked on construction,
     before anything is read (the weights file and the weights included); :meth:`run`
-    reads the inputs, scores and writes.
-
-    Fields declared (default, help, range) in :class:`~nbest_rescore.options.ScoreOptions`;
-    ``lm``: one checkpoint or a sequence of them; ``history``: one policy, or one per
-    LM; ``nn_weights``: ``w_1 .. w_K`` (sequence or ``"0.3,0.2"``); ``weights_file``: a
-    ``tune.json`` whose ``weights`` block (:func:`~nbest_rescore.api.inputs.read_weights_file`,
-    NN LMs by name) replaces the weight options; ``out`` None writes nothing (the
-    caller prints ``one_best``); ``span_hyps``: the hypothesis budget of a span of
-    whole documents (:meth:`run`; None or 0: the whole set as one span).
-    """
+    reads the inputs, scores and writes. Fields: :class:`~nbest_rescore.options.ScoreOptions`
+    (nbest_rescore/options/commands.py); ``lm``, ``history`` and ``nn_weights`` may also
+    be sequences; ``out`` None writes nothing (the caller prints ``one_best``)."""
 
     seed: int = 0
 
@@ -195,21 +163,16 @@ class ScoreJob(ScoreOptions):
         self.weights()
         lm_histories(self.history, len(self.lm_paths))
         check_device(self.device, self)
-        for path in self.lm_paths:
-            if not os.path.exists(path):
-                raise DataError(f"--lm {path}: no such file or folder")
-        check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
+        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
         if self.out is not None:
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:
-        """Read, score and (with ``out``) write, one span of whole documents at a time
-        (at most ``span_hyps`` hypotheses unless one document has more; see
-        :func:`~nbest_rescore.io.spans.plan_spans`): the lists are checked in one cheap
-        pass first (:func:`~nbest_rescore.api.inputs.open_nbest`), then read, scored
-        and written span by span into the hidden folder that becomes ``out`` at the
-        end (:func:`~nbest_rescore.io.atomic.atomic_dir`), so memory follows the
-        largest span, not the set.
+        """Read, score and (with ``out``) write, one span of whole documents of at most
+        ``span_hyps`` hypotheses at a time (:func:`~nbest_rescore.io.spans.plan_spans`):
+        the lists are checked in one cheap pass first (:func:`~nbest_rescore.api.inputs.open_nbest`),
+        then read, scored and written span by span into the hidden folder that becomes
+        ``out`` at the end (:func:`~nbest_rescore.io.atomic.atomic_dir`).
 
         Returns:
             the :class:`ScoreResult` with the 1-best, WER, stats and settings; its

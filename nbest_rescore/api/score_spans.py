@@ -21,10 +21,9 @@ from ..rescoring.history import NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
 from ..rescoring.scorer import NnScorer
 from ..types import NbestSet, Words
-from .inputs import LoadedLM, lm_names
+from .inputs import LoadedLM, Progress, lm_names
 from .score_result import ScoreResult
 
-Progress = Callable[[int, int], None]
 
 
 def first_pass_one_best(nbest: NbestSet, weights: Weights, ngram_cost=None) -> Dict[str, Words]:
@@ -160,19 +159,15 @@ class _SpanRun:
         vocab = [_vocab_stats(self.words, lm.vocab) for lm in self.lms]
         lm_set = [{"lm": lm.path, "model": lm.name, "cache": cache_settings(lm.model), "scoring": sc.settings()}
                   for lm, sc in zip(self.lms, self.scorers)]
-        seconds = sum(self.seconds)
-        first = lm_set[0]
+        k, first, seconds = len(self.lms), lm_set[0], sum(self.seconds)
         arpa = None if self.ngram_arpa is None else os.fspath(self.ngram_arpa)
-        if len(self.lms) == 1:
-            stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": self.tokens, **vocab[0],
-                     "seconds": seconds, "tokens_per_s": self.tokens / max(seconds, 1e-9)}
-            settings = {"lm": first["lm"], "model": first["model"], "nbest": source, "cache": first["cache"],
-                        "scoring": first["scoring"], "ngram_arpa": arpa}
-            return stats, settings
-        tokens = self.tokens * len(self.lms)
-        stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": tokens, "seconds": seconds,
-                 "tokens_per_s": tokens / max(seconds, 1e-9),
-                 "per_lm": {n: {**v, "seconds": t} for n, v, t in zip(names, vocab, self.seconds)}}
+        tokens = self.tokens * k
+        stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": tokens,
+                 **(vocab[0] if k == 1 else {}), "seconds": seconds, "tokens_per_s": tokens / max(seconds, 1e-9)}
+        if k == 1:
+            return stats, {"lm": first["lm"], "model": first["model"], "nbest": source, "cache": first["cache"],
+                           "scoring": first["scoring"], "ngram_arpa": arpa}
+        stats["per_lm"] = {n: {**v, "seconds": t} for n, v, t in zip(names, vocab, self.seconds)}
         lms = [{"name": n, "lm": r["lm"], "model": r["model"], "history": h, "weight": w}
                for n, r, h, w in zip(names, lm_set, self.histories, self.weights.lm_weights_per_model)]
         settings = {"lm": [r["lm"] for r in lm_set], "model": [r["model"] for r in lm_set], "lms": lms,

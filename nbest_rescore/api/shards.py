@@ -1,11 +1,7 @@
-"""Document-aware sharding: split N-best lists into jobs, merge the jobs' score outputs.
-
-The 1-best history of an utterance is read from the previous utterances of its
-document, so a job boundary inside a document would change the NN costs of the
-utterances after it. :func:`split_nbest` therefore cuts only between documents;
-rescoring every shard (``nbest-rescore score``, one process per shard, on as many
-machines as you like) and concatenating the outputs with :func:`merge_scores` gives
-the costs and 1-best of one run over the whole set.
+"""Document-aware sharding: split N-best lists into jobs, merge the jobs' score outputs
+(docs/scoring.md). The 1-best history runs through a document, so :func:`split_nbest`
+cuts only between documents; rescoring every shard and concatenating the outputs with
+:func:`merge_scores` gives the costs and 1-best of one run over the whole set.
 
 * ``split``: ``OUT/1 .. OUT/N``, each an N-best directory in the benchmark layout
   (``text``, ``ac_cost``, ``lm_cost``, ``utt2doc`` and, when the input directory has a
@@ -38,12 +34,12 @@ import numpy as np
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
-from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir
 from ..io.kaldi_nbest import split_hyp_key
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
 from ..types import NbestSet, Words
-from .inputs import load_nbest, load_references
+from .inputs import load_nbest, load_references, read_json_key, run_settings
 from .score_job import SCORE_OUTPUTS, cost_files
 
 __all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores", "plan_shards", "split_nbest"]
@@ -134,14 +130,10 @@ def _write_shard(folder: Path, nbest: NbestSet, refs: Optional[Mapping[str, Word
     folder.mkdir()
     utts = nbest.utterances
     write_kaldi_text(folder / "text", ((k, h) for u in utts for k, h in zip(u.keys, u.hyps)))
-    write_cost_ark(folder / "ac_cost", ((k, c) for u in utts for k, c in zip(u.keys, u.ac_cost.tolist())))
-    lm = ((k, c) for u in utts for k, c in zip(u.keys, u.lm_cost.tolist()))
-    if with_graph:
-        write_cost_ark(folder / "lmwt.lmonly", lm)
-        write_cost_ark(folder / "lmwt.nolm",
-                       ((k, c) for u in utts for k, c in zip(u.keys, u.graph_cost.tolist())))
-    else:
-        write_cost_ark(folder / "lm_cost", lm)
+    columns = {"ac_cost": "ac_cost", "lmwt.lmonly": "lm_cost", "lmwt.nolm": "graph_cost"} if with_graph else \
+        {"ac_cost": "ac_cost", "lm_cost": "lm_cost"}
+    for name, attr in columns.items():
+        write_cost_ark(folder / name, ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist())))
     with atomic_write(folder / "utt2doc") as f:
         f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
     if refs is not None:
@@ -178,18 +170,15 @@ def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
     refs = load_references(ref_path) if os.path.isdir(nbest_dir) and os.path.isfile(ref_path) else None
     with_graph = any(np.any(u.graph_cost) for u in nbest.utterances)
     runs = plan_shards([sum(len(nbest.utterances[i]) for i in d) for d in docs], nj)
-    n_docs, n_utts, n_hyps = [], [], []
+    counts = []
     with atomic_dir(out_dir, _split_outputs(nj), option="OUT_DIR",
                     settings={"nbest": os.fspath(nbest_dir), "nj": nj, "doc_source": nbest.doc_source}) as tmp:
         for i, (a, b) in enumerate(runs, 1):
             part = NbestSet(tuple(nbest.utterances[j] for d in docs[a:b] for j in d), nbest.doc_source,
                             f"{nbest.source} shard {i}/{nj}")
             _write_shard(tmp / str(i), part, refs, with_graph)
-            n_docs.append(b - a)
-            n_utts.append(len(part))
-            n_hyps.append(part.num_hyps())
-    return SplitResult(os.fspath(out_dir), tuple(n_docs), tuple(n_utts), tuple(n_hyps), nbest.doc_source,
-                       refs is not None)
+            counts.append((b - a, len(part), part.num_hyps()))
+    return SplitResult(os.fspath(out_dir), *zip(*counts), nbest.doc_source, refs is not None)
 
 
 @dataclass(frozen=True)
@@ -277,15 +266,6 @@ class MergeResult:
         lines = [f"merged {len(self.jobs)} jobs{where} ({len(self.one_best)} utterances, "
                  f"{self._hypotheses()} hypotheses)"]
         return "\n".join(lines + self.kaldi_wer_lines())
-
-
-def _run_settings(job_dir: str) -> dict:
-    try:
-        with open(os.path.join(job_dir, RUN_MARKER), encoding="utf-8") as f:
-            settings = json.load(f).get("settings", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return settings if isinstance(settings, dict) else {}
 
 
 def _check_jobs(job_dirs: Sequence[str]) -> None:
@@ -396,7 +376,7 @@ def _gather(job_dirs: Sequence[str], files: Tuple[str, ...]):
         if stray:
             raise DataError(f"merge: {d}: {len(stray)} keys of {files[0]} belong to no utterance of its text: "
                             f"{examples(stray)}; text and {files[0]} come from different runs - rerun that job")
-        run = _run_settings(d)
+        run = run_settings(d)
         if run:
             mine = {k: run.get(k) for k in _SAME_SETTINGS}
             if settings is None:
@@ -429,7 +409,7 @@ def _merged_wer(job_dirs: Sequence[str], one_best: Mapping[str, Words], refs, re
     absent = sum(1 for u in refs if u not in one_best)
     wer = {"rescored": compute_wer(refs, one_best, ref_source)}
     sentence_errors = sum(1 for u, h in one_best.items() if tuple(h) != tuple(refs[u]))
-    job_wer = [_job_wer(d) for d in job_dirs]
+    job_wer = [read_json_key(os.path.join(d, "wer.json"), "wer") for d in job_dirs]
     for name in ("first_pass", "oracle"):
         if all(w is not None and name in w for w in job_wer):
             wer[name] = _sum_reports([w[name] for w in job_wer])
@@ -458,15 +438,6 @@ def _utt_of(key: str, job_dir: str) -> str:
         return split_hyp_key(key)[0]
     except ValueError as exc:
         raise DataError(f"merge: {job_dir}/nn_cost: {exc}") from None
-
-
-def _job_wer(job_dir: str) -> Optional[dict]:
-    """The ``wer`` reports of a job's ``wer.json`` (None when it has none)."""
-    try:
-        with open(os.path.join(job_dir, "wer.json"), encoding="utf-8") as f:
-            return json.load(f).get("wer")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 @dataclass(frozen=True)

@@ -14,22 +14,21 @@ import numpy as np
 
 from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
-from ..evaluation.bootstrap import REPLICATIONS
 from ..evaluation.folds import document_folds
 from ..evaluation.tune_report import assess
 from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
                                  tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
-from ..io.atomic import RUN_MARKER, atomic_dir, atomic_write, check_output_dir
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
 from ..types import NbestSet
-from .checks import check_choice, check_float, check_grid, check_int, check_paths, parse_grid
-from .inputs import PLAIN_PATHS, load_references, open_job_nbest
-from .score_job import SPAN_HYPS
+from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
+from ..options.parse import check_grid, parse_grid
+from ..validation import check_choice, check_option, check_paths
+from .inputs import PLAIN_PATHS, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
-SEARCHES = ("grid", "line")
 Grid = Union[str, Sequence[float]]
 
 
@@ -49,6 +48,11 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
     ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
     holds the per-utterance errors, the cross-validation and the bootstrap.
 
+    Options: the fields of :class:`~nbest_rescore.options.TuneOptions`
+    (nbest_rescore/options/commands.py), grids as sequences of numbers (penalties None:
+    the first-pass value); with K >= 2 LMs the weights run over the simplex at the
+    ``interps`` spacing.
+
     Args:
         nbest: the lists, or their :class:`~nbest_rescore.evaluation.tuning.TuneData`
             (:func:`read_tune_data`; then ``refs``, ``nn_cost``, ``names`` and
@@ -56,19 +60,9 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         nn_cost: hypothesis key -> NN cost (``ScoreResult.nn_costs()`` or a stored
             ``nn_cost`` ark), or a sequence of K such maps (one per neural LM); None
             searches ``interp = 1`` (n-gram only) alone.
-        interps, lm_weights, word_ins_penalties: the grid (penalty None = the
-            benchmark's first-pass value); with K >= 2 LMs the n-gram and LM weights
-            run over the simplex at the ``interps`` spacing.
-        search: ``grid`` or ``line`` (Och's exact line search); None = grid for K <= 2.
         names: the LM names (for tune.json's weights block); default ``nn``, ``nn_2`` ...
-        restarts, seed, lm_weight, word_ins_penalty: line search: random restarts, their
-            seed, the start LM weight and penalty (None: the first-pass value). ``seed``
-            also seeds the bootstrap.
-        folds: K >= 2: K-fold cross-validation by documents
-            (:mod:`~nbest_rescore.evaluation.folds`); 0 or 1: none.
-        fold_seed: the seed that deals the documents into the folds.
-        replications: bootstrap replications (:mod:`~nbest_rescore.evaluation.bootstrap`);
-            0: no bootstrap.
+        seed, lm_weight, word_ins_penalty: line search: the seed of the restarts (also
+            of the bootstrap), the start LM weight and penalty (None: first-pass value).
     Raises:
         DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
             search, restarts < 0, folds or replications < 0, more folds than documents,
@@ -77,13 +71,13 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
     k, no_nn = _lm_count(nbest, nn_cost)
     search = search or default_search(k)
     check_choice("search", search, SEARCHES)
-    check_float("acoustic_scale", acoustic_scale)
+    check_option("acoustic_scale", acoustic_scale, "float")
     check_report_options(folds, fold_seed, replications, seed)
     if search == "line":
-        check_int("restarts", restarts, minimum=0)
-        check_int("seed", seed, minimum=0)
-        check_float("lm_weight", lm_weight, 0.0)
-        check_float("word_ins_penalty", word_ins_penalty, allow_none=True)
+        check_option("restarts", restarts, "int", ">= 0")
+        check_option("seed", seed, "int", ">= 0")
+        check_option("lm_weight", lm_weight, "float", ">= 0")
+        check_option("word_ins_penalty", word_ins_penalty, "float", nullable=True)
         run = partial(tune_line, refs=None, nn_cost=None, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
                       acoustic_scale=acoustic_scale, restarts=restarts, seed=seed)
     else:
@@ -109,10 +103,9 @@ def check_report_options(folds, fold_seed, replications, seed) -> None:
     """The options of the cross-validation and the bootstrap: ``folds``,
     ``fold_seed`` and ``replications`` integers >= 0, and ``seed`` too when there
     are replications (it seeds them). Raises DataError."""
-    for option, value in (("folds", folds), ("fold_seed", fold_seed), ("replications", replications)):
-        check_int(option, value, minimum=0)
-    if replications:
-        check_int("seed", seed, minimum=0)
+    for option, value in (("folds", folds), ("fold_seed", fold_seed), ("replications", replications),
+                          ("seed", seed if replications else 0)):
+        check_option(option, value, "int", ">= 0")
 
 
 def _column_rows(columns: Sequence[CostColumn], keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
@@ -157,10 +150,10 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     missing: List[List[str]] = [[] for _ in columns]
     parts, total = [], 0
     for span in source.spans(span_hyps):
-        keys = _keys(span)
-        part = TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names, part=True)
+        keys = [k for u in span.utterances for k in u.keys]
+        parts.append(TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names,
+                                 part=True))
         total += len(keys)
-        parts.append(part)
     for column in columns:
         column.extra()  # keys after the lists' keys are fine, a repeated key is not
     for label, keys in zip(labels, missing):
@@ -169,27 +162,11 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     return TuneData.concat(parts, names)
 
 
-def _keys(span: NbestSet) -> List[str]:
-    return [k for u in span.utterances for k in u.keys]
-
-
 def cost_file_names(paths: Sequence[str]) -> Tuple[str, ...]:
     """The LM name of each cost file: the part after ``nn_cost.`` in its file name, else
     ``nn``; repeated names get ``_2``, ``_3``, ..."""
-    names = []
-    for p in paths:
-        base = os.path.basename(str(p))
-        names.append(base[len("nn_cost."):] if base.startswith("nn_cost.") and len(base) > 8 else "nn")
-    return unique_names(names)
-
-
-def _score_run(nn_cost_path) -> dict:
-    """Settings of the score run that wrote ``nn_cost_path`` (from its run marker), or {}."""
-    try:
-        with open(Path(nn_cost_path).parent / RUN_MARKER, encoding="utf-8") as f:
-            return json.load(f).get("settings", {})
-    except (OSError, ValueError):
-        return {}
+    bases = [os.path.basename(str(p)) for p in paths]
+    return unique_names([b[len("nn_cost."):] if b.startswith("nn_cost.") and len(b) > 8 else "nn" for b in bases])
 
 
 def plot_title(nbest_path, nn_cost_path=None) -> str:
@@ -201,7 +178,7 @@ def plot_title(nbest_path, nn_cost_path=None) -> str:
         if len(nn_cost_path) != 1:
             return f"{len(nn_cost_path)} neural LMs on {nbest_path}"
         nn_cost_path = nn_cost_path[0]
-    run = _score_run(nn_cost_path)
+    run = run_settings(Path(nn_cost_path).parent)  # of the score run that wrote it
     model = f"{run.get('model', '?')} ({os.path.basename(str(run.get('lm', nn_cost_path)))})"
     return f"{model} on {nbest_path}, history {run.get('history', '?')}"
 
@@ -231,62 +208,29 @@ def _grid(option: str, value: Optional[Grid]) -> Optional[Tuple[float, ...]]:
     return parse_grid(value, option) if isinstance(value, str) else tuple(float(v) for v in value)
 
 
-@dataclass(frozen=True)
-class TuneJob:
-    """``nbest-rescore tune`` as a value; options checked on construction. Grids are
-    ``"start:stop:step"``/``"x,y,z"`` strings or sequences of numbers. ``nn_cost``: one
-    path or a sequence of paths (one per neural LM; names from :func:`cost_file_names`).
-    ``search``: ``grid``/``line``/None (grid for up to two LMs); ``restarts`` and
-    ``seed``: the line search's random restarts (``seed`` also seeds the bootstrap);
-    ``folds``, ``fold_seed`` and ``replications``: the cross-validation and the
-    bootstrap of :func:`tune`."""
+@dataclass(frozen=True, kw_only=True)
+class TuneJob(TuneOptions):
+    """``nbest-rescore tune`` as a value; options checked on construction (DataError).
+    Fields: :class:`~nbest_rescore.options.TuneOptions`; grids may also be sequences of
+    numbers, ``nn_cost`` one path or a sequence of paths (one per neural LM; names from
+    :func:`cost_file_names`); ``seed``: the line search's restarts and the bootstrap."""
 
-    nbest: str
-    ref: str
-    nn_cost: Union[None, str, Sequence[str]] = None
-    interps: Grid = "0:1:0.1"
-    lm_weights: Grid = "5:14:0.5"
-    word_ins_penalties: Optional[Grid] = None
-    word_ins_penalty: float = -0.629606
-    acoustic_scale: float = 1.0
-    out: Optional[str] = None
-    plain_ac: Optional[str] = None
-    plain_ngram: Optional[str] = None
-    plain_costs: bool = False
-    plain_utt2doc: Optional[str] = None
-    plain_utt_ids: Optional[str] = None
-    search: Optional[str] = None
-    restarts: int = 5
     seed: int = 0
-    folds: int = 0
-    fold_seed: int = 0
-    replications: int = REPLICATIONS
 
     @property
     def cost_paths(self) -> Tuple[str, ...]:
         """The NN cost files, in order."""
-        if self.nn_cost is None:
-            return ()
-        return (self.nn_cost,) if isinstance(self.nn_cost, (str, os.PathLike)) else tuple(self.nn_cost)
+        return (self.nn_cost,) if isinstance(self.nn_cost, (str, os.PathLike)) else tuple(self.nn_cost or ())
 
     def __post_init__(self):
-        interps = _grid("interps", self.interps)
-        check_grid("interps", interps, 0.0, 1.0)
+        super().__post_init__()
+        check_grid("interps", _grid("interps", self.interps), 0.0, 1.0)
         check_grid("lm_weights", _grid("lm_weights", self.lm_weights))
-        wips = _grid("word_ins_penalties", self.word_ins_penalties)
-        if wips is not None:
-            check_grid("word_ins_penalties", wips)
-        check_float("word_ins_penalty", self.word_ins_penalty)
-        check_float("acoustic_scale", self.acoustic_scale)
-        check_paths(self, ("nbest", "ref", *PLAIN_PATHS))
-        for p in self.cost_paths:
-            if not os.path.exists(p):
-                raise DataError(f"--nn-cost {p}: no such file or folder")
-        if self.search is not None:
-            check_choice("search", self.search, SEARCHES)
-        check_int("restarts", self.restarts, minimum=0)
+        if self.word_ins_penalties is not None:
+            check_grid("word_ins_penalties", _grid("word_ins_penalties", self.word_ins_penalties))
+        check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
         if (self.search or default_search(len(self.cost_paths))) == "line":
-            check_int("seed", self.seed, minimum=0)
+            check_option("seed", self.seed, "int", ">= 0")
         check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
         if self.out is not None:
             check_output_dir(self.out, TUNE_OUTPUTS)
@@ -308,5 +252,5 @@ class TuneJob:
                    restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty, folds=self.folds,
                    fold_seed=self.fold_seed, replications=self.replications)
         if self.out is not None:
-            write_tune_outputs(res, self.out, plot_title(self.nbest, self.nn_cost))
+            write_tune_outputs(res, self.out, plot_title(self.nbest, self.cost_paths or None))
         return res

@@ -12,11 +12,4 @@ from .score import (DTYPES, HISTORY_MODES, OUTPUTS, QUANTIZE, SCORING_MODES, SOF
                     CacheOptions, DecoderWeights, DeviceOption, NbestOptions, ScorerOptions, ScoringOptions,
                     ThreadsOption, WeightOptions)
 
-__all__ = [
-    "AnalyzeOptions", "CacheOptions", "DTYPES", "DecoderWeights", "DeviceOption", "HISTORY_MODES", "InfoOptions",
-    "KaldiScoreOptions", "MAX_GRID_POINTS", "MergeOptions", "NbestOptions", "OUTPUTS", "Options",
-    "PplOptions", "QUANTIZE", "REPLICATIONS", "ReplicationsOption", "SCORING_MODES", "SEARCHES", "SOFTMAX_IMPLS",
-    "SPAN_HYPS", "ScoreOptions", "ScorerOptions", "ScoringOptions", "SplitOptions", "TRAIN_DTYPES", "TableOptions",
-    "ThreadsOption", "TrainOptions", "TuneOptions", "WeightOptions", "check_grid", "default_of", "float_spec", "option",
-    "parse_grid", "parse_nn_weights", "parse_number_list",
-]
+__all__ = sorted(n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(base)))

@@ -9,10 +9,9 @@ from typing import Optional, Sequence, Tuple, Union
 
 from .base import Options, option
 from .parse import parse_grid
-from .score import (CacheOptions, DecoderWeights, DeviceOption, NbestOptions, ScoringOptions, ThreadsOption,
+from .score import (_FILE, CacheOptions, DecoderWeights, DeviceOption, NbestOptions, ScoringOptions, ThreadsOption,
                     WeightOptions)
 
-_FILE = {"exists": True, "dir_okay": False}
 _DIR_OUT = {"file_okay": False}
 #: ``train --dtype`` (optim.dtype).
 TRAIN_DTYPES = ("float32", "bfloat16")
@@ -20,7 +19,6 @@ TRAIN_DTYPES = ("float32", "bfloat16")
 SEARCHES = ("grid", "line")
 #: Bootstrap replications by default (:data:`nbest_rescore.evaluation.bootstrap.REPLICATIONS`).
 REPLICATIONS = 10000
-_REF = "References (Kaldi text '<utterance-id> words...')."
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,10 +29,9 @@ class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions):
         help="Checkpoint (.pt); repeat for several NN LMs, each scored in its own pass. An LM is named by its file "
              "name (exp/gru.pt: gru; a repeated name gets _2, _3 ...): its costs go to OUT/nn_cost.NAME when "
              "there are several.", multiple=True, path=_FILE)
-    out: Optional[str] = option(
-        None, "Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; nn_cost.NAME per LM with "
-              "several --lm) and wer.json; replaced as a whole. Without it the new 1-best is printed to stdout "
-              "(Kaldi text).", path=_DIR_OUT)
+    out: Optional[str] = option(None, "Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; "
+                                "nn_cost.NAME per LM with several --lm) and wer.json; replaced as a whole. Without it "
+                                "the new 1-best is printed to stdout (Kaldi text).", path=_DIR_OUT)
     ref: Optional[str] = option(None, "References (Kaldi text '<utterance-id> words...') to report WER: rescored, "
                                       "first pass and oracle.", path=_FILE)
     ngram_arpa: Optional[str] = option(None, "Recompute the n-gram costs from this ARPA file (kenlm) instead of the "
@@ -45,21 +42,19 @@ class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions):
 class ReplicationsOption(Options):
     """The bootstrap's size."""
 
-    replications: int = option(
-        REPLICATIONS, "Bootstrap replications (resampled utterance sets, as Kaldi's compute-wer-bootci) for the WER "
-                      "intervals and improvement probabilities, seeded by --seed; 0: no bootstrap.",
-        kind="int", range=">= 0")
+    replications: int = option(REPLICATIONS, "Bootstrap replications (resampled utterance sets, as Kaldi's "
+                               "compute-wer-bootci) for the WER intervals and improvement probabilities, seeded by "
+                               "--seed; 0: no bootstrap.", kind="int", range=">= 0")
 
 
 @dataclass(frozen=True, kw_only=True)
 class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
     """``tune`` (:class:`~nbest_rescore.api.TuneJob` checks them)."""
 
-    ref: str = option(help=_REF, path=_FILE)
-    nn_cost: Tuple[str, ...] = option(
-        (), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for several neural LMs (named by "
-            "the part after 'nn_cost.', else 'nn'). Without it only lambda = 1 (n-gram only) is searched.",
-        multiple=True, path=_FILE)
+    ref: str = option(help="References (Kaldi text '<utterance-id> words...').", path=_FILE)
+    nn_cost: Tuple[str, ...] = option((), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for "
+                                      "several neural LMs (named by the part after 'nn_cost.', else 'nn'). Without it "
+                                      "only lambda = 1 (n-gram only) is searched.", multiple=True, path=_FILE)
     search: Optional[str] = option(
         None, "grid: every point of the grids (for K LMs the weights on the simplex at the --interps spacing); line: "
               "Och's exact line search (MERT). Default: grid for up to two LMs, else line.", choices=SEARCHES)
@@ -69,9 +64,8 @@ class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
                                      "in [0, 1].", parse=parse_grid, range="[0, 1]")
     lm_weights: str = option("5:14:0.5", "LM weight (grammar scale) delta grid: start:stop:step or a,b,c.",
                              parse=parse_grid)
-    word_ins_penalties: Optional[str] = option(
-        None, "Word insertion penalty grid in nats per word (default: only --word-ins-penalty).", parse=parse_grid,
-        unit="nats per word")
+    word_ins_penalties: Optional[str] = option(None, "Word insertion penalty grid in nats per word (default: only "
+                                               "--word-ins-penalty).", parse=parse_grid, unit="nats per word")
     folds: int = option(0, "K >= 2: also K-fold cross-validation by documents: each fold's 1-best at the weights the "
                            "same search finds on the other folds; their pooled WER is the cross-validated WER (0 or "
                            "1: none).", kind="int", range=">= 0")
@@ -99,9 +93,8 @@ class TrainOptions(DeviceOption, ThreadsOption):
                                          "schedule).", path=_FILE)
     init_from: Optional[str] = option(None, "Start from this model checkpoint's weights and vocabulary "
                                             "(fine-tuning).", path=_FILE)
-    stop_after_epochs: Optional[int] = option(
-        None, "End this run after N epochs (the schedule still plans max_epochs; --resume continues).",
-        kind="int", range=">= 1")
+    stop_after_epochs: Optional[int] = option(None, "End this run after N epochs (the schedule still plans max_epochs; "
+                                              "--resume continues).", kind="int", range=">= 1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,9 +134,8 @@ class KaldiScoreOptions(Options):
     min_lmwt: int = option(7, "Smallest LM weight (integer >= 1).", kind="int", range=">= 1")
     max_lmwt: int = option(17, "Largest LM weight (integer >= min).", kind="int", range=">= 1")
     word_ins_penalty: Union[str, Sequence[Union[str, float]]] = option(
-        "0.0,0.5,1.0", "Word insertion penalties, comma-separated, in cost per word: positive = penalty (Kaldi's "
-                       "sign, the opposite of score's --word-ins-penalty). Kept as written: they name the files.",
-        unit="cost per word")
+        "0.0,0.5,1.0", "Word insertion penalties, comma-separated, in cost per word: positive = penalty (Kaldi's sign, "
+        "the opposite of score's --word-ins-penalty). Kept as written: they name the files.", unit="cost per word")
     hyp_filter: Optional[str] = option(None, "Shell command (bash -c) applied to each 1-best text, Kaldi text on "
                                              "stdin and stdout, e.g. local/wer_hyp_filter (default: none, i.e. cat).")
     ref_filter: Optional[str] = option(None, "Shell command (bash -c) applied to --ref, giving "

@@ -40,7 +40,7 @@ def parse_grid(spec: str, option: str) -> Tuple[float, ...]:
         DataError: a malformed, empty, reversed or non-finite grid, or one with more
             than :data:`MAX_GRID_POINTS` points (the message shows a valid example).
     """
-    example = f"{flag(option)} 0:1:0.1 or {flag(option)} 0.5,0.8"
+    head, example = f"{flag(option)} {spec!r}:", f"{flag(option)} 0:1:0.1 or {flag(option)} 0.5,0.8"
     text = str(spec).strip()
     parts = text.split(":") if ":" in text else [x for x in text.split(",") if x.strip()]
     try:
@@ -48,20 +48,19 @@ def parse_grid(spec: str, option: str) -> Tuple[float, ...]:
     except ValueError:
         numbers = None
     if numbers is None or (":" in text and len(parts) != 3):
-        raise DataError(f"{flag(option)} {spec!r}: expected start:stop:step or a comma-separated list; "
-                        f"e.g. {example}")
+        raise DataError(f"{head} expected start:stop:step or a comma-separated list; e.g. {example}")
     if ":" in text:
         a, b, s = numbers
         if not all(map(math.isfinite, (a, b, s))):
-            raise DataError(f"{flag(option)} {spec!r}: start, stop and step must be finite; e.g. {example}")
+            raise DataError(f"{head} start, stop and step must be finite; e.g. {example}")
         if s <= 0:
-            raise DataError(f"{flag(option)} {spec!r}: the step must be > 0; e.g. {example}")
+            raise DataError(f"{head} the step must be > 0; e.g. {example}")
         if b < a:
-            raise DataError(f"{flag(option)} {spec!r}: stop {b:g} is below start {a:g} (the grid would be "
-                            f"empty); write {flag(option)} {b:g}:{a:g}:{s:g}")
+            raise DataError(f"{head} stop {b:g} is below start {a:g} (the grid would be empty); write "
+                            f"{flag(option)} {b:g}:{a:g}:{s:g}")
         n = int(math.floor((b - a) / s + 1e-9)) + 1
         if n > MAX_GRID_POINTS:
-            raise DataError(f"{flag(option)} {spec!r}: {n} points (at most {MAX_GRID_POINTS}); use a larger step")
+            raise DataError(f"{head} {n} points (at most {MAX_GRID_POINTS}); use a larger step")
         values = tuple(round(a + i * s, 10) for i in range(n))
     else:
         values = tuple(numbers)

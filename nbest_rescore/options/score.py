@@ -32,11 +32,10 @@ _FILE = {"exists": True, "dir_okay": False}
 class NbestOptions(Options):
     """Where the N-best lists are and how plain-format lists are read."""
 
-    nbest: str = option(
-        help="A Kaldi N-best directory (text | words_text | words + words.txt; ac_cost | acwt; lm_cost | lmwt.*; "
-             "utt2doc or utt2spk for documents), or a plain N-best file (lines '<utterance-index> w1 w2 ... <eos>') "
-             "with its score files NAME.ac and NAME.ngram beside it (or --plain-ac/--plain-ngram).",
-        path={"exists": True})
+    nbest: str = option(help="A Kaldi N-best directory (text | words_text | words + words.txt; ac_cost | acwt; lm_cost "
+                        "| lmwt.*; utt2doc or utt2spk for documents), or a plain N-best file (lines '<utterance-index> "
+                        "w1 w2 ... <eos>') with its score files NAME.ac and NAME.ngram beside it (or "
+                        "--plain-ac/--plain-ngram).", path={"exists": True})
     plain_ac: Optional[str] = option(None, "Plain format: acoustic log-likelihood scores, one per hypothesis line "
                                            "(default: NAME.ac beside the list).", path=_FILE)
     plain_ngram: Optional[str] = option(None, "Plain format: n-gram log-probability scores, one per hypothesis "
@@ -57,8 +56,7 @@ class DecoderWeights(Options):
 
     acoustic_scale: float = option(1.0, "Multiplies the acoustic log-likelihood (-ac_cost).", kind="float")
     word_ins_penalty: float = option(-0.629606, "Added per word, in nats (negative = penalty); the default is the "
-                                                "benchmark decoder's first-pass value.",
-                                     kind="float", unit="nats per word")
+                                     "benchmark decoder's first-pass value.", kind="float", unit="nats per word")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,10 +72,9 @@ class WeightOptions(DecoderWeights):
         None, "Weights w_1..w_K of the --lm models, comma-separated in --lm order, each in [0, 1], with --interp "
               "summing to 1 (e.g. --interp 0.5 --nn-weights 0.3,0.2). Default: 1 - interp split equally.",
         parse=parse_nn_weights)
-    weights_file: Optional[str] = option(
-        None, "tune.json (its 'weights' block: acoustic_scale, lm_weight, word_ins_penalty, ngram and nn weights "
-              "by LM name, names matching the --lm ones): replaces the weight options.", flag="--weights",
-        path=_FILE)
+    weights_file: Optional[str] = option(None, "tune.json (its 'weights' block: acoustic_scale, lm_weight, "
+                                         "word_ins_penalty, ngram and nn weights by LM name, names matching the --lm "
+                                         "ones): replaces the weight options.", flag="--weights", path=_FILE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,11 +102,9 @@ class ScorerOptions(Options):
     max_tokens: int = option(8192, "Most padded tokens (rows x length) per forward pass; bounds memory.",
                              kind="int", range=">= 1", unit="tokens")
     scoring: str = option("tree", "tree: each distinct prefix read once (fastest); padded: length-sorted padded "
-                                  "batches; single: one hypothesis at a time. All give the same costs.",
-                          choices=SCORING_MODES)
+                          "batches; single: one hypothesis at a time. All give the same costs.", choices=SCORING_MODES)
     output: str = option("softmax", "self-normalized: the target word's logit is its log-probability (no softmax; "
-                                    "faster, approximate; for models trained with optim.self_norm_weight > 0).",
-                         choices=OUTPUTS)
+                         "faster, approximate; for models trained with optim.self_norm_weight > 0).", choices=OUTPUTS)
     quantize: str = option("none", "int8: dynamic int8 quantisation of the linear/LSTM/GRU layers (CPU only; "
                                    "approximate).", choices=QUANTIZE)
     dtype: str = option("float32", "Weights cast to this type for scoring (float16: CUDA only; approximate).",
@@ -127,15 +122,13 @@ class ScoringOptions(ScorerOptions, DeviceOption, ThreadsOption):
 
     history: Union[str, Tuple[str, ...]] = option(
         ("first-pass",), "Which 1-best of the previous utterances of the document conditions the NN LM: first-pass "
-                         "(acoustic + n-gram), rescored (acoustic + NN), interpolated (full score), none. Once for "
-                         "every --lm, or once per --lm in the same order; with several LMs the rescored / "
-                         "interpolated 1-best of each is its own (as if scored alone).",
-        choices=HISTORY_MODES, multiple=True)
+        "(acoustic + n-gram), rescored (acoustic + NN), interpolated (full score), none. Once for every --lm, or once "
+        "per --lm in the same order; with several LMs the rescored / interpolated 1-best of each is its own (as if "
+        "scored alone).", choices=HISTORY_MODES, multiple=True)
     span_hyps: Optional[int] = option(
-        SPAN_HYPS, "The lists are read, scored and written one span of whole documents at a time, of at most this "
-                   "many hypotheses (a larger document is a span of its own); bounds memory. 0: the whole set at "
-                   "once. The outputs do not depend on it (on the CPU, byte for byte).",
-        kind="int", range=">= 0", unit="hypotheses", nullable=True)
+        SPAN_HYPS, "The lists are read, scored and written one span of whole documents at a time, of at most this many "
+        "hypotheses (a larger document is a span of its own); bounds memory. 0: the whole set at once. The outputs do "
+        "not depend on it (on the CPU, byte for byte).", kind="int", range=">= 0", unit="hypotheses", nullable=True)
 
 
 @dataclass(frozen=True, kw_only=True)
