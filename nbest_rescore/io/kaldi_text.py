@@ -7,12 +7,10 @@ inside a key is an error, since the key would silently not match.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
-from ._common import check_key, iter_lines, split_fields
-from .atomic import atomic_write
+from ._common import check_key, iter_lines, split_fields, write_keyed
 
 __all__ = ["iter_kaldi_text", "kaldi_text_line", "read_kaldi_text", "write_kaldi_text"]
 
@@ -96,13 +94,4 @@ def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
             (nothing is written then).
         OSError: the file cannot be written.
     """
-    if isinstance(items, Mapping):
-        items = items.items()
-    seen = set()
-    with atomic_write(path) as fh:
-        for key, words in items:
-            _check_token(key, "key", key)
-            if key in seen:
-                raise DataError(f"write_kaldi_text: duplicate key {key!r}")
-            seen.add(key)
-            fh.write(kaldi_text_line(key, words))
+    write_keyed(path, items, "write_kaldi_text", lambda key: _check_token(key, "key", key), kaldi_text_line)
