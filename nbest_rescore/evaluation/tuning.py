@@ -48,11 +48,8 @@ class TunePoint:
 
     def to_dict(self) -> Dict[str, object]:
         d = asdict(self)
-        if self.nn_weights is None:
-            del d["nn_weights"]
-        else:
-            d["nn_weights"] = list(self.nn_weights)
-        return d
+        nn = d.pop("nn_weights")  # (the last field: the keys keep their order)
+        return d if nn is None else {**d, "nn_weights": list(nn)}
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,8 @@ def _make_temp(path) -> str:
         mode = os.stat(target).st_mode & 0o7777
     except OSError:
         mode = 0o666 & ~_umask()
-    try:
+    with contextlib.suppress(OSError):
         os.chmod(tmp, mode)
-    except OSError:
-        pass
     return tmp
 
 
@@ -53,10 +51,8 @@ def _umask() -> int:
 
 
 def _remove_quietly(tmp: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
-    except FileNotFoundError:
-        pass
 
 
 @contextlib.contextmanager

@@ -52,15 +52,14 @@ def save_checkpoint(path, payload: Dict[str, Any]) -> None:
 
 
 def load_checkpoint(path) -> Dict[str, Any]:
-    """Load a checkpoint saved by :func:`save_checkpoint` onto the CPU.
-
-    Uses ``torch.load(path, map_location="cpu", weights_only=True)``.
+    """Load a checkpoint saved by :func:`save_checkpoint` onto the CPU
+    (``torch.load(path, map_location="cpu", weights_only=True)``).
 
     Raises:
         DataError: the file does not exist; it is not a torch checkpoint (or holds
-            objects ``weights_only`` refuses); the payload is not a dict, lacks any of
-            ``format``, ``model``, ``config``, ``vocab``, ``state_dict``, or has a
-            ``format`` other than :data:`CHECKPOINT_FORMAT`. The message names the path.
+            objects ``weights_only`` refuses); the payload is not a dict, lacks one of
+            :data:`REQUIRED_KEYS`, or has a ``format`` other than
+            :data:`CHECKPOINT_FORMAT`. The message names the path.
     """
     import torch
 

@@ -40,15 +40,11 @@ def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
 
 
 def read_kaldi_text(path) -> Dict[str, Words]:
-    """Read a Kaldi ``text`` file into ``{key: (w1, w2, ...)}``.
-
-    The dict keeps file order. A bare key is an empty tuple. Words are strings;
-    nothing is normalised (no case folding, no ``</s>`` handling).
+    """A Kaldi ``text`` file as ``{key: (w1, w2, ...)}`` in file order (a bare key is an
+    empty tuple; nothing is normalised: no case folding, no ``</s>`` handling).
 
     Raises:
-        DataError: the file is missing or not UTF-8, a line is blank or white space
-            only, a key occurs twice, or a key holds a byte-order mark or zero-width
-            character (message ``path:line``).
+        DataError: as :func:`iter_kaldi_text`, or a key occurs twice (``path:line``).
     """
     entries: Dict[str, Words] = {}
     first_line: Dict[str, int] = {}
@@ -83,11 +79,9 @@ def kaldi_text_line(key, words: Iterable[str]) -> str:
 
 
 def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
-    """Write ``<key> w1 w2 ...`` lines (a bare key for an empty sequence) atomically.
-
-    Args:
-        path: output file; replaced only when every line was written.
-        items: ``(key, words)`` pairs in output order, or a mapping key -> words.
+    """Write ``items`` (``(key, words)`` pairs in output order, or a mapping) as
+    :func:`kaldi_text_line` lines to ``path``, atomically (replaced only when every line
+    was written).
 
     Raises:
         DataError: a key or word is empty or contains white space, or a key repeats

@@ -141,9 +141,8 @@ def read_cost_ark(path) -> Dict[str, float]:
     matrices). Values are returned as Python floats (float64) in file order; the unit is
     whatever the file holds (for N-best costs: negated natural log, larger = worse).
 
-    Text values are parsed strictly (:func:`~nbest_rescore.io._common.parse_cost`):
-    decimal numbers such as ``-12.5``, ``3``, ``1e-3``, ``1.5E+02`` only. A UTF-8
-    byte-order mark at the start of a text archive is ignored.
+    Text values are parsed strictly (:func:`~nbest_rescore.io._common.parse_cost`); a
+    UTF-8 byte-order mark at the start of a text archive is ignored.
 
     Raises:
         DataError: the file is missing or unreadable; a text line is blank, has no value,
@@ -186,12 +185,9 @@ def cost_ark_line(key, value, where: str = "write_cost_ark") -> str:
 
 
 def write_cost_ark(path, items: Iterable[Tuple[str, float]]) -> None:
-    """Write a text archive ``<key> <value>`` with ``%.6f`` values, atomically.
-
-    Args:
-        path: output file; replaced only when every line was written.
-        items: ``(key, value)`` pairs in output order, or a mapping key -> value. Values
-            are in the caller's unit (costs: negated natural log, larger = worse).
+    """Write ``items`` (``(key, value)`` pairs in output order, or a mapping; values in
+    the caller's unit, for costs negated natural logs) as :func:`cost_ark_line` lines
+    to ``path``, atomically (replaced only when every line was written).
 
     Raises:
         DataError: a key is empty or contains white space, a key repeats, or a value is
