@@ -123,8 +123,7 @@ class FlatNbest:
         offsets[1:] = np.cumsum([len(x) for x in u])
 
         def cat(name):
-            return np.concatenate([np.asarray(getattr(x, name), dtype=np.float64) for x in u]) if u \
-                else np.zeros(0)
+            return np.concatenate([np.asarray(getattr(x, name), dtype=np.float64) for x in u]) if u else np.zeros(0)
 
         lm = cat("lm_cost")
         if ngram_cost is not None:
@@ -138,7 +137,3 @@ class FlatNbest:
 
     def __len__(self) -> int:
         return len(self.keys)
-
-    def utterance_of(self) -> np.ndarray:
-        """int64 [H]: the utterance index of every flat row."""
-        return np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))

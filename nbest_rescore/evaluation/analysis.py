@@ -95,8 +95,7 @@ class AMNAnalysis:
 
     def to_dict(self) -> dict:
         """JSON-ready dict with units and the word-entropy convention spelled out."""
-        words = lambda ws: [{"word": w.word, "count": w.count, "mean_entropy_bits": w.mean_entropy}
-                            for w in ws]
+        words = lambda ws: [{"word": w.word, "count": w.count, "mean_entropy_bits": w.mean_entropy} for w in ws]
         return {
             "model": self.model, "num_memcells": self.num_memcells, "tokens": self.tokens,
             "documents": self.documents, "perplexity": self.perplexity,
@@ -187,8 +186,7 @@ def _take(model: LanguageModel, name: str) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _scan(model: LanguageModel, streams: Streams, bptt: int, device, recorded: Sequence[str],
-          visit: Callable) -> float:
+def _scan(model: LanguageModel, streams: Streams, bptt: int, device, recorded: Sequence[str], visit: Callable) -> float:
     """Run over the streams segment by segment; after each segment call
     ``visit(inputs [B, T], mask [B, T], *recorded tensors [B, T, ...])`` (CPU) and
     return the total negative natural-log likelihood (nats) of the masked targets."""
@@ -384,5 +382,4 @@ def analysis_figures(result: Analysis, settings: Optional[Dict] = None) -> Dict[
             "memcell_ppl.png": plots.memcell_perplexity_figure(result.memcell_perplexity, result.perplexity,
                                                                title=title),
         }
-    return {"window_attention.png": plots.window_attention_figure(result.mean_attention, result.model,
-                                                                  title=title)}
+    return {"window_attention.png": plots.window_attention_figure(result.mean_attention, result.model, title=title)}

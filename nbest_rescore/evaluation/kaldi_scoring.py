@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import DataError
 from ..rescoring.combine import segment_argmax
 from .edit_distance import kaldi_error_counts
-from .wer import WerReport, _as_words
+from .wer import WerCounts, WerReport, _as_words
 
 __all__ = ["KaldiWer", "best_index", "best_path_sweep", "best_wer_line", "compute_wer_command", "kaldi_percent",
            "kaldi_wers", "sweep_grep_lines", "wer_file_name"]
@@ -106,8 +106,7 @@ def kaldi_wers(refs: Mapping[str, Sequence[str]], hyp_sets: Sequence[Mapping[str
                             f"reference words), so the WER is undefined; give them their transcripts")
         i, d, s = (int(x) for x in counts[start:start + len(utts)].sum(axis=0))
         start += len(utts)
-        report = WerReport(errors=i + d + s, substitutions=s, deletions=d, insertions=i,
-                           hits=ref_words - s - d, ref_words=ref_words, num_utts=len(utts))
+        report = WerCounts(i, d, s, ref_words, len(utts)).report()
         sent = sum(1 for u in utts if _as_words(hyps[u]) != refs_w[u])
         out.append(KaldiWer(report, sent, len(refs_w) - len(utts)))
     return out

@@ -38,12 +38,8 @@ class PerplexityReport:
 
 def count_oov(documents, vocab: Vocabulary):
     """(words, words not in ``vocab``) over documents of sentences."""
-    words = oov = 0
-    for doc in documents:
-        for s in doc:
-            words += len(s)
-            oov += sum(1 for w in s if w not in vocab)
-    return words, oov
+    sentences = [s for doc in documents for s in doc]
+    return sum(len(s) for s in sentences), sum(1 for s in sentences for w in s if w not in vocab)
 
 
 def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequence,

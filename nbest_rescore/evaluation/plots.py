@@ -21,8 +21,7 @@ def _full_title(title: Optional[str], shows: str) -> str:
     return f"{title}\n{shows}" if title else shows
 
 
-def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike], *,
-                     title: Optional[str] = None) -> str:
+def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
     """Heat map of WER (percent) over LM weight (columns) x interpolation weight (rows).
 
     Only the points at the best word insertion penalty are drawn; grid cells with no
@@ -70,8 +69,7 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     masked = np.ma.masked_invalid(grid)
-    im = ax.imshow(masked, cmap="viridis_r", aspect="auto", origin="lower",
-                   interpolation="nearest")
+    im = ax.imshow(masked, cmap="viridis_r", aspect="auto", origin="lower", interpolation="nearest")
     fig.colorbar(im, ax=ax, label="WER (%)")
 
     fontsize = 8 if ncol <= 15 else 6 if ncol <= 30 else 4
@@ -84,15 +82,12 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
             if np.isfinite(v):
                 # viridis_r: low WER is bright (yellow) -> dark text; high WER dark -> white
                 color = "black" if v <= mid else "white"
-                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=fontsize,
-                        color=color)
+                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=fontsize, color=color)
     br, bc = interps.index(best.interp), lms.index(best.lm_weight)
-    ax.add_patch(Rectangle((bc - 0.5, br - 0.5), 1.0, 1.0, fill=False, edgecolor="red",
-                           linewidth=2.0))
+    ax.add_patch(Rectangle((bc - 0.5, br - 0.5), 1.0, 1.0, fill=False, edgecolor="red", linewidth=2.0))
 
     ax.set_xticks(range(ncol))
-    ax.set_xticklabels([f"{v:g}" for v in lms], rotation=90 if ncol > 12 else 0,
-                       fontsize=fontsize + 1)
+    ax.set_xticklabels([f"{v:g}" for v in lms], rotation=90 if ncol > 12 else 0, fontsize=fontsize + 1)
     ax.set_yticks(range(nrow))
     ax.set_yticklabels([f"{v:g}" for v in interps], fontsize=fontsize + 1)
     ax.set_xlabel("LM weight (grammar scale) delta")
@@ -142,22 +137,13 @@ def _bar_labels(ax, bars, values, fmt: str) -> None:
                     ha="center", va="bottom", fontsize=8)
 
 
-def plot_attention_entropy(counts: Sequence[int], edges: Sequence[float], max_entropy: float,
-                           mean_entropy: float, path: Union[str, os.PathLike], *,
-                           title: Optional[str] = None) -> str:
-    """Histogram of the attention entropy in bits (``000`` Fig. 6.1): ``counts`` [bins]
-    over ``edges`` [bins + 1], the mean and the maximum log2 K marked; ``title``: first
-    title line (model and data). Written atomically; returns ``path``. Raises
-    ValueError if ``len(edges) != len(counts) + 1``."""
-    return _save_png(attention_entropy_figure(counts, edges, max_entropy, mean_entropy, title=title), path)
-
-
 def attention_entropy_figure(counts: Sequence[int], edges: Sequence[float], max_entropy: float,
                              mean_entropy: float, *, title: Optional[str] = None):
-    """The Figure of :func:`plot_attention_entropy` (not saved)."""
+    """Histogram of the attention entropy in bits (``000`` Fig. 6.1): ``counts`` [bins]
+    over ``edges`` [bins + 1], the mean and the maximum log2 K marked; ``title``: first
+    title line (model and data). Raises ValueError if ``len(edges) != len(counts) + 1``."""
     if len(edges) != len(counts) + 1:
-        raise ValueError(f"plot_attention_entropy: {len(counts)} counts need {len(counts) + 1} edges, "
-                         f"got {len(edges)}")
+        raise ValueError(f"plot_attention_entropy: {len(counts)} counts need {len(counts) + 1} edges, got {len(edges)}")
     edges = np.asarray(edges, dtype=float)
     total = max(int(np.sum(counts)), 1)
     fig, ax = _new_figure(6.0, 4.0)
@@ -173,15 +159,9 @@ def attention_entropy_figure(counts: Sequence[int], edges: Sequence[float], max_
     return fig
 
 
-def plot_memcell_attention(mean_attention: Sequence[float], path: Union[str, os.PathLike], *,
-                           title: Optional[str] = None) -> str:
-    """Bar chart of the mean attention weight alpha^(i) per memcell; ``title``: first
-    title line (model and data); returns ``path``."""
-    return _save_png(memcell_attention_figure(mean_attention, title=title), path)
-
-
 def memcell_attention_figure(mean_attention: Sequence[float], *, title: Optional[str] = None):
-    """The Figure of :func:`plot_memcell_attention` (not saved)."""
+    """Bar chart of the mean attention weight alpha^(i) per memcell; ``title``: first
+    title line (model and data)."""
     k = len(mean_attention)
     fig, ax = _new_figure(max(5.0, 0.6 * k + 2.0), 3.5)
     bars = ax.bar(range(1, k + 1), mean_attention, color="tab:green")
@@ -196,16 +176,10 @@ def memcell_attention_figure(mean_attention: Sequence[float], *, title: Optional
     return fig
 
 
-def plot_memcell_cosine(cosine: Sequence[Sequence[float]], path: Union[str, os.PathLike], *,
-                        title: Optional[str] = None) -> str:
+def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[str] = None):
     """K x K heat map of the mean pairwise cosine similarity of memcell states
     (``000`` Fig. 6.2), every cell annotated; ``title``: first title line (model and
-    data); returns ``path``."""
-    return _save_png(memcell_cosine_figure(cosine, title=title), path)
-
-
-def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[str] = None):
-    """The Figure of :func:`plot_memcell_cosine` (not saved)."""
+    data)."""
     s = np.asarray(cosine, dtype=float)
     k = s.shape[0]
     fig, ax = _new_figure(max(5.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
@@ -226,18 +200,10 @@ def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[
     return fig
 
 
-def plot_memcell_perplexity(memcell_ppl: Sequence[float], perplexity: float,
-                            path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
+def memcell_perplexity_figure(memcell_ppl: Sequence[float], perplexity: float, *, title: Optional[str] = None):
     """Perplexity of each memcell alone (alpha^(k) = 1, ``000`` Fig. 6.3) as bars, the
     model's perplexity as a line; the axis is logarithmic when the values span more
-    than a factor of 10 (dead memcells); ``title``: first title line (model and data);
-    returns ``path``."""
-    return _save_png(memcell_perplexity_figure(memcell_ppl, perplexity, title=title), path)
-
-
-def memcell_perplexity_figure(memcell_ppl: Sequence[float], perplexity: float, *,
-                              title: Optional[str] = None):
-    """The Figure of :func:`plot_memcell_perplexity` (not saved)."""
+    than a factor of 10 (dead memcells); ``title``: first title line (model and data)."""
     k = len(memcell_ppl)
     values = [float(v) for v in memcell_ppl] + [float(perplexity)]
     fig, ax = _new_figure(max(5.0, 0.6 * k + 2.0), 3.5)
@@ -257,17 +223,10 @@ def memcell_perplexity_figure(memcell_ppl: Sequence[float], perplexity: float, *
     return fig
 
 
-def plot_window_attention(mean_attention: Sequence[float], model_name: str,
-                          path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
+def window_attention_figure(mean_attention: Sequence[float], model_name: str, *, title: Optional[str] = None):
     """Mean attention weight by window position (``001`` Fig. 3b): position L-1, the
     most recent previous output, drawn rightmost and labelled t-1; ``title``: first
-    title line (model and data); returns ``path``."""
-    return _save_png(window_attention_figure(mean_attention, model_name, title=title), path)
-
-
-def window_attention_figure(mean_attention: Sequence[float], model_name: str, *,
-                            title: Optional[str] = None):
-    """The Figure of :func:`plot_window_attention` (not saved)."""
+    title line (model and data)."""
     n = len(mean_attention)
     fig, ax = _new_figure(max(5.0, 0.45 * n + 2.0), 3.5)
     ax.bar(range(n), mean_attention, color="tab:blue")
@@ -277,3 +236,20 @@ def window_attention_figure(mean_attention: Sequence[float], model_name: str, *,
     ax.set_ylabel("mean attention weight")
     ax.set_title(_full_title(title, f"{model_name}: mean attention by window position"), fontsize=10)
     return fig
+
+
+def _writer(figure):
+    """``plot_X(*data, path, *, title=None)``: :func:`_save_png` of ``X_figure(*data, title=title)``;
+    returns ``path``."""
+    def plot(*args, title: Optional[str] = None) -> str:
+        *data, path = args
+        return _save_png(figure(*data, title=title), path)
+
+    plot.__name__ = plot.__qualname__ = "plot_" + figure.__name__[:-len("_figure")]
+    plot.__doc__ = f"Write :func:`{figure.__name__}` as a PNG (atomically) to the last argument; returns it."
+    return plot
+
+
+plot_attention_entropy, plot_memcell_attention, plot_memcell_cosine, plot_memcell_perplexity, plot_window_attention = (
+    _writer(f) for f in (attention_entropy_figure, memcell_attention_figure, memcell_cosine_figure,
+                         memcell_perplexity_figure, window_attention_figure))

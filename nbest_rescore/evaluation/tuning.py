@@ -48,11 +48,8 @@ class TunePoint:
 
     def to_dict(self) -> Dict[str, object]:
         d = asdict(self)
-        if self.nn_weights is None:
-            del d["nn_weights"]
-        else:
-            d["nn_weights"] = list(self.nn_weights)
-        return d
+        nn = d.pop("nn_weights")  # (the last field: the keys keep their order)
+        return d if nn is None else {**d, "nn_weights": list(nn)}
 
 
 @dataclass(frozen=True)
@@ -106,19 +103,18 @@ class TuneResult:
         """Printable text table of all points; the best row is marked ``*``."""
         if self.multi:
             return self._multi_table()
-        lines = [f"acoustic scale {self.acoustic_scale:g}",
-                 f"{'interp':>8} {'lm_weight':>10} {'wip':>10} {'WER%':>8}"]
-        marked = False
-        for p in self.points:
-            mark = ""
-            if not marked and p == self.best:
-                mark, marked = "  *", True
-            lines.append(f"{p.interp:>8.4g} {p.lm_weight:>10.4g} {p.word_ins_penalty:>10.6g} "
-                         f"{p.wer:>8.2f}{mark}")
+        lines = [f"acoustic scale {self.acoustic_scale:g}", f"{'interp':>8} {'lm_weight':>10} {'wip':>10} {'WER%':>8}"]
+        for p, mark in self._marked():
+            lines.append(f"{p.interp:>8.4g} {p.lm_weight:>10.4g} {p.word_ins_penalty:>10.6g} {p.wer:>8.2f}{mark}")
         b = self.best
         lines.append(f"best: interp {b.interp:g}, lm_weight {b.lm_weight:g}, "
                      f"wip {b.word_ins_penalty:g}, WER {b.wer:.2f}%")
         return "\n".join(lines)
+
+    def _marked(self):
+        """``(point, mark)`` per point: ``"  *"`` for the first equal to the best, else ``""``."""
+        first = next((i for i, p in enumerate(self.points) if p == self.best), None)
+        return [(p, "  *" if i == first else "") for i, p in enumerate(self.points)]
 
     def _multi_table(self) -> str:
         what = "start" if self.search == "line" else "point"
@@ -128,11 +124,7 @@ class TuneResult:
                  f"visited, {self.seconds:.2f} s",
                  " ".join([f"{what:>6}", f"{'ngram':>8}", *[f"{n:>8}" for n in self.names],
                            f"{'lm_weight':>10}", f"{'wip':>10}", f"{'WER%':>8}"])]
-        marked = False
-        for i, p in enumerate(self.points):
-            mark = ""
-            if not marked and p == self.best:
-                mark, marked = "  *", True
+        for i, (p, mark) in enumerate(self._marked()):
             ws = [f"{w:>8.4g}" for w in self.lm_weights_of(p)]
             lines.append(" ".join([f"{i:>6}", f"{p.interp:>8.4g}", *ws, f"{p.lm_weight:>10.4g}",
                                    f"{p.word_ins_penalty:>10.6g}", f"{p.wer:>8.2f}{mark}"]))
@@ -306,9 +298,17 @@ def non_finite_error(name: str, bad_keys: Sequence[str]) -> DataError:
     return DataError(f"{name} has non-finite values for {examples(bad_keys)}")
 
 
-def _prepare(nbest, refs, nn_cost: NnCosts, names, labels) -> TuneData:
-    """Flat arrays, NN costs [K, H] in key order, per-hypothesis errors; checks.
-    ``nbest`` a :class:`TuneData` already is returned as it is."""
+def tune_data(nbest, refs, nn_cost: NnCosts = None, names: Optional[Sequence[str]] = None,
+              labels: Optional[Sequence[str]] = None) -> TuneData:
+    """What the searches need of the lists ``nbest`` (an :class:`NbestSet`; a
+    :class:`TuneData` is returned as it is) with references ``refs`` and NN costs
+    ``nn_cost`` (as :func:`tune_grid` takes them): flat arrays, NN costs [K, H] in key
+    order, per-hypothesis errors.
+
+    Raises:
+        DataError: as :func:`tune_grid` (no utterances, references or NN costs
+            missing, non-finite costs).
+    """
     if isinstance(nbest, TuneData):
         return nbest
     if len(nbest) == 0:
@@ -326,25 +326,10 @@ def _prepare(nbest, refs, nn_cost: NnCosts, names, labels) -> TuneData:
         if missing:
             raise missing_keys_error(label, missing, len(keys))
         rows.append(np.array([cost[k] for k in keys], dtype=np.float64))
-    checks = [(label, r) for label, r in zip(labels, rows)]
-    for name, arr in (*checks, ("ac_cost", flat.ac_cost), ("lm_cost", flat.lm_cost),
-                      ("graph_cost", flat.graph_cost)):
+    for name, arr in (*zip(labels, rows), *((n, getattr(flat, n)) for n in ("ac_cost", "lm_cost", "graph_cost"))):
         if not np.all(np.isfinite(arr)):
             raise non_finite_error(name, [k for k, v in zip(keys, arr) if not np.isfinite(v)])
     return TuneData.of(nbest, refs, np.vstack(rows) if rows else None, names)
-
-
-def tune_data(nbest, refs, nn_cost: NnCosts = None, names: Optional[Sequence[str]] = None,
-              labels: Optional[Sequence[str]] = None) -> TuneData:
-    """What the searches need of the lists ``nbest`` (an :class:`NbestSet`; a
-    :class:`TuneData` is returned as it is) with references ``refs`` and NN costs
-    ``nn_cost`` (as :func:`tune_grid` takes them).
-
-    Raises:
-        DataError: as :func:`tune_grid` (no utterances, references or NN costs
-            missing, non-finite costs).
-    """
-    return _prepare(nbest, refs, nn_cost, names, labels)
 
 
 def _simplex(interps: Tuple[float, ...], k: int):
@@ -394,7 +379,7 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     t0 = time.perf_counter()
     no_nn = nbest.nn is None if isinstance(nbest, TuneData) else nn_cost is None
     interps_t, lms_t, wips_t = _grid_values(interps, lm_weights, word_ins_penalties, acoustic_scale, no_nn)
-    prep = _prepare(nbest, refs, nn_cost, names, labels)
+    prep = tune_data(nbest, refs, nn_cost, names, labels)
     k = len(prep.names)
     weights = list(_simplex(interps_t, k)) if k >= 2 else [(lam, None) for lam in interps_t]
     points = [_grid_point(prep, Weights(acoustic_scale=float(acoustic_scale), lm_weight=delta, interp=lam,
@@ -465,7 +450,7 @@ def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     t0 = time.perf_counter()
     if restarts < 0:
         raise ValueError(f"tune_line: restarts must be >= 0, got {restarts}")
-    prep = _prepare(nbest, refs, nn_cost, names, labels)
+    prep = tune_data(nbest, refs, nn_cost, names, labels)
     k = len(prep.names)
     wip0 = FIRST_PASS_WIP * float(acoustic_scale) if word_ins_penalty is None else float(word_ins_penalty)
     problem = linear_scores(prep, prep.nn, prep.errors, prep.offsets, acoustic_scale)

@@ -43,8 +43,7 @@ class WerReport:
     num_utts: int
 
     def __post_init__(self):
-        for name in ("errors", "substitutions", "deletions", "insertions", "hits",
-                     "ref_words", "num_utts"):
+        for name in ("errors", "substitutions", "deletions", "insertions", "hits", "ref_words", "num_utts"):
             if getattr(self, name) < 0:
                 raise ValueError(f"WerReport.{name} must be >= 0, got {getattr(self, name)}")
         if self.hits + self.substitutions + self.deletions != self.ref_words:
@@ -90,10 +89,8 @@ def _no_ref_words(n: int, source: str) -> DataError:
 
 def check_references(nbest: NbestSet, refs: Mapping[str, Sequence[str]], source="the references") -> None:
     """Check, before any scoring, that every utterance of ``nbest`` has a reference in
-    ``refs`` and that they are not all empty (``source`` names the file in messages).
-
-    An empty reference is valid (Kaldi's ``compute-wer`` scores it: 0 reference words,
-    every hypothesis word an insertion).
+    ``refs`` and that they are not all empty (``source`` names the file in messages;
+    an empty reference is valid, see the module docstring).
 
     Raises:
         DataError: utterances without a reference (a few listed), or every reference of
@@ -167,10 +164,9 @@ def compute_wer(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[s
     counts it (:func:`~nbest_rescore.evaluation.edit_distance.kaldi_error_counts`).
 
     Args:
-        refs: utterance id -> reference words (extra utterances are ignored). An empty
-            reference adds 0 reference words; each word of its hypothesis is an insertion.
+        refs: utterance id -> reference words (extra utterances are ignored; empty
+            ones as the module docstring says).
         hyps: utterance id -> hypothesis words; scored in this mapping's key order.
-            An empty hypothesis counts every reference word as a deletion.
         source: names the references in messages (e.g. the reference file).
     Returns:
         WerReport over the utterances of ``hyps`` (WER in percent).
@@ -208,24 +204,15 @@ def utterance_errors(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Seque
 
 
 def hyp_errors(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> np.ndarray:
-    """Word-level Levenshtein distance of each hypothesis to the reference.
-
-    The sequences are word tuples, so rapidfuzz compares whole words (each word is
-    one element, matched through its hash), all hypotheses in one ``cdist`` call.
-
-    Args:
-        ref: reference words.
-        hyps: N hypotheses (word sequences; empty ones allowed).
-    Returns:
-        int64 [N] edit distances (substitutions + deletions + insertions).
-    """
+    """int64 [N]: the word-level Levenshtein distance (substitutions + deletions +
+    insertions) of each of the N ``hyps`` (word sequences, empty ones allowed) to
+    ``ref``; rapidfuzz compares whole words, all hypotheses in one ``cdist`` call."""
     from rapidfuzz import process
     from rapidfuzz.distance import Levenshtein
 
     if len(hyps) == 0:
         return np.zeros(0, dtype=np.int64)
-    return process.cdist([_as_words(ref)], [_as_words(h) for h in hyps], scorer=Levenshtein.distance,
-                         dtype=np.int64)[0]
+    return process.cdist([_as_words(ref)], [_as_words(h) for h in hyps], scorer=Levenshtein.distance, dtype=np.int64)[0]
 
 
 def nbest_errors(nbest: NbestSet, refs: Mapping[str, Sequence[str]], flat: Optional[FlatNbest] = None, *,

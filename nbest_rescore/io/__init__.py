@@ -13,24 +13,8 @@ from .references import read_references
 from .score_ark import read_cost_ark, write_cost_ark
 
 __all__ = [
-    "CHECKPOINT_FORMAT",
-    "atomic_dir",
-    "atomic_path",
-    "atomic_write",
-    "check_output_dir",
-    "find_plain_score_files",
-    "iter_kaldi_nbest",
-    "iter_plain_nbest",
-    "load_checkpoint",
-    "read_cost_ark",
-    "read_kaldi_nbest_dir",
-    "read_kaldi_text",
-    "read_lm_text",
-    "read_plain_nbest",
-    "read_references",
-    "read_utt_map",
-    "save_checkpoint",
-    "split_hyp_key",
-    "write_cost_ark",
-    "write_kaldi_text",
+    "CHECKPOINT_FORMAT", "atomic_dir", "atomic_path", "atomic_write", "check_output_dir", "find_plain_score_files",
+    "iter_kaldi_nbest", "iter_plain_nbest", "load_checkpoint", "read_cost_ark", "read_kaldi_nbest_dir",
+    "read_kaldi_text", "read_lm_text", "read_plain_nbest", "read_references", "read_utt_map", "save_checkpoint",
+    "split_hyp_key", "write_cost_ark", "write_kaldi_text",
 ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Mapping
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple
 
 from ..errors import DataError, format_location
 
@@ -71,7 +72,6 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
                 raise DataError(
                     f"{format_location(path, line_no)}: not valid UTF-8 text "
                     f"(byte {e.start + 1} of the line)") from None
-
 
 
 def parse_cost(token: str, loc: str, what: str) -> float:
@@ -181,3 +181,19 @@ class DocumentOrder:
             self.current = doc
             self.count += 1
         self.last_utt = utt
+
+
+def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> None:
+    """Write ``line(key, value)`` for each ``(key, value)`` of ``items`` (pairs, or a
+    mapping) atomically, after ``check(key)`` (raises DataError for a bad key) and the
+    duplicate check (``f"{who}: duplicate key ..."``); nothing is written on an error."""
+    from .atomic import atomic_write
+
+    seen = set()
+    with atomic_write(path) as fh:
+        for key, value in (items.items() if isinstance(items, Mapping) else items):
+            check(key)
+            if key in seen:
+                raise DataError(f"{who}: duplicate key {key!r}")
+            seen.add(key)
+            fh.write(line(key, value))

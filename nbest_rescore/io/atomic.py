@@ -1,17 +1,10 @@
 """Atomic output: files and whole sets of files appear complete or not at all.
 
-* :func:`atomic_write` / :func:`atomic_path`: write to a temporary file in the target
-  directory, then rename it over the target (:func:`os.replace`, atomic on POSIX within
-  one file system); on any exception the temporary file is removed.
-* :func:`atomic_dir`: a job's output folder (``text``, ``nn_cost``, ``wer.json`` ...) is
-  written as a fresh hidden folder beside it and swapped into place at the end, so the
-  files of one run are never mixed with those of another, even when the process is
-  killed between two files. On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``
-  call; elsewhere the old folder is renamed aside first (a window of two renames).
+* :func:`atomic_write` / :func:`atomic_path`: a temporary file in the target directory,
+  renamed over the target (:func:`os.replace`) or removed on an exception.
+* :func:`atomic_dir`: a job's whole output folder, swapped into place at the end.
 * :func:`atomic_entries`: a set of files and folders written into a folder that also
-  holds files of others (a Kaldi decode folder): staged in a hidden folder inside it,
-  then each entry moved into place (files by rename, folders swapped as above). Errors
-  before the end leave the folder as it was; the moves themselves take a few renames.
+  holds files of others (a Kaldi decode folder).
 """
 from __future__ import annotations
 
@@ -37,29 +30,29 @@ def _make_temp(path) -> str:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise DataError(f"{path}: output directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.",
-                               suffix=f".tmp{target.suffix}")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
     os.close(fd)
     # mkstemp creates the file with mode 0600; give the output the usual permissions
     # (those of the file it replaces, or 0666 minus the umask for a new file).
     try:
         mode = os.stat(target).st_mode & 0o7777
     except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        mode = 0o666 & ~mask
-    try:
+        mode = 0o666 & ~_umask()
+    with contextlib.suppress(OSError):
         os.chmod(tmp, mode)
-    except OSError:
-        pass
     return tmp
 
 
+def _umask() -> int:
+    """The process's umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _remove_quietly(tmp: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
-    except FileNotFoundError:
-        pass
 
 
 @contextlib.contextmanager
@@ -87,38 +80,20 @@ def atomic_path(path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def atomic_write(path, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]:
-    """Open a temporary file for writing; move it to ``path`` when the block succeeds.
-
-    Args:
-        path: final file name.
-        mode: ``"w"`` (text) or ``"wb"`` (binary); ``"x"``/``"a"`` are not supported.
-        encoding: text encoding (ignored in binary mode).
-
-    Yields the open file object. On normal exit the file is flushed, synced and renamed
-    over ``path``; if the block raises, the temporary file is removed, ``path`` is left
-    as it was and the exception is re-raised.
+    """:func:`atomic_path` with the temporary file open in ``mode`` (``"w"`` text in
+    ``encoding``, or ``"wb"``; ``"x"``/``"a"`` are not supported): yields the file
+    object, flushed and synced before the rename.
 
     Raises:
         ValueError: ``mode`` is not a write mode.
-        DataError: the directory of ``path`` does not exist.
-        OSError: the temporary file cannot be created, written or renamed.
+        DataError, OSError: as :func:`atomic_path` (also when writing fails).
     """
     if mode not in ("w", "wb", "wt", "w+", "wb+", "w+b", "wt+", "w+t"):
         raise ValueError(f"atomic_write: unsupported mode {mode!r} (use 'w' or 'wb')")
-    tmp = _make_temp(path)
-    try:
-        if "b" in mode:
-            fh = open(tmp, mode)
-        else:
-            fh = open(tmp, mode, encoding=encoding)
-        with fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, mode, **({} if "b" in mode else {"encoding": encoding})) as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 #: Written into every output folder: marks it as replaceable by a later run.
@@ -271,9 +246,7 @@ def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] =
         files = sorted(p.name for p in tmp.iterdir())
         with atomic_write(tmp / RUN_MARKER) as f:
             json.dump({"files": files, "settings": settings or {}}, f, indent=2, default=str)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)
+        os.chmod(tmp, 0o777 & ~_umask())
         _swap_in(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -28,8 +28,7 @@ def _check_payload(payload, where: str) -> None:
         raise DataError(f"{where}: checkpoint is missing key(s) {', '.join(missing)} "
                         f"(required: {', '.join(REQUIRED_KEYS)})")
     if payload["format"] != CHECKPOINT_FORMAT:
-        raise DataError(f"{where}: checkpoint format is {payload['format']!r}, expected "
-                        f"{CHECKPOINT_FORMAT!r}")
+        raise DataError(f"{where}: checkpoint format is {payload['format']!r}, expected {CHECKPOINT_FORMAT!r}")
 
 
 def save_checkpoint(path, payload: Dict[str, Any]) -> None:
@@ -53,15 +52,14 @@ def save_checkpoint(path, payload: Dict[str, Any]) -> None:
 
 
 def load_checkpoint(path) -> Dict[str, Any]:
-    """Load a checkpoint saved by :func:`save_checkpoint` onto the CPU.
-
-    Uses ``torch.load(path, map_location="cpu", weights_only=True)``.
+    """Load a checkpoint saved by :func:`save_checkpoint` onto the CPU
+    (``torch.load(path, map_location="cpu", weights_only=True)``).
 
     Raises:
         DataError: the file does not exist; it is not a torch checkpoint (or holds
-            objects ``weights_only`` refuses); the payload is not a dict, lacks any of
-            ``format``, ``model``, ``config``, ``vocab``, ``state_dict``, or has a
-            ``format`` other than :data:`CHECKPOINT_FORMAT`. The message names the path.
+            objects ``weights_only`` refuses); the payload is not a dict, lacks one of
+            :data:`REQUIRED_KEYS`, or has a ``format`` other than
+            :data:`CHECKPOINT_FORMAT`. The message names the path.
     """
     import torch
 
@@ -73,7 +71,6 @@ def load_checkpoint(path) -> Dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # UnpicklingError, RuntimeError, EOFError, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise DataError(f"{path}: not a readable torch checkpoint "
-                        f"({type(e).__name__}: {first[:300]})") from None
+        raise DataError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {first[:300]})") from None
     _check_payload(payload, str(path))
     return payload

@@ -47,9 +47,8 @@ Words = Tuple[str, ...]
 
 
 def read_utt_map(path) -> Dict[str, str]:
-    """Read a two-column Kaldi map (``utt2doc``, ``utt2spk``): ``{uttid: value}``.
-
-    Keeps file order. A UTF-8 byte-order mark at the start of the file is ignored.
+    """A two-column Kaldi map (``utt2doc``, ``utt2spk``) as ``{uttid: value}`` in file
+    order (a UTF-8 byte-order mark at the start of the file is ignored).
 
     Raises:
         DataError: the file is missing, a line does not have exactly 2 fields, an
@@ -59,23 +58,20 @@ def read_utt_map(path) -> Dict[str, str]:
     return read_utt_map_lines(path)[0]
 
 
-def read_utt_map_lines(path, what: str = "utterance id"
-                       ) -> Tuple[Dict[str, str], Dict[str, int]]:
+def read_utt_map_lines(path, what: str = "utterance id") -> Tuple[Dict[str, str], Dict[str, int]]:
     """:func:`read_utt_map`, also returning ``{uttid: 1-based line}`` (for messages)."""
     out: Dict[str, str] = {}
     first: Dict[str, int] = {}
     for line_no, line in iter_lines(path):
         fields = split_fields(line)
         if len(fields) != 2:
-            raise DataError(f"{format_location(path, line_no)}: expected 2 fields "
-                            f"'<uttid> <id>', found {len(fields)}")
+            raise DataError(f"{format_location(path, line_no)}: expected 2 fields '<uttid> <id>', found {len(fields)}")
         utt, value = fields
         if not line.isascii():
             check_key(utt, format_location(path, line_no), what)
             check_key(value, format_location(path, line_no), "id")
         if utt in out:
-            raise DataError(f"{format_location(path, line_no)}: duplicate {what} "
-                            f"{utt!r} (first on line {first[utt]})")
+            raise DataError(f"{format_location(path, line_no)}: duplicate {what} {utt!r} (first on line {first[utt]})")
         out[utt] = value
         first[utt] = line_no
     return out, first
@@ -102,8 +98,7 @@ def read_symbol_table(path) -> Dict[int, str]:
         fields = split_fields(line)
         loc = format_location(path, line_no)
         if len(fields) != 2:
-            raise DataError(f"{loc}: expected '<symbol> <integer id>', found "
-                            f"{len(fields)} fields")
+            raise DataError(f"{loc}: expected '<symbol> <integer id>', found {len(fields)} fields")
         sym, sid = fields
         if not (sid.isascii() and sid.isdigit()):
             raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not a non-negative "
@@ -328,16 +323,11 @@ def _nbest_list(files: KaldiFiles, docs: _Documents, group: list) -> NbestList:
 
 def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
                      lm_cost_name: Optional[str] = None, quiet: bool = False) -> Iterator[NbestList]:
-    """Read an N-best directory one utterance at a time, checking everything as it
-    reads: each :class:`~nbest_rescore.types.NbestList` is yielded once its lines are
-    read and checked. The cost files are read in lock-step with the words file (only
-    one whose keys come in another order is read whole into a dict, with the same
-    values). Arguments, order, units and errors as :func:`read_kaldi_nbest_dir`; the
-    log line comes after the last list (none when ``quiet``).
-
-    Raises:
-        DataError: as :func:`read_kaldi_nbest_dir`, when the iteration reaches the error.
-    """
+    """Read an N-best directory one utterance at a time (see the module docstring),
+    each :class:`~nbest_rescore.types.NbestList` yielded once its lines are read and
+    checked. Arguments, order, units and errors (raised when the iteration reaches
+    them) as :func:`read_kaldi_nbest_dir`; the log line comes after the last list
+    (none when ``quiet``)."""
     files = kaldi_files(path, lm_cost_name)
     docs = _Documents(files)
     n_utts = n_hyps = 0
@@ -385,8 +375,7 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
             (``1_000``, ``nan``, ``inf``: ``file:line``); no hypotheses.
     """
     lists = tuple(iter_kaldi_nbest(path, log=log, lm_cost_name=lm_cost_name))
-    return NbestSet(utterances=lists, doc_source=kaldi_files(path, lm_cost_name).doc_source,
-                    source=os.fspath(path))
+    return NbestSet(utterances=lists, doc_source=kaldi_files(path, lm_cost_name).doc_source, source=os.fspath(path))
 
 
 def open_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,

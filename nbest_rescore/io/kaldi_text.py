@@ -7,12 +7,10 @@ inside a key is an error, since the key would silently not match.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
-from ._common import check_key, iter_lines, split_fields
-from .atomic import atomic_write
+from ._common import check_key, iter_lines, split_fields, write_keyed
 
 __all__ = ["iter_kaldi_text", "kaldi_text_line", "read_kaldi_text", "write_kaldi_text"]
 
@@ -42,15 +40,11 @@ def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
 
 
 def read_kaldi_text(path) -> Dict[str, Words]:
-    """Read a Kaldi ``text`` file into ``{key: (w1, w2, ...)}``.
-
-    The dict keeps file order. A bare key is an empty tuple. Words are strings;
-    nothing is normalised (no case folding, no ``</s>`` handling).
+    """A Kaldi ``text`` file as ``{key: (w1, w2, ...)}`` in file order (a bare key is an
+    empty tuple; nothing is normalised: no case folding, no ``</s>`` handling).
 
     Raises:
-        DataError: the file is missing or not UTF-8, a line is blank or white space
-            only, a key occurs twice, or a key holds a byte-order mark or zero-width
-            character (message ``path:line``).
+        DataError: as :func:`iter_kaldi_text`, or a key occurs twice (``path:line``).
     """
     entries: Dict[str, Words] = {}
     first_line: Dict[str, int] = {}
@@ -85,24 +79,13 @@ def kaldi_text_line(key, words: Iterable[str]) -> str:
 
 
 def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
-    """Write ``<key> w1 w2 ...`` lines (a bare key for an empty sequence) atomically.
-
-    Args:
-        path: output file; replaced only when every line was written.
-        items: ``(key, words)`` pairs in output order, or a mapping key -> words.
+    """Write ``items`` (``(key, words)`` pairs in output order, or a mapping) as
+    :func:`kaldi_text_line` lines to ``path``, atomically (replaced only when every line
+    was written).
 
     Raises:
         DataError: a key or word is empty or contains white space, or a key repeats
             (nothing is written then).
         OSError: the file cannot be written.
     """
-    if isinstance(items, Mapping):
-        items = items.items()
-    seen = set()
-    with atomic_write(path) as fh:
-        for key, words in items:
-            _check_token(key, "key", key)
-            if key in seen:
-                raise DataError(f"write_kaldi_text: duplicate key {key!r}")
-            seen.add(key)
-            fh.write(kaldi_text_line(key, words))
+    write_keyed(path, items, "write_kaldi_text", lambda key: _check_token(key, "key", key), kaldi_text_line)

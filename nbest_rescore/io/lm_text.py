@@ -27,8 +27,7 @@ def read_lm_text(path, max_words: Optional[int] = None) -> List[List[Tuple[str, 
             sentence.
         ValueError: ``max_words`` is not a positive integer.
     """
-    if max_words is not None and (isinstance(max_words, bool) or int(max_words) != max_words
-                                  or max_words < 1):
+    if max_words is not None and (isinstance(max_words, bool) or int(max_words) != max_words or max_words < 1):
         raise ValueError(f"max_words must be a positive integer, got {max_words!r}")
     docs: List[List[Tuple[str, ...]]] = []
     current: List[Tuple[str, ...]] = []
@@ -56,12 +55,6 @@ def reverse_documents(documents) -> List[List[Tuple[str, ...]]]:
     """The documents as a backward LM reads them: each document's sentences in reverse
     order, the words of each sentence reversed (``[[("a", "b"), ("c",)]]`` ->
     ``[[("c",), ("b", "a")]]``). Documents keep their order; an empty document or
-    sentence stays empty. Reversing twice gives the documents back.
-
-    Args:
-        documents: documents of sentences, each a sequence of words (as
-            :func:`read_lm_text` returns).
-    Returns:
-        a new list of lists of word tuples.
-    """
+    sentence stays empty. Reversing twice gives the documents back. ``documents`` as
+    :func:`read_lm_text` returns them; returns a new list of lists of word tuples."""
     return [[tuple(s)[::-1] for s in reversed(list(doc))] for doc in documents]

@@ -67,8 +67,7 @@ def iter_plain_hyps(path) -> Iterator[Tuple[int, str, Tuple[str, ...]]]:
         loc = format_location(path, line_no)
         fields = split_fields(line)
         if not fields:
-            raise DataError(f"{loc}: blank line; "
-                            f"expected '<utterance-index> word ... <eos>'")
+            raise DataError(f"{loc}: blank line; expected '<utterance-index> word ... <eos>'")
         idx = fields[0]
         if not (idx.isascii() and idx.isdigit()):
             raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative "
@@ -118,22 +117,16 @@ def _score_file_candidates(nbest_path, suffix: str) -> List[str]:
 
 
 def _missing_message(nbest_path, missing) -> str:
-    parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names)
-                      for desc, names in missing)
+    parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
     return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the "
             f"scores there (one number per line, parallel to the hypothesis lines) or give "
             f"the paths explicitly (ac_path/ngram_path, --plain-ac/--plain-ngram)")
 
 
 def find_plain_score_files(path) -> Tuple[str, str]:
-    """Find the acoustic and n-gram score files of a plain N-best list by name.
-
-    For ``DIR/NAME.EXT``: acoustic ``DIR/NAME.ac`` else ``DIR/NAME.EXT.ac``; n-gram
-    ``DIR/NAME.ngram`` else ``DIR/NAME.EXT.ngram`` (a name equal to the list itself is
-    skipped). The files hold one natural-log score (or cost) per hypothesis line.
-
-    Returns:
-        ``(ac_path, ngram_path)`` as strings.
+    """``(ac_path, ngram_path)``: the acoustic and n-gram score files of a plain N-best
+    list, found by name as the module docstring says (a name equal to the list itself
+    is skipped).
 
     Raises:
         DataError: the list does not exist, or a score file is missing (the message
@@ -154,8 +147,7 @@ def _read_utt_ids(path) -> Dict[str, str]:
         loc = format_location(path, line_no)
         fields = split_fields(line)
         if len(fields) != 2:
-            raise DataError(f"{loc}: expected 2 fields '<utterance-index> <utterance-id>', "
-                            f"found {len(fields)}")
+            raise DataError(f"{loc}: expected 2 fields '<utterance-index> <utterance-id>', found {len(fields)}")
         idx, utt = fields
         if not (idx.isascii() and idx.isdigit()):
             raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
@@ -179,22 +171,15 @@ def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, sc
                        log: Optional[Callable[[str], None]]) -> None:
     """Warn when most of the ``n`` values of a score file (``negative`` of them < 0,
     ``positive`` > 0) have the sign of the other kind (scores against costs)."""
-    if scores_are_costs:
-        frac = negative / n
-        if frac <= 0.5:
-            return
-        msg = (f"{path}: {frac:.1%} of the {n} {desc} values are < 0, which looks like "
-               f"natural-log scores (log-likelihoods are <= 0, larger = better), but they "
-               f"are read as costs (scores_are_costs=True, --plain-costs); if they are "
-               f"scores, drop --plain-costs")
-    else:
-        frac = positive / n
-        if frac <= 0.5:
-            return
-        msg = (f"{path}: {frac:.1%} of the {n} {desc} values are > 0, which looks like "
-               f"costs (negated natural log, larger = worse), but they are read as "
-               f"natural-log scores (<= 0, larger = better) and negated; if they are "
-               f"costs, pass --plain-costs (scores_are_costs=True)")
+    frac = (negative if scores_are_costs else positive) / n
+    if frac <= 0.5:
+        return
+    msg = (f"{path}: {frac:.1%} of the {n} {desc} values are < 0, which looks like natural-log scores "
+           f"(log-likelihoods are <= 0, larger = better), but they are read as costs (scores_are_costs=True, "
+           f"--plain-costs); if they are scores, drop --plain-costs" if scores_are_costs else
+           f"{path}: {frac:.1%} of the {n} {desc} values are > 0, which looks like costs (negated natural log, "
+           f"larger = worse), but they are read as natural-log scores (<= 0, larger = better) and negated; if "
+           f"they are costs, pass --plain-costs (scores_are_costs=True)")
     logger.warning(msg)
     if log is not None:
         log(f"warning: {msg}")
@@ -347,14 +332,10 @@ def _plain_list(plain: _PlainInput, group: list, signs: List[int]) -> NbestList:
 def iter_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
                      utt2doc=None, utt_ids=None, log: Optional[Callable[[str], None]] = None,
                      quiet: bool = False) -> Iterator[NbestList]:
-    """Read a plain N-best file one utterance at a time, its score files in lock-step
-    with it, checking everything as it reads. Arguments, order, units and errors as
+    """Read a plain N-best file one utterance at a time (see the module docstring).
+    Arguments, order, units and errors (raised when the iteration reaches them) as
     :func:`read_plain_nbest`; the warnings and the log line come after the last list
-    (none when ``quiet``).
-
-    Raises:
-        DataError: as :func:`read_plain_nbest`, when the iteration reaches the error.
-    """
+    (none when ``quiet``)."""
     plain = _PlainInput(path, ac_path, ngram_path, scores_are_costs, utt2doc, utt_ids)
     signs = [0, 0, 0, 0]
     n_utts = n_hyps = 0
@@ -376,30 +357,21 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
 
     Args:
         path: hypotheses, ``<utterance-index> w1 ... <eos>`` per line.
-        ac_path, ngram_path: one number per line, line i belonging to hypothesis line i;
-            ``None``: found beside ``path`` by name (``NAME.ac`` / ``NAME.ngram``, then
-            ``NAME.EXT.ac`` / ``NAME.EXT.ngram``; see :func:`find_plain_score_files`).
-        scores_are_costs: False (default): the numbers are natural-log scores (larger =
-            better) and are negated into costs; True: they are already costs (negated
-            natural log, larger = worse) and are kept. A warning (module logger and
-            ``log``) says when most values have the sign of the other kind.
-        utt2doc: optional path of a ``<utterance-id> <document-id>`` file (or a mapping
-            ``{utterance id: doc id}``); its keys are the utterance ids, or the utterance
-            indices (used when the first utterance's id is not a key but its index is;
-            then every index needs an entry). The utterances of a document must be on
-            consecutive lines. Without it the whole file is one
-            document (the thesis' corpus-level stream), ``doc_id`` = the file name.
-        utt_ids: optional path of a ``<utterance-index> <utterance-id>`` file mapping
-            every index of the list to an utterance id (entries for other indices are
-            allowed). Without it the utterance id is the index string as written, so
-            references must be keyed by the utterance index.
+        ac_path, ngram_path: one number per line, parallel to the hypothesis lines;
+            ``None``: found beside ``path`` by name (:func:`find_plain_score_files`).
+        scores_are_costs: False: natural-log scores, negated into costs; True: costs,
+            kept (see the module docstring, also for the sign warning).
+        utt2doc: a ``<utterance-id or index> <document-id>`` file (or a mapping); its
+            keys are the ids, or the indices when the first utterance's id is not a
+            key but its index is. None: the whole file is one document (the file name).
+        utt_ids: a ``<utterance-index> <utterance-id>`` file (entries for other indices
+            allowed); None: the utterance id is the index string (module docstring).
         log: called with one line describing what was read, and with any warning
             (default: the line goes to the module logger at INFO).
 
-    Returns an :class:`NbestSet` in file order with ``utt_id`` = the mapped id (or the
-    index string), keys ``<utt_id>-<n>`` (n = 1, 2, ... in line order), float64 costs
-    (negated natural log), zero ``graph_cost``, ``doc_source`` ``"utt2doc"`` or
-    ``"file"`` (whole file one document).
+    Returns an :class:`NbestSet` in file order (ids and keys as in the module
+    docstring), float64 costs (negated natural log), zero ``graph_cost``,
+    ``doc_source`` ``"utt2doc"`` or ``"file"``.
 
     Raises:
         DataError: a missing file, or a score file not found by name (the names tried);

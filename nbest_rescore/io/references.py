@@ -9,13 +9,9 @@ __all__ = ["read_references"]
 
 
 def read_references(path) -> Dict[str, Tuple[str, ...]]:
-    """Read reference word sequences ``{uttid: (w1, w2, ...)}`` in file order.
-
-    A bare utterance id is an empty reference. Words are returned as written (the
-    benchmark's references are already normalised: lower case, no punctuation).
-
-    A UTF-8 byte-order mark at the start of the file is ignored. For a plain N-best
-    list (:func:`~nbest_rescore.io.plain_nbest.read_plain_nbest`) read without
+    """Reference word sequences ``{uttid: (w1, w2, ...)}`` in file order, read as
+    :func:`~.kaldi_text.read_kaldi_text` reads (a bare id is an empty reference; words
+    as written: the benchmark's are normalised already). For a plain N-best list (:func:`~nbest_rescore.io.plain_nbest.read_plain_nbest`) read without
     ``utt_ids`` the utterance ids are the utterance indices (``0``, ``1``, ...), so the
     references must be keyed by those.
 

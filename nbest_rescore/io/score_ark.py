@@ -11,14 +11,12 @@ natural-log values, larger = worse).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Dict, Iterable, Iterator, Tuple
 
 import numpy as np
 
 from ..errors import DataError, format_location
-from ._common import check_key, iter_lines, parse_cost, split_fields
-from .atomic import atomic_write
+from ._common import check_key, iter_lines, parse_cost, split_fields, write_keyed
 
 __all__ = ["cost_ark_line", "iter_cost_ark", "read_cost_ark", "write_cost_ark"]
 
@@ -64,8 +62,7 @@ def _text_entries(path, lines: Iterator[Tuple[int, str]]) -> Iterator[Tuple[int,
             values = [v for v in body if v]
         if len(values) != 1:
             what = "no value" if not values else f"{len(values)} values"
-            raise DataError(f"{loc}: key {key!r} has {what}; expected exactly one number "
-                            f"('<key> <number>')")
+            raise DataError(f"{loc}: key {key!r} has {what}; expected exactly one number ('<key> <number>')")
         yield line_no, key, parse_cost(values[0], loc, f"key {key!r}")
 
 
@@ -82,8 +79,7 @@ def _binary_entries(path, fh) -> Iterator[Tuple[int, str, float]]:
             where = f"{path} (entry {entry}, key {key!r})"
             arr = np.asarray(value)
             if arr.size != 1:
-                raise DataError(f"{where}: holds {arr.size} values of shape {arr.shape}; "
-                                f"expected exactly one number")
+                raise DataError(f"{where}: holds {arr.size} values of shape {arr.shape}; expected exactly one number")
             if arr.dtype.kind not in "biuf":
                 raise DataError(f"{where}: holds a {arr.dtype} value; expected a number")
             yield entry, key, _check_finite(float(arr.reshape(-1)[0]), key, where)
@@ -145,9 +141,8 @@ def read_cost_ark(path) -> Dict[str, float]:
     matrices). Values are returned as Python floats (float64) in file order; the unit is
     whatever the file holds (for N-best costs: negated natural log, larger = worse).
 
-    Text values are parsed strictly (:func:`~nbest_rescore.io._common.parse_cost`):
-    decimal numbers such as ``-12.5``, ``3``, ``1e-3``, ``1.5E+02`` only. A UTF-8
-    byte-order mark at the start of a text archive is ignored.
+    Text values are parsed strictly (:func:`~nbest_rescore.io._common.parse_cost`); a
+    UTF-8 byte-order mark at the start of a text archive is ignored.
 
     Raises:
         DataError: the file is missing or unreadable; a text line is blank, has no value,
@@ -168,6 +163,11 @@ def read_cost_ark(path) -> Dict[str, float]:
     return out
 
 
+def _check_ark_key(key) -> None:
+    if not isinstance(key, str) or not key or split_fields(key) != [key]:
+        raise DataError(f"write_cost_ark: key {key!r} must be a non-empty string without white space")
+
+
 def cost_ark_line(key, value, where: str = "write_cost_ark") -> str:
     """The line ``<key> <value>\\n`` (``%.6f``) that :func:`write_cost_ark` writes.
 
@@ -175,40 +175,24 @@ def cost_ark_line(key, value, where: str = "write_cost_ark") -> str:
         DataError: the key is empty or contains white space, or the value is not a
             finite number (``where`` names the writer or file in the message).
     """
-    if not isinstance(key, str) or not key or split_fields(key) != [key]:
-        raise DataError(f"write_cost_ark: key {key!r} must be a non-empty string "
-                        f"without white space")
+    _check_ark_key(key)
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise DataError(f"write_cost_ark: value of key {key!r} is not a number: "
-                        f"{value!r}") from None
+        raise DataError(f"write_cost_ark: value of key {key!r} is not a number: {value!r}") from None
     _check_finite(v, key, where)
     return "%s %.6f\n" % (key, v)
 
 
 def write_cost_ark(path, items: Iterable[Tuple[str, float]]) -> None:
-    """Write a text archive ``<key> <value>`` with ``%.6f`` values, atomically.
-
-    Args:
-        path: output file; replaced only when every line was written.
-        items: ``(key, value)`` pairs in output order, or a mapping key -> value. Values
-            are in the caller's unit (costs: negated natural log, larger = worse).
+    """Write ``items`` (``(key, value)`` pairs in output order, or a mapping; values in
+    the caller's unit, for costs negated natural logs) as :func:`cost_ark_line` lines
+    to ``path``, atomically (replaced only when every line was written).
 
     Raises:
         DataError: a key is empty or contains white space, a key repeats, or a value is
             not a finite number (nothing is written then).
         OSError: the file cannot be written.
     """
-    if isinstance(items, Mapping):
-        items = items.items()
-    seen = set()
-    with atomic_write(path) as fh:
-        for key, value in items:
-            if not isinstance(key, str) or not key or split_fields(key) != [key]:
-                raise DataError(f"write_cost_ark: key {key!r} must be a non-empty string "
-                                f"without white space")
-            if key in seen:
-                raise DataError(f"write_cost_ark: duplicate key {key!r}")
-            seen.add(key)
-            fh.write(cost_ark_line(key, value, f"write_cost_ark {path}"))
+    write_keyed(path, items, "write_cost_ark", _check_ark_key,
+                lambda key, value: cost_ark_line(key, value, f"write_cost_ark {path}"))

@@ -199,14 +199,9 @@ class StreamSource:
         return iter_spans(self._checked(), max_hyps, self.index.doc_source, self.index.source)
 
 
-def open_stream(read: Callable[..., Iterator[NbestList]], doc_source: str, source: str,
-                changed: str) -> StreamSource:
+def open_stream(read: Callable[..., Iterator[NbestList]], doc_source: str, source: str, changed: str) -> StreamSource:
     """The checking pass: count the lists of ``read()`` (a reader's generator function,
     which checks everything and logs its line) into the :class:`NbestIndex` of a
     :class:`StreamSource`. Raises DataError as the reader."""
-    utts, docs, sizes = [], [], []
-    for u in read():
-        utts.append(u.utt_id)
-        docs.append(u.doc_id)
-        sizes.append(len(u))
-    return StreamSource(NbestIndex(tuple(utts), tuple(docs), tuple(sizes), doc_source, source), read, changed)
+    utts, docs, sizes = tuple(zip(*((u.utt_id, u.doc_id, len(u)) for u in read()))) or ((), (), ())
+    return StreamSource(NbestIndex(utts, docs, sizes, doc_source, source), read, changed)

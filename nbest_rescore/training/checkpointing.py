@@ -44,8 +44,7 @@ def check_writable(out_path) -> None:
         raise DataError(f"--out {out_path}: is a folder; give a checkpoint file name such as {p / 'model.pt'}")
     above = next((a for a in p.parents if a.exists()), None)
     if above is not None and not above.is_dir():
-        raise DataError(f"--out {out_path}: {above} is a file, so no folder can be made below it; "
-                        f"choose another --out")
+        raise DataError(f"--out {out_path}: {above} is a file, so no folder can be made below it; choose another --out")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=p.parent, prefix=".write-test-"):
@@ -117,10 +116,8 @@ def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
     if resume:
         stored = payload.get("info", {}).get("train_config", {}).get("model_config")
         # (direction: forward is the default, written or not)
-        mine = {k: v for k, v in cfg.model_config.items()
-                if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
-        theirs = {k: v for k, v in (stored or {}).items()
-                  if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
+        mine, theirs = ({k: v for k, v in c.items() if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
+                        for c in (cfg.model_config, stored or {}))
         if stored is not None and mine != theirs:
             raise DataError(f"--resume {path}: was trained with model_config {theirs}, the config gives {mine}; "
                             f"resume with the run's own config")

@@ -90,18 +90,16 @@ class World:
     def sum(self, *values: float) -> List[float]:
         """The sums over the ranks (float64), bit-identical on every rank (reduced on
         rank 0, then broadcast). Collective: every rank must call it."""
-        if not self.distributed:
-            return [float(v) for v in values]
-        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
-        torch.distributed.reduce(t, dst=0)
-        torch.distributed.broadcast(t, src=0)
-        return t.tolist()
+        return self.from_main(*values, reduce=True)
 
-    def from_main(self, *values: float) -> List[float]:
-        """Rank 0's values on every rank (float64). Collective."""
+    def from_main(self, *values: float, reduce: bool = False) -> List[float]:
+        """Rank 0's values on every rank (float64; with ``reduce`` first summed onto
+        rank 0). Collective."""
         if not self.distributed:
             return [float(v) for v in values]
         t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        if reduce:
+            torch.distributed.reduce(t, dst=0)
         torch.distributed.broadcast(t, src=0)
         return t.tolist()
 
@@ -221,15 +219,12 @@ def _rank_device(device: torch.device, local: int) -> torch.device:
 
 @contextlib.contextmanager
 def session(device, batch_size: Optional[int] = None) -> Iterator[World]:
-    """The :class:`World` of this process for the duration of a training run.
-
-    Under a launch of K > 1 processes: checks that ``batch_size`` divides among them
-    (before connecting), joins the process group (``env://``: ``MASTER_ADDR``,
-    ``MASTER_PORT`` from the launcher) with NCCL on CUDA or gloo on the CPU, and raises
-    the log level of the non-zero ranks to warnings; on leaving, waits for every rank
-    (after a successful run) and leaves the group. A process group that already exists
-    (made by the caller) is used and left alone. One process: :data:`SINGLE` on
-    ``device``, nothing else.
+    """The :class:`World` of this process for the duration of a training run (see the
+    module docstring). Under K > 1 processes: checks that ``batch_size`` divides among
+    them before joining the group (``env://``: ``MASTER_ADDR``, ``MASTER_PORT``), raises
+    the non-zero ranks' log level to warnings, and on leaving waits for every rank
+    (after a successful run) and leaves the group; a group made by the caller is used
+    and left alone. One process: a :class:`World` on ``device``, nothing else.
 
     Raises:
         DataError: ``batch_size`` not divisible by K, a bad device for the launch, or

@@ -264,8 +264,7 @@ def set_lr(opt, lr: float) -> None:
 def get_lr(opt) -> float:
     """The first parameter group's learning rate as a float (reads a tensor learning
     rate back from the device: call it per epoch, not per step)."""
-    lr = opt.param_groups[0]["lr"]
-    return float(lr)
+    return float(opt.param_groups[0]["lr"])
 
 
 _GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -446,11 +445,8 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
         stop_after_epochs: end this run after this many epochs (the schedule still
             plans for ``max_epochs``; ``--resume`` continues).
 
-    Started by ``torchrun`` with K > 1 processes (:mod:`.distributed`), this is one
-    rank of a data-parallel run: ``optim.batch_size`` is the global batch (B/K
-    streams per rank, same gradient as one process with batch B), ``--device cuda``
-    means ``cuda:LOCAL_RANK``, validation is split over the ranks, and only rank 0
-    writes the checkpoints and logs. CUDA graphs are off under DDP.
+    Started by ``torchrun`` with K > 1 processes, this is one rank of a data-parallel
+    run as :mod:`.distributed` describes (validation split over the ranks; no CUDA graphs).
     Raises:
         DataError: unwritable output, unreadable/empty training text, a bad model
             config, bfloat16 off CUDA, a resume/init checkpoint that does not fit, or
