@@ -21,6 +21,7 @@ from typing import ClassVar, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..options import SOFTMAX_IMPLS, ScorerOptions, default_of
 from ..validation import check_choice, check_fields
@@ -99,6 +100,43 @@ def cat_states(states) -> State:
 def detach_state(state: State) -> State:
     """The same state cut from the autograd graph (between BPTT segments)."""
     return tuple(s.detach() for s in state)
+
+
+def run_rnn(rnn: nn.Module, x: Tensor, state: State, lengths: Optional[Tensor]) -> Tuple[Tensor, State]:
+    """torch's batch-first ``nn.RNN``/``nn.GRU``/``nn.LSTM`` over ``x`` float [B, T, E] from
+    the batch-first state ``(h,)`` or ``(h, c)`` float [B, L, H], packed when ``lengths``
+    vary (each row's end state taken at its own length) -> (outputs [B, T, H], end state)."""
+    hx = tuple(s.transpose(0, 1).contiguous() for s in state)
+    hx = hx if len(hx) == 2 else hx[0]
+    if lengths is None or bool((lengths == x.shape[1]).all()):
+        y, hn = rnn(x, hx)
+    else:
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        y, hn = rnn(packed, hx)
+        y, _ = pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+    return y, tuple(s.transpose(0, 1) for s in (hn if isinstance(hn, tuple) else (hn,)))
+
+
+def lstm_forget_bias(lstm: nn.Module, hidden: int) -> None:
+    """Forget-gate bias 1 in every layer of ``lstm`` (``bias_ih`` 1, ``bias_hh`` 0; gates i, f, g, o)."""
+    with torch.no_grad():
+        for name, p in lstm.named_parameters():
+            if name.startswith("bias_ih"):
+                p[hidden:2 * hidden].fill_(1.0)
+            elif name.startswith("bias_hh"):
+                p[hidden:2 * hidden].zero_()
+
+
+def slide_window(seq: Tensor, lengths: Optional[Tensor], size: int) -> Tensor:
+    """The window carried to the next call: of ``seq`` [B, size + T, ...] (the state's
+    ``size`` slots, then the T positions read), the ``size`` positions that end at each
+    row's last real input, ``lengths[b]`` .. ``lengths[b] + size - 1`` (the last ``size``
+    when ``lengths`` is None), so that padding never enters it."""
+    t_len = seq.shape[1] - size
+    if lengths is None or bool((lengths == t_len).all()):
+        return seq[:, t_len:]
+    idx = lengths.to(seq.device).view(-1, 1) + torch.arange(size, device=seq.device)  # [B, size]
+    return seq.gather(1, idx.view(*idx.shape, *([1] * (seq.dim() - 2))).expand(-1, -1, *seq.shape[2:]))
 
 
 OUTPUT_LAYERS = ("softmax", "adaptive")
@@ -391,25 +429,20 @@ class LanguageModel(nn.Module):
 
     def log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
         """Exact natural-log probabilities of ``targets[g]`` after ``features[rows[g]]``,
-        several targets per row (prefix-tree scoring: each node's children's words and
-        ``</s>``), for every output layer:
-
-        * adaptive softmax: :meth:`adaptive_log_probs_at`;
-        * full softmax, ``softmax_impl == "fused"``: the row's log-sum-exp through the
-          vocabulary blocks and the targets' logits alone
-          (:func:`~.fused_output.fused_log_probs_at`; no [N, V] tensor);
-        * otherwise (``plain``, int8 decoder, a model overriding :meth:`logits` such as
-          the neural cache): ``log_softmax(logits(features))`` gathered.
+        several targets per row (prefix-tree scoring: a node's children's words and
+        ``</s>``): :meth:`adaptive_log_probs_at`; for the full softmax with
+        ``softmax_impl == "fused"`` :func:`~.fused_output.fused_log_probs_at` (no [N, V]
+        tensor); otherwise (``plain``, int8 decoder, a model overriding :meth:`logits`
+        such as the neural cache) ``log_softmax(logits(features))`` gathered.
 
         Args:
             features: float [N, D] (from :meth:`forward`, flattened).
             rows, targets: int64 [G]; rows in [0, N), valid word ids; on the CPU or
                 the features' device.
         Returns:
-            [G] on the features' device: float64 from the fused full softmax (its
-            float64 log-sum-exp kept unrounded), float32 otherwise. The output
-            products run on :func:`~.rows.safe_rows` rows, so a pair's value
-            does not depend on the other rows (:mod:`.rows`).
+            [G] on the features' device: float64 from the fused full softmax, float32
+            otherwise. The products run on :func:`~.rows.safe_rows` rows, so a pair's
+            value does not depend on the other rows (:mod:`.rows`).
         """
         if type(self).logits is LanguageModel.logits and getattr(self, "adaptive", None) is not None:
             return self.adaptive_log_probs_at(features, rows, targets)
@@ -423,40 +456,22 @@ class LanguageModel(nn.Module):
         return logp[rows, targets]
 
     def adaptive_log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
-        """Adaptive softmax only: exact natural-log probabilities of ``targets[g]`` after
-        ``features[rows[g]]``, several targets per row (prefix-tree scoring: a node's
-        children's words and ``</s>``). Each row's head log-softmax is computed once,
-        and each tail cluster's projection only on the rows that have a target in it
-        (:func:`~nbest_rescore.models.adaptive_output.adaptive_log_probs_at`), instead
-        of the whole [N, V] distribution of :meth:`logits`.
-
-        Args:
-            features: float [N, D] (from :meth:`forward`, flattened); rows, targets:
-                int64 [G], rows in [0, N), valid word ids, on the features' device or
-                the CPU (then grouped by cluster on the host, without device syncs).
-        Returns:
-            float32 [G] on the features' device, equal to ``logits(features)[rows,
-            targets]`` up to float rounding.
-        Raises:
-            ValueError: the model's output layer is not the adaptive softmax.
-        """
+        """Adaptive softmax only: :meth:`log_probs_at` through
+        :func:`~nbest_rescore.models.adaptive_output.adaptive_log_probs_at` (each row's head
+        once, each tail cluster only on the rows with a target in it; no [N, V] tensor).
+        ``rows``, ``targets`` may also stay on the CPU (grouped by cluster on the host,
+        without device syncs). Returns float32 [G] on the features' device.
+        Raises ValueError when the model's output layer is not the adaptive softmax."""
         if self.adaptive is None:
             raise ValueError(f"{self.name}: adaptive_log_probs_at needs output: adaptive")
         return adaptive_log_probs_at(self.adaptive, self._output_input(features), rows, targets)
 
     def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
-        """The logit of each target word only: ``logits(features).gather(-1, targets)``
-        without the [B, T, V] product (features . W[target] + b[target]).
-
-        Args:
-            features: float [B, T, D] (from :meth:`forward`); targets: int64 [B, T].
-        Returns:
-            float [B, T] unnormalised scores (equal to the gathered full logits up to
-            floating-point summation order). For the adaptive softmax these are the
-            exact log-probabilities (:meth:`target_log_probs`). A model that
-            overrides :meth:`logits` (e.g. the cache wrapper) or whose output layer
-            is not a plain ``nn.Linear`` (e.g. int8-quantised) falls back to the full
-            product.
+        """The logit of each target word only, float [B, T] from features [B, T, D] and
+        targets int64 [B, T]: features . W[target] + b[target] without the [B, T, V]
+        product (``logits(features).gather(-1, targets)`` up to summation order). The
+        adaptive softmax gives its exact log-probabilities (:meth:`target_log_probs`); a
+        model that overrides :meth:`logits` (the cache) or an int8 decoder, the full product.
         """
         if type(self).logits is not LanguageModel.logits:
             return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -485,14 +500,10 @@ class LanguageModel(nn.Module):
 
     def self_normalized_log_probs(self, inputs: Tensor, targets: Tensor, state: State,
                                   lengths: Optional[Tensor] = None) -> Tuple[Tensor, State]:
-        """Approximate natural-log probabilities of ``targets``: the target's logit alone,
-        log Z taken as 0 (self-normalisation, Chen et al. 2016, the thesis ``000``
-        section 3.5 ref. [45]). Only sensible for a model trained with
-        ``optim.self_norm_weight > 0``; costs O(D) per word instead of O(V D).
-
-        Arguments and return as in :meth:`log_probs` (float32 [B, T], new state);
-        padded positions hold unspecified values. The values are not normalised: they
-        differ from :meth:`log_probs` by log Z of each position.
+        """:meth:`log_probs` with the target's logit alone as the log-probability (log Z
+        taken as 0: self-normalisation, Chen et al. 2016, the thesis ``000`` section 3.5
+        ref. [45]); only sensible for a model trained with ``optim.self_norm_weight > 0``;
+        O(D) per word instead of O(V D). Not normalised: off by log Z of each position.
         """
         out = self.forward(inputs, state, lengths)
         return self.target_logits(out.features, targets).float(), out.state

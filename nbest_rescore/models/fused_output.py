@@ -37,14 +37,14 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..options import SOFTMAX_IMPLS  # noqa: F401  (fused: this module; plain: log_softmax / cross_entropy)
+
 __all__ = ["DEFAULT_BLOCK", "SOFTMAX_IMPLS", "block_size", "blocked_logsumexp", "linear_target_logits",
            "fused_log_probs_at", "FusedLinearCrossEntropy", "fused_linear_cross_entropy"]
 
 #: vocabulary rows per block: [N, 2048] float32 blocks measured fastest for N in 256..2048,
 #: H in {256, 512} on a 2-core AMD EPYC (``benchmarks/output_layer.py``)
 DEFAULT_BLOCK = 2048
-#: ``fused``: this module; ``plain``: ``log_softmax(h @ W.T + b)`` / ``cross_entropy``
-SOFTMAX_IMPLS = ("fused", "plain")
 
 
 def block_size(n_rows: int, vocab_size: int, block: Optional[int] = None) -> int:

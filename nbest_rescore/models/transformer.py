@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, ModelConfig, Output, State
+from .base import LanguageModel, ModelConfig, Output, State, slide_window
 from .registry import register
 
 POSITION_BIASES = ("alibi", "learned")
@@ -175,10 +175,5 @@ class TransformerLM(LanguageModel):
             h, k, v = block(h, state[2 * layer], state[2 * layer + 1], bias)
             kv += [k, v]
         # new window: slots [n_b, n_b + M) of the M + T positions, n_b = inputs read
-        if lengths is None or bool((lengths == t_len).all()):
-            state = tuple(z[:, t_len:] for z in kv + [key_valid])
-        else:
-            idx = lengths.to(x.device)[:, None] + torch.arange(m, device=x.device)[None, :]  # [B, M]
-            kv_idx = idx.unsqueeze(-1).expand(b, m, h.shape[-1])
-            state = tuple(z.gather(1, kv_idx) for z in kv) + (key_valid.gather(1, idx),)
+        state = tuple(slide_window(z, lengths, m) for z in kv + [key_valid])
         return Output(self.ln_out(h), state, None)

@@ -32,12 +32,12 @@ import torch
 
 from ..errors import DataError, examples
 from ..models.base import align_slots, cat_states, select_state
+from ..options import HISTORY_MODES
 from ..types import NbestSet
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
 from .scorer import NnScorer
 
-HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
 log = logging.getLogger(__name__)
 
 

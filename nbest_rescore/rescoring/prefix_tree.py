@@ -24,26 +24,14 @@ fastest on CPU. Only the stateful interface of
 lengths)``, ``model.logits``); a ``logits`` that already returns log-probabilities
 is fine (log_softmax leaves them unchanged).
 
-The exact output layer (the fused full softmax of
-:mod:`~nbest_rescore.models.fused_output`, or the adaptive softmax) does not hold up the
-walk: the features of successive levels are queued and scored together once
-:data:`OUTPUT_ROWS` nodes are pending, so its products run on hundreds of rows even
+Output layer (the variants: :mod:`.scorer`): only the (node, word) pairs are scored,
+the children's words and ``</s>`` where a hypothesis ends. The exact layers (the fused
+full softmax, the adaptive softmax; ``model.log_probs_at``) do not hold up the walk:
+the features of successive levels are queued and scored together once
+:data:`OUTPUT_ROWS` nodes are pending, so their products run on hundreds of rows even
 where the levels are a few dozen nodes wide (the recurrence itself must go level by
-level). With the full softmax each node's log-sum-exp goes through vocabulary blocks
-and only its pairs' logits are computed (``model.log_probs_at``); ``softmax_impl =
-"plain"`` takes ``log_softmax`` of the whole [rows, V] product per level instead.
-
-With ``self_normalized=True`` no [rows, V] product nor log-softmax is computed: for
-each gathered (node, word) pair, the children's words and ``</s>`` where a hypothesis
-ends, :meth:`~nbest_rescore.models.base.LanguageModel.target_logits` gives
-features . W[word] + b[word] (O(D) per pair), used as log P (log Z taken as 0).
-
-A model with the adaptive softmax (``output: adaptive``) is scored exactly without the
-[rows, V] distribution, ``self_normalized`` or not: per node the head's log-softmax
-once, and each tail cluster's projection only on the nodes that have a child word (or
-``</s>``) in it (:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`);
-a word in the head costs the head alone. With the 43k vocabulary and the cutoffs of the
-CPU recipe most children are head words, so most nodes never touch a tail.
+level). ``softmax_impl = "plain"`` takes ``log_softmax`` of the whole [rows, V] product
+per call; ``self_normalized`` the pairs' target logits (O(D) per pair).
 """
 from __future__ import annotations
 
@@ -397,46 +385,34 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
 def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
     """The output layer of :func:`score_forest`, writing the log-probabilities of each
     call's gathered (node, word) pairs into ``buf``: :class:`_PendingOutput` for the
-    adaptive or the fused full softmax, else :class:`_TargetLogits` when
-    ``self_normalized``, else :class:`_LogSoftmax`."""
+    adaptive or the fused full softmax, else :class:`_PerCall`."""
     adaptive = _adaptive_pairs(model)
     if adaptive or (not self_normalized and model.fused_output_active()):
         return _PendingOutput(model, buf, dev, adaptive)
-    return _TargetLogits(model, buf, dev) if self_normalized else _LogSoftmax(model, buf, dev, max_rows)
+    return _PerCall(model, buf, dev, self_normalized, max_rows)
 
 
-class _TargetLogits:
-    """Self-normalised output: [G, 1, D] . W[word] as log P of each pair."""
+class _PerCall:
+    """The pairs of each call scored at once: self-normalised, [G, 1, D] . W[word] as
+    log P of each pair; else (``softmax_impl = "plain"``) log_softmax of the whole
+    [rows, V] product per call (into a reused buffer), the pairs gathered from it."""
 
-    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev):
-        self.model, self.buf, self.dev = model, buf, dev
-
-    def add(self, feats: torch.Tensor, c: _Chunk) -> None:
-        """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
-        pairs = self.model.target_logits(feats.index_select(0, self.dev(c.g_pos)), self.dev(c.g_word).unsqueeze(1))
-        self.buf[self.dev(c.g_dst)] = pairs.squeeze(1).double()
-
-    def flush(self) -> None:
-        """Nothing is deferred."""
-
-
-class _LogSoftmax:
-    """``softmax_impl = "plain"``: log_softmax of the whole [rows, V] product per call
-    (into a reused buffer), the pairs gathered from it."""
-
-    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, max_rows: int):
-        self.model, self.buf, self.dev, self.max_rows = model, buf, dev, max_rows
+    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
+        self.model, self.buf, self.dev, self.self_normalized, self.max_rows = model, buf, dev, self_normalized, max_rows
         self.out: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
 
     def add(self, feats: torch.Tensor, c: _Chunk) -> None:
         """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
         g_pos, g_word = self.dev(c.g_pos), self.dev(c.g_word)
-        logits = self.model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
-        if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
-            self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
-                                   dtype=torch.float32, device=logits.device)
-        logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])
-        self.buf[self.dev(c.g_dst)] = logp[g_pos, g_word].double()
+        if self.self_normalized:
+            logp = self.model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1)).squeeze(1)
+        else:
+            logits = self.model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
+            if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
+                self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
+                                       dtype=torch.float32, device=logits.device)
+            logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])[g_pos, g_word]
+        self.buf[self.dev(c.g_dst)] = logp.double()
 
     def flush(self) -> None:
         """Nothing is deferred."""

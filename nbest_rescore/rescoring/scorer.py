@@ -17,7 +17,8 @@ With the adaptive softmax (``output: adaptive``) all three are exact and none bu
 ``AdaptiveLogSoftmaxWithLoss`` (head per position, a tail cluster only for the
 positions whose target lies in it); ``tree`` computes each node's head once for all of
 its children's words and runs a tail cluster only on the nodes with a child in it
-(:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`).
+(:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`; with the 43k
+vocabulary of the CPU recipe most children are head words and most nodes never touch a tail).
 
 Faster, approximate options (any mode; recorded in ``wer.json`` by ``score``):
 
@@ -72,23 +73,17 @@ TREE_BYTES_PER_TOKEN = 64
 
 def check_inference_options(device, output: str = "softmax", quantize: str = "none",
                             dtype: str = "float32") -> None:
-    """Refuse option combinations that cannot run, before any model is touched.
-
-    Args:
-        device: a device name (``"cpu"``, ``"cuda:0"``) or :class:`torch.device`; only its
-            type is read here (availability is checked by
-            :func:`nbest_rescore.device.resolve_device`).
-        output, quantize, dtype: one of :data:`OUTPUTS`, :data:`QUANTIZE`, :data:`DTYPES`.
-    Raises:
-        DataError: an unknown value, int8 on CUDA, float16 on the CPU, or int8 combined
-            with a dtype other than float32.
-    """
+    """Refuse option combinations that cannot run, before any model is touched:
+    :func:`check_device` of the :class:`~nbest_rescore.options.ScorerOptions` of ``output``,
+    ``quantize`` and ``dtype`` (DataError also for a value not among its choices)."""
     check_device(device, ScorerOptions(output=output, quantize=quantize, dtype=dtype))
 
 
 def check_device(device, options: ScorerOptions) -> None:
-    """The checks across fields of :func:`check_inference_options` for checked
-    ``options`` (its quantize and dtype) on ``device``. Raises DataError."""
+    """Refuse quantize/dtype combinations of ``options`` that cannot run on ``device`` (a
+    name such as ``"cuda:0"`` or a :class:`torch.device`; only its type is read, its
+    availability is :func:`nbest_rescore.device.resolve_device`'s). Raises DataError for
+    int8 on CUDA, float16 on the CPU, or int8 with a dtype other than float32."""
     kind, quantize, dtype = str(device).split(":")[0], options.quantize, options.dtype
     if quantize == "int8" and kind != "cpu":
         raise DataError(f"--quantize int8 runs on the CPU only, but --device is {device}: use --device cpu, "
@@ -122,32 +117,19 @@ class NnScorer:
         model: a trained language model (put in eval mode here).
         vocab: its vocabulary (unknown words map to ``<unk>``).
         device: torch device (see :func:`nbest_rescore.device.resolve_device`).
-        options: the scoring knobs (:class:`~nbest_rescore.options.ScorerOptions`:
-            ``batch_size``, most hypotheses (``tree``: tree segments) per forward pass;
-            ``max_tokens``, most padded positions (rows x length) per forward pass,
-            which bounds memory for long lists; ``scoring``, ``output``, ``quantize``,
-            ``dtype``, ``softmax_impl``: see below); None: the defaults.
+        options: the knobs (:class:`~nbest_rescore.options.ScorerOptions`: ``batch_size``,
+            ``max_tokens``, ``scoring`` (:data:`SCORING_MODES`), ``output``, ``quantize``,
+            ``dtype``, ``softmax_impl``, each described there and in the module
+            docstring); None: the defaults. Costs are float64 sums of float32 values
+            whatever the dtype.
         **knobs: ScorerOptions fields given one by one instead (or over ``options``);
             ``mode`` is ``scoring``.
         state_budget_bytes: for models with a ``max_batch_rows(budget_bytes)`` method
             (a large per-hypothesis state, e.g. the DNC), batch_size is capped so that
-            the states of one batch fit in this many bytes. ``tree`` also splits a
-            call into groups of hypotheses so that the states of two tree levels fit,
-            and so does the forest's bookkeeping (:data:`TREE_BYTES_PER_TOKEN` per list
-            token): its memory is then bounded whatever the list size (see
-            :meth:`tree_forests`).
-        scoring (``mode``): ``tree``, ``padded`` or ``single`` (:data:`SCORING_MODES`).
+            the states of one batch fit in this many bytes; ``tree`` also bounds its
+            groups of hypotheses by it (:meth:`tree_forests`).
         max_segment: ``tree`` only: longest chain of single-child nodes read in one
             call (1 = one token per step, the fastest on CPU; see :mod:`.prefix_tree`).
-        output: ``softmax`` (exact) or ``self-normalized`` (target logit as the
-            log-probability; see the module docstring).
-        quantize: ``none`` or ``int8`` (CPU only): score with an int8 copy of the model.
-        dtype: ``float32``, ``bfloat16`` or ``float16`` (CUDA only): score with a copy
-            of the model cast to it (CPU bfloat16: the output layer only, or float32
-            where the CPU lacks bfloat16 instructions; see the module docstring).
-            Costs are float64 sums of float32 values in all cases.
-        softmax_impl: ``fused`` or ``plain`` (:data:`~nbest_rescore.models.fused_output.SOFTMAX_IMPLS`):
-            how the exact full softmax is computed (see the module docstring).
         model_info: the checkpoint's info (``load_model``'s third value); with
             ``self-normalized`` output a warning is logged when it shows the model was
             trained without ``optim.self_norm_weight > 0``.
