@@ -65,12 +65,10 @@ def pad_front(t: Tensor, size: int) -> Tensor:
 
 
 def align_slots(parts):
-    """The tensors ``parts`` (one entry of several states, each [B_i, S_i, ...]) padded
-    in front along axis 1 with zeros to the longest S_i, so that they can be
-    concatenated, written into one another or mixed row by row. Only the neural cache
-    varies in S (its filled slots, oldest first; zero slots are empty); other state
-    entries are returned unchanged. Tensors that differ in any other axis are left
-    as they are, so the caller's ``torch.cat`` / ``torch.where`` raises RuntimeError."""
+    """The tensors ``parts`` (one entry of several states, each [B_i, S_i, ...]) padded in
+    front to the longest S_i (:func:`pad_front`; see the module docstring), so that
+    they can be concatenated, written into one another or mixed row by row. Tensors that
+    differ in another axis are left as they are (the caller's op raises RuntimeError)."""
     sizes = {p.shape[1] for p in parts if p.dim() >= 2}
     if len(sizes) <= 1:
         return list(parts)
@@ -80,7 +78,7 @@ def align_slots(parts):
 
 def reset_state(state: State, mask: Tensor, initial: State) -> State:
     """Replace the rows where ``mask`` (bool [B]) is True by the rows of ``initial``
-    (tensors of different lengths along axis 1 are aligned first, see :func:`cat_states`)."""
+    (aligned first, :func:`align_slots`)."""
     out = []
     for s, s0 in zip(state, initial):
         s, s0 = align_slots((s, s0))
@@ -90,11 +88,24 @@ def reset_state(state: State, mask: Tensor, initial: State) -> State:
 
 
 def cat_states(states) -> State:
-    """Concatenate states along the batch axis. A state tensor whose length along axis
-    1 differs between the parts (only the neural cache's filled slots do) is padded in
-    front with zeros (empty slots) to the longest."""
+    """Concatenate states along the batch axis (aligned first, :func:`align_slots`)."""
     states = list(states)
     return tuple(torch.cat(align_slots(parts), 0) for parts in zip(*states))
+
+
+def hold_done(t: int, lengths: Optional[Tensor], new: Tensor, old: Tensor, dim: int = 0) -> Tensor:
+    """Step ``t`` of a step loop: ``new``, but ``old`` in the rows (batch axis ``dim``) that
+    have read all their ``lengths[b]`` inputs already (``new`` itself when lengths is None)."""
+    if lengths is None:
+        return new
+    shape = [1] * new.dim()
+    shape[dim] = -1
+    return torch.where((t < lengths).view(shape), new, old)
+
+
+def state_row_bytes(state: State) -> int:
+    """Bytes of one row (one stream) of ``state``."""
+    return sum(s[:1].numel() * s.element_size() for s in state)
 
 
 def detach_state(state: State) -> State:
@@ -159,27 +170,20 @@ class ModelConfig:
         added when the features are not ``embedding_dim`` wide).
     output: ``"softmax"`` (a full linear layer + softmax over the vocabulary) or
         ``"adaptive"``: the adaptive softmax of Grave et al. 2017 (torch's
-        ``nn.AdaptiveLogSoftmaxWithLoss``): a head over the most frequent words plus
-        one entry per tail cluster, and each tail cluster behind a smaller projection.
-        It is exactly normalised, so perplexities and N-best costs stay exact
-        log-probabilities; a target in the head costs O(D (c_0 + n_clusters)) instead
-        of O(D V). Word ids must be ordered by decreasing frequency (the trainer's
-        vocabulary is). Not combinable with ``tie_weights``.
+        ``nn.AdaptiveLogSoftmaxWithLoss``; exactly normalised, a target in the head
+        costs O(D (c_0 + n_clusters)) instead of O(D V); :mod:`.adaptive_output`). Word
+        ids must be ordered by decreasing frequency (the trainer's vocabulary is). Not
+        combinable with ``tie_weights``.
     adaptive_cutoffs: increasing word-id boundaries of the clusters (the head is ids
         < cutoffs[0]); None: chosen by the trainer from the training word frequencies
         (:func:`default_adaptive_cutoffs`) and stored in the checkpoint.
     adaptive_div_value: each tail cluster i projects to D / div_value**(i+1) units.
-    direction: ``"forward"`` or ``"backward"`` (:data:`DIRECTIONS`). A backward model
-        is the same network reading the data reversed: every sentence word-reversed
-        and the sentences of a document in reverse order, so the stream of a document
-        s_1 .. s_n is ``</s> rev(s_n) </s> .. rev(s_1) </s>`` (it predicts w_k .. w_1
-        and then ``</s>``, i.e. the sentence start: the mirror of the forward
-        model's ``</s>`` after w_k), and its state runs from the document's last
-        sentence to its first. The model code ignores this field: the reversal is
-        done on the data by training (:func:`~nbest_rescore.training.streams.model_documents`),
-        ``ppl`` and rescoring (:func:`~nbest_rescore.rescoring.backward.reverse_nbest`:
-        each utterance is conditioned on the 1-best of the FOLLOWING utterances).
-        Stored in the checkpoint's config (a checkpoint without it is forward).
+    direction: ``"forward"`` or ``"backward"`` (:data:`DIRECTIONS`): a backward model is
+        the same network reading each document reversed, ``</s> rev(s_n) </s> ..
+        rev(s_1) </s>``, its state running from the last sentence to the first. The
+        model code ignores this field: the data is reversed by training
+        (:func:`~nbest_rescore.training.streams.model_documents`), ``ppl`` and rescoring
+        (:mod:`~nbest_rescore.rescoring.backward`). A checkpoint without it is forward.
     """
 
     embedding_dim: int = 256
@@ -306,9 +310,7 @@ class LanguageModel(nn.Module):
 
     @property
     def direction(self) -> str:
-        """``"forward"`` or ``"backward"`` (see :class:`ModelConfig`): the order in which
-        the model reads the words and the sentences of a document. The model itself
-        reads whatever tokens it is given; callers reverse the data of a backward model."""
+        """``"forward"`` or ``"backward"`` (:class:`ModelConfig`; callers reverse the data)."""
         return getattr(self.config, "direction", "forward")
 
     # -- to implement ---------------------------------------------------------------
@@ -322,18 +324,13 @@ class LanguageModel(nn.Module):
 
     # -- shared -------------------------------------------------------------------------
     def forward(self, tokens: Tensor, state: State, lengths: Optional[Tensor] = None) -> Output:
-        """Read ``tokens`` int64 [B, T] from ``state``.
-
-        Args:
-            tokens: word ids [B, T]; positions at or after ``lengths[b]`` are padding.
-            state: batch-first state of batch B.
-            lengths: int64 [B] (on CPU or the model's device), each in [1, T], or None.
-        Returns:
-            :class:`Output` with features [B, T, D]; the state is the one reached after
-            ``lengths[b]`` inputs of row b (all T when lengths is None). Outputs at
-            padded positions are unspecified; earlier positions never depend on later
-            tokens (causality). Floating-point state tensors are cast to the
-            embedding's dtype (a model cast to bfloat16 accepts a float32 initial state).
+        """Read ``tokens`` int64 [B, T] (padding at or after ``lengths[b]``) from the
+        batch-first ``state`` of batch B; ``lengths`` int64 [B] (CPU or the model's
+        device), each in [1, T], or None. Returns :class:`Output` with features [B, T, D]
+        and the state after ``lengths[b]`` inputs of row b (all T without lengths).
+        Outputs at padded positions are unspecified; earlier positions never depend on
+        later tokens (causality). Floating-point state tensors are cast to the
+        embedding's dtype (a bfloat16 model accepts a float32 initial state).
         """
         x = self.drop_emb(self.embedding(tokens))
         state = tuple(s.to(x.dtype) if s.is_floating_point() else s for s in state)
@@ -355,19 +352,11 @@ class LanguageModel(nn.Module):
         return self.decoder(h)
 
     def target_log_probs(self, features: Tensor, targets: Tensor) -> Tensor:
-        """Exact natural-log probabilities of ``targets`` only.
-
-        Full softmax: fused ``cross_entropy`` (log-softmax + pick, no second [N, V]
-        tensor kept); adaptive softmax: the head for every position and, for each
-        tail cluster, only the positions whose target lies in it.
-
-        Args:
-            features: float [..., D] (from :meth:`forward`); targets: int64 [...],
-                valid word ids (also at padded positions).
-        Returns:
-            float32 [...] log P(target). A model that overrides :meth:`logits`
-            (e.g. the cache wrapper) gets the log-softmax of its logits.
-        """
+        """Exact natural-log probabilities float32 [...] of ``targets`` int64 [...] (valid
+        ids, also at padding) after ``features`` float [..., D]: fused ``cross_entropy``
+        (no second [N, V] tensor kept) for the full softmax; the head and only the tail
+        clusters a target lies in for the adaptive one; the log-softmax of
+        :meth:`logits` for a model that overrides it (the cache wrapper)."""
         if type(self).logits is not LanguageModel.logits:
             logp = torch.log_softmax(self.logits(features).float(), dim=-1)
             return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -386,25 +375,17 @@ class LanguageModel(nn.Module):
         logits = self.decoder(flat).float()
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
 
-    #: whether a row's outputs depend on the width T of the call it is read in, not only on
-    #: its own tokens (attention over all T positions of a segment: the transformer); scoring
-    #: then reads rows of different lengths in separate calls (:mod:`.rows`)
+    #: a row's outputs depend on the width T of its call (attention over a segment): scoring
+    #: reads rows of different lengths in separate calls (:mod:`.rows`)
     width_dependent: ClassVar[bool] = False
-    #: set by the N-best scorer (:class:`~nbest_rescore.rescoring.scorer.NnScorer`): the few
-    #: computations that would round a row according to the rest of its batch, and whose
-    #: row-by-row form is slower, take that form (the neural cache's scores; :mod:`.rows`).
-    #: Perplexity and training leave it off.
+    #: set by the N-best scorer: computations that would round a row according to its batch
+    #: take their slower row-by-row form (the neural cache's scores; :mod:`.rows`)
     row_invariant: bool = False
-    #: exact full-softmax scoring (``ppl``, N-best costs): ``"fused"`` (the product in
-    #: vocabulary blocks with an online log-sum-exp, :mod:`.fused_output`) or ``"plain"``
-    #: (``log_softmax`` / ``cross_entropy`` of the whole [N, V] product). Set per model
-    #: instance (``NnScorer(softmax_impl=...)``, ``score --softmax-impl``); the default
-    #: is the option's (:class:`~nbest_rescore.options.ScorerOptions`).
+    #: exact full-softmax scoring (``ppl``, N-best costs), ``"fused"`` (:mod:`.fused_output`)
+    #: or ``"plain"``; set per instance (``score --softmax-impl``, :class:`~nbest_rescore.options.ScorerOptions`)
     softmax_impl: str = default_of(ScorerOptions, "softmax_impl")
     #: the training loss through :func:`~.fused_output.fused_linear_cross_entropy`
-    #: (``optim.fused_softmax``): no [N, V] logits or gradient kept, one more block
-    #: product per step (1.02x the words/s of the plain loss on the 2-core CPU, see README;
-    #: off by default while its GPU speed is unmeasured)
+    #: (``optim.fused_softmax``; 1.02x the words/s of the plain loss on the 2-core CPU, README)
     fused_training: bool = False
     #: bfloat16 copy of the output layer's weights for the fused product
     #: (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`), or None
@@ -509,10 +490,9 @@ class LanguageModel(nn.Module):
         return self.target_logits(out.features, targets).float(), out.state
 
     def supports_cuda_graph(self) -> bool:
-        """Whether a training step of this model can be captured as a CUDA graph
-        (:mod:`nbest_rescore.training.cuda_graph`): no host synchronisation and fixed
-        shapes. False for the adaptive softmax (rows selected per tail cluster) and
-        for families not checked on CUDA; a family that is sets ``graph_safe``."""
+        """Whether a training step can be captured as a CUDA graph
+        (:mod:`nbest_rescore.training.cuda_graph`): ``graph_safe`` families (checked on
+        CUDA) without the adaptive softmax (rows selected per tail cluster)."""
         return self.graph_safe and self.adaptive is None
 
     #: the family's step was checked to be capturable (see :meth:`supports_cuda_graph`)
@@ -523,10 +503,9 @@ class LanguageModel(nn.Module):
 
     def on_progress(self, fraction: float) -> None:
         """Hook called by the trainer before every optimiser step with the share of the
-        planned training done, in [0, 1] (steps over planned steps, or the elapsed share
-        of the time budget when larger; :meth:`~nbest_rescore.training.schedule.LRSchedule.progress`),
-        e.g. for an annealing schedule tied to the training length. Must not read
-        device values back (it runs in the hot loop)."""
+        planned training done, in [0, 1]
+        (:meth:`~nbest_rescore.training.schedule.LRSchedule.progress`), e.g. for an
+        annealing schedule (the AMN's). Must not read device values back (hot loop)."""
 
     def begin_diagnostics(self) -> None:
         """Start accumulating model-specific health figures over the following

@@ -65,7 +65,7 @@ class _ShortSpanConfig(ModelConfig):
 @dataclass
 class AttentionConfig(_ShortSpanConfig):
     """Attention / key-value settings; ``window`` L = previous outputs attended over
-    (``001`` Figure 2c: L = 10). Raises DataError for L < 1 or hidden_size < 1."""
+    (``001`` Figure 2c: L = 10)."""
 
     window: int = 10
 
@@ -82,8 +82,7 @@ class KeyValuePredictConfig(AttentionConfig):
 @dataclass
 class NgramRNNConfig(_ShortSpanConfig):
     """N-gram RNN settings: ``order`` N >= 2 (``001`` Figure 2b: N = 4 best); the LSTM
-    output has N - 1 pieces and the window holds the previous N - 2 steps. Raises
-    DataError for N < 2 or hidden_size < 1."""
+    output has N - 1 pieces and the window holds the previous N - 2 steps."""
 
     order: int = 4
 
@@ -126,8 +125,7 @@ class _ShortSpanLM(LanguageModel):
 
     # -- state --------------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:
-        """Zero LSTM state and an empty window: ``(h, c)`` float [B, 1, parts*k],
-        memory float [B, L, D_mem] zeros, valid bool [B, L] all False."""
+        """Zero LSTM state and an empty window (all invalid; shapes in the module docstring)."""
         device = device or self.embedding.weight.device
         z = torch.zeros(batch_size, 1, self.lstm_size, device=device)
         memory = torch.zeros(batch_size, self.window, self.memory_dim, device=device)

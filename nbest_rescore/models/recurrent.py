@@ -48,16 +48,12 @@ class _RecurrentLM(LanguageModel):
         c = self.config
         return super().supports_cuda_graph() and not (c.num_layers > 1 and c.dropout > 0)
 
-    @property
-    def _num_state(self) -> int:
-        return 2 if self.cell is nn.LSTM else 1
-
     def init_state(self, batch_size: int, device=None) -> State:
         """Zero states: ``(h,)`` or, for the LSTM, ``(h, c)``, each float [B, L, H]."""
         c = self.config
         device = device or self.embedding.weight.device
         z = torch.zeros(batch_size, c.num_layers, c.hidden_size, device=device)
-        return tuple(z.clone() for _ in range(self._num_state))
+        return tuple(z.clone() for _ in range(2 if self.cell is nn.LSTM else 1))
 
     def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
         """torch's RNN/GRU/LSTM over ``x`` float [B, T, E] (packed when ``lengths`` vary,
