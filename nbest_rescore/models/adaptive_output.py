@@ -48,10 +48,8 @@ def adaptive_log_probs_at(adaptive: nn.AdaptiveLogSoftmaxWithLoss, features: Ten
             the features' or the CPU (see the module docstring).
     Returns:
         float32 [G]; the log-softmaxes are taken in float32 whatever the features' dtype.
-        A row none of whose targets lies in tail cluster i never runs that cluster's
-        projection; rows named by no pair run only the head. Each product runs on at
-        least :func:`~.rows.safe_rows` rows (copies of the first pad it), so a pair's
-        value does not depend on the other rows.
+        Each product runs on at least :func:`~.rows.safe_rows` rows (copies of the
+        first pad it), so a pair's value does not depend on the other rows.
     """
     if features.dim() != 2 or rows.shape != targets.shape or rows.dim() != 1:
         raise ValueError(f"expected features [N, D] and rows, targets [G], got {tuple(features.shape)}, "

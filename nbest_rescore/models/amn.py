@@ -39,10 +39,8 @@ output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
   the same cost per word).
 * Padding: the trainer passes the real-token mask (:meth:`AMNLM.token_mask`), and the
   ITL, the balance term and the health report leave padded positions out.
-* Memcell health (:meth:`AMNLM.begin_diagnostics` / :meth:`AMNLM.end_diagnostics`,
-  reported by the trainer at every validation): mean attention per memcell,
-  attention entropy in bits, and mean pairwise cosine similarity of the memcell
-  states, over the positions read since ``begin_diagnostics`` (padding included).
+* Memcell health (:meth:`AMNLM.end_diagnostics`, reported by the trainer at every
+  validation): attention per memcell, its entropy, memcell cosine similarity.
 
 The K + 1 GRUs (index 0 = controller) share one implementation: their input
 projections for a whole segment are one matrix product, and the recurrences one
@@ -68,7 +66,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, ModelConfig, Output, State
+from .base import LanguageModel, ModelConfig, Output, State, hold_done
 from .registry import register
 
 DROPOUT_MODES = ("none", "contr", "mem", "all")
@@ -95,10 +93,8 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
     Args:
         alpha: attention float [K, B, T]; o: output float [B, T, H]; cells: memcell
             states m^(i) float [K, B, T, H].
-        reduction: one of ``ITL_REDUCTIONS``: ``sum``/``mean`` of the squared distance
-            over the H hidden units, then ``token`` (mean over the real tokens, like the
-            per-token cross-entropy) or ``sequence`` (sum over T, mean over B).
-            ``sum-token`` is eq. 4.32 as written (summed over units, averaged over time).
+        reduction: one of ``ITL_REDUCTIONS`` (see the module docstring; ``sum-token`` is
+            eq. 4.32 as written).
         weight: float [B, T], 1 for a real token and 0 for padding (None: all real);
             padding adds nothing.
     Returns:
@@ -119,11 +115,9 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
 
 
 def balance_loss(alpha: Tensor, weight: Optional[Tensor] = None) -> Tensor:
-    """Load-balancing term on the segment-mean attention (not in the thesis; issue 26):
-    ``K * sum_i abar_i^2 - 1`` with ``abar_i`` the mean of alpha^(i) over the segment's
-    real tokens: 0 when the memcells share the attention equally, K - 1 when one
-    memcell takes it all. alpha float [K, B, T]; weight float [B, T] or None (all real).
-    Returns a scalar tensor."""
+    """The load-balancing term ``K * sum_i abar_i^2 - 1`` of the module docstring (0 for
+    equal shares, K - 1 when one memcell takes all), ``abar_i`` the mean of alpha^(i)
+    [K, B, T] over the real tokens (weight float [B, T] or None: all). A scalar tensor."""
     k = alpha.shape[0]
     if weight is None:
         abar = alpha.mean((1, 2))
@@ -152,9 +146,8 @@ def memcell_health_sums(alpha: Tensor, cells: Tensor, weight: Optional[Tensor] =
 
 @dataclass
 class AMNConfig(ModelConfig):
-    """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15).
-    Sizes and ``num_memcells`` >= 1, ``anneal_t0`` >= 1, ``anneal_gamma`` in (0, 1],
-    ``itl_weight`` >= 0, ``dropout_mode`` in ``DROPOUT_MODES`` (DataError otherwise)."""
+    """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15);
+    the fields are described in the module docstring, their ranges in ``_RANGES``."""
 
     hidden_size: int = 256
     num_memcells: int = 5
@@ -247,11 +240,8 @@ class AMNLM(LanguageModel):
         return (torch.zeros(batch_size, c.num_memcells + 1, c.hidden_size, device=device),)
 
     def on_progress(self, fraction: float) -> None:
-        """Annealing and ITL warm start tied to the planned training (see the module
-        docstring): with ``anneal_fraction`` f, T = T0^(1 - p / f) while p < f, then 1; with
-        ``itl_ramp_fraction`` r, the ITL scale is clip((p - f) / r, 0, 1). ``fraction`` is p
-        in [0, 1]. Buffers are written in place only when a value changes (CUDA-graph safe,
-        no host synchronisation)."""
+        """Annealing and ITL warm start at progress ``fraction`` p in [0, 1] (the schedules
+        of the module docstring); buffers written in place only on a change (CUDA-graph safe)."""
         c = self.config
         t, scale = self._scheduled
         if c.anneal_fraction is not None and c.anneal_t0 > 1:
@@ -264,9 +254,7 @@ class AMNLM(LanguageModel):
             self._scheduled = (t, scale)
 
     def on_epoch_end(self, epoch: int) -> None:
-        """Attention annealing by epoch, T <- max(floor, gamma * T) (``000`` eq. 4.20; the
-        thesis's floor is 1), unless ``anneal_fraction`` ties T to the training's progress
-        (:meth:`on_progress`)."""
+        """T <- max(floor, gamma * T) (``000`` eq. 4.20), unless ``anneal_fraction`` is set."""
         if self.config.anneal_fraction is None:
             t = max(self.config.anneal_floor, float(self.temperature) * self.anneal_gamma)
             self.temperature.fill_(t)
@@ -277,7 +265,7 @@ class AMNLM(LanguageModel):
         self._scheduled = (float(self.temperature), float(self.itl_scale))
 
     def begin_diagnostics(self) -> None:
-        """Start summing attention, its entropy and memcell cosines (see the module docstring)."""
+        """Start summing the memcell health figures (see the module docstring)."""
         k = self.config.num_memcells
         self._health = [torch.zeros(k, dtype=torch.float64, device=self.w_ih.device)] + [
             torch.zeros((), dtype=torch.float64, device=self.w_ih.device) for _ in range(3)]
@@ -296,9 +284,7 @@ class AMNLM(LanguageModel):
                 "memcell_cosine": round(float(cos) / n, 4) if k > 1 else None}
 
     def token_mask(self, mask: Optional[Tensor]) -> None:
-        """The real-token mask bool [B, T] of the positions the next forward calls cover,
-        in column order (None: forget it). Padding is then left out of the ITL, the
-        load-balancing term and the health report."""
+        """See :meth:`LanguageModel.token_mask` (None: forget it)."""
         self._token_mask, self._token_col = mask, 0
 
     def _take_mask(self, b: int, t_len: int) -> Optional[Tensor]:
@@ -310,11 +296,6 @@ class AMNLM(LanguageModel):
         part = mask[:, self._token_col:self._token_col + t_len]
         self._token_col += t_len
         return part.to(torch.float32)
-
-    def _accumulate_health(self, alpha: Tensor, m: Tensor, weight: Optional[Tensor]) -> None:
-        """alpha float [K, B*T], memcell states m float [K, B*T, H], weight [B*T] or None."""
-        for total, part in zip(self._health, memcell_health_sums(alpha, m, weight)):
-            total += part
 
     def _input_masks(self, x: Tensor) -> Tensor:
         """Dropout-masked inputs per GRU: float [B, T, K + 1, E'] from embeddings [B, T, E]
@@ -338,16 +319,9 @@ class AMNLM(LanguageModel):
         return xs * mask
 
     def attend(self, h: Tensor):
-        """Attention over memcells.
-
-        Args:
-            h: float [K + 1, B, H] controller (index 0) and memcell states.
-        Returns:
-            (alpha float [K, B] attention weights, o float [B, H] output). With
-            ``force_memcell = k`` set, alpha is one-hot(k) and o = m^(k).
-        Raises:
-            IndexError: ``force_memcell`` is not in [0, K).
-        """
+        """Attention over memcells of h float [K + 1, B, H] (controller at index 0):
+        (alpha float [K, B], o float [B, H]); with ``force_memcell = k``, alpha =
+        one-hot(k) and o = m^(k) (IndexError when k is not in [0, K))."""
         u, m = h[0], h[1:]
         if self.force_memcell is not None:
             k = self.force_memcell
@@ -397,19 +371,18 @@ class AMNLM(LanguageModel):
         b_hh = self.b_hh.unsqueeze(1)
         steps = []
         for t in range(t_len):
-            h_new = gru_step(gis[t], h, self.w_hh, b_hh, hdim)
-            if lengths is not None:
-                h_new = torch.where((t < lengths).view(1, b, 1), h_new, h)
-            h = h_new
+            h = hold_done(t, lengths, gru_step(gis[t], h, self.w_hh, b_hh, hdim), h, 1)
             steps.append(h)
         k1 = h.shape[0]
         hs = torch.stack(steps, 2)  # [K+1, B, T, H]
         alpha, o = self.attend(hs.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
         weight = self._take_mask(b, t_len)  # [B, T] or None
         aux = self._aux_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), hs[1:], weight)
-        if self._health is not None:
-            self._accumulate_health(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim),
-                                    None if weight is None else weight.reshape(-1))
+        if self._health is not None:  # alpha [K, B*T], memcells [K, B*T, H], weight [B*T] or None
+            sums = memcell_health_sums(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim),
+                                       None if weight is None else weight.reshape(-1))
+            for total, part in zip(self._health, sums):
+                total += part
         if self.record_attention:
             self.recorded_attention.append(alpha.detach().view(k1 - 1, b, t_len).permute(1, 2, 0))  # [B, T, K]
         if self.record_memcells:

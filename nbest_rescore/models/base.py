@@ -21,6 +21,7 @@ from typing import ClassVar, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..options import SOFTMAX_IMPLS, ScorerOptions, default_of
 from ..validation import check_choice, check_fields
@@ -64,12 +65,10 @@ def pad_front(t: Tensor, size: int) -> Tensor:
 
 
 def align_slots(parts):
-    """The tensors ``parts`` (one entry of several states, each [B_i, S_i, ...]) padded
-    in front along axis 1 with zeros to the longest S_i, so that they can be
-    concatenated, written into one another or mixed row by row. Only the neural cache
-    varies in S (its filled slots, oldest first; zero slots are empty); other state
-    entries are returned unchanged. Tensors that differ in any other axis are left
-    as they are, so the caller's ``torch.cat`` / ``torch.where`` raises RuntimeError."""
+    """The tensors ``parts`` (one entry of several states, each [B_i, S_i, ...]) padded in
+    front to the longest S_i (:func:`pad_front`; see the module docstring), so that
+    they can be concatenated, written into one another or mixed row by row. Tensors that
+    differ in another axis are left as they are (the caller's op raises RuntimeError)."""
     sizes = {p.shape[1] for p in parts if p.dim() >= 2}
     if len(sizes) <= 1:
         return list(parts)
@@ -79,7 +78,7 @@ def align_slots(parts):
 
 def reset_state(state: State, mask: Tensor, initial: State) -> State:
     """Replace the rows where ``mask`` (bool [B]) is True by the rows of ``initial``
-    (tensors of different lengths along axis 1 are aligned first, see :func:`cat_states`)."""
+    (aligned first, :func:`align_slots`)."""
     out = []
     for s, s0 in zip(state, initial):
         s, s0 = align_slots((s, s0))
@@ -89,16 +88,66 @@ def reset_state(state: State, mask: Tensor, initial: State) -> State:
 
 
 def cat_states(states) -> State:
-    """Concatenate states along the batch axis. A state tensor whose length along axis
-    1 differs between the parts (only the neural cache's filled slots do) is padded in
-    front with zeros (empty slots) to the longest."""
+    """Concatenate states along the batch axis (aligned first, :func:`align_slots`)."""
     states = list(states)
     return tuple(torch.cat(align_slots(parts), 0) for parts in zip(*states))
+
+
+def hold_done(t: int, lengths: Optional[Tensor], new: Tensor, old: Tensor, dim: int = 0) -> Tensor:
+    """Step ``t`` of a step loop: ``new``, but ``old`` in the rows (batch axis ``dim``) that
+    have read all their ``lengths[b]`` inputs already (``new`` itself when lengths is None)."""
+    if lengths is None:
+        return new
+    shape = [1] * new.dim()
+    shape[dim] = -1
+    return torch.where((t < lengths).view(shape), new, old)
+
+
+def state_row_bytes(state: State) -> int:
+    """Bytes of one row (one stream) of ``state``."""
+    return sum(s[:1].numel() * s.element_size() for s in state)
 
 
 def detach_state(state: State) -> State:
     """The same state cut from the autograd graph (between BPTT segments)."""
     return tuple(s.detach() for s in state)
+
+
+def run_rnn(rnn: nn.Module, x: Tensor, state: State, lengths: Optional[Tensor]) -> Tuple[Tensor, State]:
+    """torch's batch-first ``nn.RNN``/``nn.GRU``/``nn.LSTM`` over ``x`` float [B, T, E] from
+    the batch-first state ``(h,)`` or ``(h, c)`` float [B, L, H], packed when ``lengths``
+    vary (each row's end state taken at its own length) -> (outputs [B, T, H], end state)."""
+    hx = tuple(s.transpose(0, 1).contiguous() for s in state)
+    hx = hx if len(hx) == 2 else hx[0]
+    if lengths is None or bool((lengths == x.shape[1]).all()):
+        y, hn = rnn(x, hx)
+    else:
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        y, hn = rnn(packed, hx)
+        y, _ = pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+    return y, tuple(s.transpose(0, 1) for s in (hn if isinstance(hn, tuple) else (hn,)))
+
+
+def lstm_forget_bias(lstm: nn.Module, hidden: int) -> None:
+    """Forget-gate bias 1 in every layer of ``lstm`` (``bias_ih`` 1, ``bias_hh`` 0; gates i, f, g, o)."""
+    with torch.no_grad():
+        for name, p in lstm.named_parameters():
+            if name.startswith("bias_ih"):
+                p[hidden:2 * hidden].fill_(1.0)
+            elif name.startswith("bias_hh"):
+                p[hidden:2 * hidden].zero_()
+
+
+def slide_window(seq: Tensor, lengths: Optional[Tensor], size: int) -> Tensor:
+    """The window carried to the next call: of ``seq`` [B, size + T, ...] (the state's
+    ``size`` slots, then the T positions read), the ``size`` positions that end at each
+    row's last real input, ``lengths[b]`` .. ``lengths[b] + size - 1`` (the last ``size``
+    when ``lengths`` is None), so that padding never enters it."""
+    t_len = seq.shape[1] - size
+    if lengths is None or bool((lengths == t_len).all()):
+        return seq[:, t_len:]
+    idx = lengths.to(seq.device).view(-1, 1) + torch.arange(size, device=seq.device)  # [B, size]
+    return seq.gather(1, idx.view(*idx.shape, *([1] * (seq.dim() - 2))).expand(-1, -1, *seq.shape[2:]))
 
 
 OUTPUT_LAYERS = ("softmax", "adaptive")
@@ -121,27 +170,20 @@ class ModelConfig:
         added when the features are not ``embedding_dim`` wide).
     output: ``"softmax"`` (a full linear layer + softmax over the vocabulary) or
         ``"adaptive"``: the adaptive softmax of Grave et al. 2017 (torch's
-        ``nn.AdaptiveLogSoftmaxWithLoss``): a head over the most frequent words plus
-        one entry per tail cluster, and each tail cluster behind a smaller projection.
-        It is exactly normalised, so perplexities and N-best costs stay exact
-        log-probabilities; a target in the head costs O(D (c_0 + n_clusters)) instead
-        of O(D V). Word ids must be ordered by decreasing frequency (the trainer's
-        vocabulary is). Not combinable with ``tie_weights``.
+        ``nn.AdaptiveLogSoftmaxWithLoss``; exactly normalised, a target in the head
+        costs O(D (c_0 + n_clusters)) instead of O(D V); :mod:`.adaptive_output`). Word
+        ids must be ordered by decreasing frequency (the trainer's vocabulary is). Not
+        combinable with ``tie_weights``.
     adaptive_cutoffs: increasing word-id boundaries of the clusters (the head is ids
         < cutoffs[0]); None: chosen by the trainer from the training word frequencies
         (:func:`default_adaptive_cutoffs`) and stored in the checkpoint.
     adaptive_div_value: each tail cluster i projects to D / div_value**(i+1) units.
-    direction: ``"forward"`` or ``"backward"`` (:data:`DIRECTIONS`). A backward model
-        is the same network reading the data reversed: every sentence word-reversed
-        and the sentences of a document in reverse order, so the stream of a document
-        s_1 .. s_n is ``</s> rev(s_n) </s> .. rev(s_1) </s>`` (it predicts w_k .. w_1
-        and then ``</s>``, i.e. the sentence start: the mirror of the forward
-        model's ``</s>`` after w_k), and its state runs from the document's last
-        sentence to its first. The model code ignores this field: the reversal is
-        done on the data by training (:func:`~nbest_rescore.training.streams.model_documents`),
-        ``ppl`` and rescoring (:func:`~nbest_rescore.rescoring.backward.reverse_nbest`:
-        each utterance is conditioned on the 1-best of the FOLLOWING utterances).
-        Stored in the checkpoint's config (a checkpoint without it is forward).
+    direction: ``"forward"`` or ``"backward"`` (:data:`DIRECTIONS`): a backward model is
+        the same network reading each document reversed, ``</s> rev(s_n) </s> ..
+        rev(s_1) </s>``, its state running from the last sentence to the first. The
+        model code ignores this field: the data is reversed by training
+        (:func:`~nbest_rescore.training.streams.model_documents`), ``ppl`` and rescoring
+        (:mod:`~nbest_rescore.rescoring.backward`). A checkpoint without it is forward.
     """
 
     embedding_dim: int = 256
@@ -268,9 +310,7 @@ class LanguageModel(nn.Module):
 
     @property
     def direction(self) -> str:
-        """``"forward"`` or ``"backward"`` (see :class:`ModelConfig`): the order in which
-        the model reads the words and the sentences of a document. The model itself
-        reads whatever tokens it is given; callers reverse the data of a backward model."""
+        """``"forward"`` or ``"backward"`` (:class:`ModelConfig`; callers reverse the data)."""
         return getattr(self.config, "direction", "forward")
 
     # -- to implement ---------------------------------------------------------------
@@ -284,18 +324,13 @@ class LanguageModel(nn.Module):
 
     # -- shared -------------------------------------------------------------------------
     def forward(self, tokens: Tensor, state: State, lengths: Optional[Tensor] = None) -> Output:
-        """Read ``tokens`` int64 [B, T] from ``state``.
-
-        Args:
-            tokens: word ids [B, T]; positions at or after ``lengths[b]`` are padding.
-            state: batch-first state of batch B.
-            lengths: int64 [B] (on CPU or the model's device), each in [1, T], or None.
-        Returns:
-            :class:`Output` with features [B, T, D]; the state is the one reached after
-            ``lengths[b]`` inputs of row b (all T when lengths is None). Outputs at
-            padded positions are unspecified; earlier positions never depend on later
-            tokens (causality). Floating-point state tensors are cast to the
-            embedding's dtype (a model cast to bfloat16 accepts a float32 initial state).
+        """Read ``tokens`` int64 [B, T] (padding at or after ``lengths[b]``) from the
+        batch-first ``state`` of batch B; ``lengths`` int64 [B] (CPU or the model's
+        device), each in [1, T], or None. Returns :class:`Output` with features [B, T, D]
+        and the state after ``lengths[b]`` inputs of row b (all T without lengths).
+        Outputs at padded positions are unspecified; earlier positions never depend on
+        later tokens (causality). Floating-point state tensors are cast to the
+        embedding's dtype (a bfloat16 model accepts a float32 initial state).
         """
         x = self.drop_emb(self.embedding(tokens))
         state = tuple(s.to(x.dtype) if s.is_floating_point() else s for s in state)
@@ -317,19 +352,11 @@ class LanguageModel(nn.Module):
         return self.decoder(h)
 
     def target_log_probs(self, features: Tensor, targets: Tensor) -> Tensor:
-        """Exact natural-log probabilities of ``targets`` only.
-
-        Full softmax: fused ``cross_entropy`` (log-softmax + pick, no second [N, V]
-        tensor kept); adaptive softmax: the head for every position and, for each
-        tail cluster, only the positions whose target lies in it.
-
-        Args:
-            features: float [..., D] (from :meth:`forward`); targets: int64 [...],
-                valid word ids (also at padded positions).
-        Returns:
-            float32 [...] log P(target). A model that overrides :meth:`logits`
-            (e.g. the cache wrapper) gets the log-softmax of its logits.
-        """
+        """Exact natural-log probabilities float32 [...] of ``targets`` int64 [...] (valid
+        ids, also at padding) after ``features`` float [..., D]: fused ``cross_entropy``
+        (no second [N, V] tensor kept) for the full softmax; the head and only the tail
+        clusters a target lies in for the adaptive one; the log-softmax of
+        :meth:`logits` for a model that overrides it (the cache wrapper)."""
         if type(self).logits is not LanguageModel.logits:
             logp = torch.log_softmax(self.logits(features).float(), dim=-1)
             return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -348,25 +375,17 @@ class LanguageModel(nn.Module):
         logits = self.decoder(flat).float()
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
 
-    #: whether a row's outputs depend on the width T of the call it is read in, not only on
-    #: its own tokens (attention over all T positions of a segment: the transformer); scoring
-    #: then reads rows of different lengths in separate calls (:mod:`.rows`)
+    #: a row's outputs depend on the width T of its call (attention over a segment): scoring
+    #: reads rows of different lengths in separate calls (:mod:`.rows`)
     width_dependent: ClassVar[bool] = False
-    #: set by the N-best scorer (:class:`~nbest_rescore.rescoring.scorer.NnScorer`): the few
-    #: computations that would round a row according to the rest of its batch, and whose
-    #: row-by-row form is slower, take that form (the neural cache's scores; :mod:`.rows`).
-    #: Perplexity and training leave it off.
+    #: set by the N-best scorer: computations that would round a row according to its batch
+    #: take their slower row-by-row form (the neural cache's scores; :mod:`.rows`)
     row_invariant: bool = False
-    #: exact full-softmax scoring (``ppl``, N-best costs): ``"fused"`` (the product in
-    #: vocabulary blocks with an online log-sum-exp, :mod:`.fused_output`) or ``"plain"``
-    #: (``log_softmax`` / ``cross_entropy`` of the whole [N, V] product). Set per model
-    #: instance (``NnScorer(softmax_impl=...)``, ``score --softmax-impl``); the default
-    #: is the option's (:class:`~nbest_rescore.options.ScorerOptions`).
+    #: exact full-softmax scoring (``ppl``, N-best costs), ``"fused"`` (:mod:`.fused_output`)
+    #: or ``"plain"``; set per instance (``score --softmax-impl``, :class:`~nbest_rescore.options.ScorerOptions`)
     softmax_impl: str = default_of(ScorerOptions, "softmax_impl")
     #: the training loss through :func:`~.fused_output.fused_linear_cross_entropy`
-    #: (``optim.fused_softmax``): no [N, V] logits or gradient kept, one more block
-    #: product per step (1.02x the words/s of the plain loss on the 2-core CPU, see README;
-    #: off by default while its GPU speed is unmeasured)
+    #: (``optim.fused_softmax``; 1.02x the words/s of the plain loss on the 2-core CPU, README)
     fused_training: bool = False
     #: bfloat16 copy of the output layer's weights for the fused product
     #: (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`), or None
@@ -391,25 +410,20 @@ class LanguageModel(nn.Module):
 
     def log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
         """Exact natural-log probabilities of ``targets[g]`` after ``features[rows[g]]``,
-        several targets per row (prefix-tree scoring: each node's children's words and
-        ``</s>``), for every output layer:
-
-        * adaptive softmax: :meth:`adaptive_log_probs_at`;
-        * full softmax, ``softmax_impl == "fused"``: the row's log-sum-exp through the
-          vocabulary blocks and the targets' logits alone
-          (:func:`~.fused_output.fused_log_probs_at`; no [N, V] tensor);
-        * otherwise (``plain``, int8 decoder, a model overriding :meth:`logits` such as
-          the neural cache): ``log_softmax(logits(features))`` gathered.
+        several targets per row (prefix-tree scoring: a node's children's words and
+        ``</s>``): :meth:`adaptive_log_probs_at`; for the full softmax with
+        ``softmax_impl == "fused"`` :func:`~.fused_output.fused_log_probs_at` (no [N, V]
+        tensor); otherwise (``plain``, int8 decoder, a model overriding :meth:`logits`
+        such as the neural cache) ``log_softmax(logits(features))`` gathered.
 
         Args:
             features: float [N, D] (from :meth:`forward`, flattened).
             rows, targets: int64 [G]; rows in [0, N), valid word ids; on the CPU or
                 the features' device.
         Returns:
-            [G] on the features' device: float64 from the fused full softmax (its
-            float64 log-sum-exp kept unrounded), float32 otherwise. The output
-            products run on :func:`~.rows.safe_rows` rows, so a pair's value
-            does not depend on the other rows (:mod:`.rows`).
+            [G] on the features' device: float64 from the fused full softmax, float32
+            otherwise. The products run on :func:`~.rows.safe_rows` rows, so a pair's
+            value does not depend on the other rows (:mod:`.rows`).
         """
         if type(self).logits is LanguageModel.logits and getattr(self, "adaptive", None) is not None:
             return self.adaptive_log_probs_at(features, rows, targets)
@@ -423,40 +437,22 @@ class LanguageModel(nn.Module):
         return logp[rows, targets]
 
     def adaptive_log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
-        """Adaptive softmax only: exact natural-log probabilities of ``targets[g]`` after
-        ``features[rows[g]]``, several targets per row (prefix-tree scoring: a node's
-        children's words and ``</s>``). Each row's head log-softmax is computed once,
-        and each tail cluster's projection only on the rows that have a target in it
-        (:func:`~nbest_rescore.models.adaptive_output.adaptive_log_probs_at`), instead
-        of the whole [N, V] distribution of :meth:`logits`.
-
-        Args:
-            features: float [N, D] (from :meth:`forward`, flattened); rows, targets:
-                int64 [G], rows in [0, N), valid word ids, on the features' device or
-                the CPU (then grouped by cluster on the host, without device syncs).
-        Returns:
-            float32 [G] on the features' device, equal to ``logits(features)[rows,
-            targets]`` up to float rounding.
-        Raises:
-            ValueError: the model's output layer is not the adaptive softmax.
-        """
+        """Adaptive softmax only: :meth:`log_probs_at` through
+        :func:`~nbest_rescore.models.adaptive_output.adaptive_log_probs_at` (each row's head
+        once, each tail cluster only on the rows with a target in it; no [N, V] tensor).
+        ``rows``, ``targets`` may also stay on the CPU (grouped by cluster on the host,
+        without device syncs). Returns float32 [G] on the features' device.
+        Raises ValueError when the model's output layer is not the adaptive softmax."""
         if self.adaptive is None:
             raise ValueError(f"{self.name}: adaptive_log_probs_at needs output: adaptive")
         return adaptive_log_probs_at(self.adaptive, self._output_input(features), rows, targets)
 
     def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
-        """The logit of each target word only: ``logits(features).gather(-1, targets)``
-        without the [B, T, V] product (features . W[target] + b[target]).
-
-        Args:
-            features: float [B, T, D] (from :meth:`forward`); targets: int64 [B, T].
-        Returns:
-            float [B, T] unnormalised scores (equal to the gathered full logits up to
-            floating-point summation order). For the adaptive softmax these are the
-            exact log-probabilities (:meth:`target_log_probs`). A model that
-            overrides :meth:`logits` (e.g. the cache wrapper) or whose output layer
-            is not a plain ``nn.Linear`` (e.g. int8-quantised) falls back to the full
-            product.
+        """The logit of each target word only, float [B, T] from features [B, T, D] and
+        targets int64 [B, T]: features . W[target] + b[target] without the [B, T, V]
+        product (``logits(features).gather(-1, targets)`` up to summation order). The
+        adaptive softmax gives its exact log-probabilities (:meth:`target_log_probs`); a
+        model that overrides :meth:`logits` (the cache) or an int8 decoder, the full product.
         """
         if type(self).logits is not LanguageModel.logits:
             return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -485,23 +481,18 @@ class LanguageModel(nn.Module):
 
     def self_normalized_log_probs(self, inputs: Tensor, targets: Tensor, state: State,
                                   lengths: Optional[Tensor] = None) -> Tuple[Tensor, State]:
-        """Approximate natural-log probabilities of ``targets``: the target's logit alone,
-        log Z taken as 0 (self-normalisation, Chen et al. 2016, the thesis ``000``
-        section 3.5 ref. [45]). Only sensible for a model trained with
-        ``optim.self_norm_weight > 0``; costs O(D) per word instead of O(V D).
-
-        Arguments and return as in :meth:`log_probs` (float32 [B, T], new state);
-        padded positions hold unspecified values. The values are not normalised: they
-        differ from :meth:`log_probs` by log Z of each position.
+        """:meth:`log_probs` with the target's logit alone as the log-probability (log Z
+        taken as 0: self-normalisation, Chen et al. 2016, the thesis ``000`` section 3.5
+        ref. [45]); only sensible for a model trained with ``optim.self_norm_weight > 0``;
+        O(D) per word instead of O(V D). Not normalised: off by log Z of each position.
         """
         out = self.forward(inputs, state, lengths)
         return self.target_logits(out.features, targets).float(), out.state
 
     def supports_cuda_graph(self) -> bool:
-        """Whether a training step of this model can be captured as a CUDA graph
-        (:mod:`nbest_rescore.training.cuda_graph`): no host synchronisation and fixed
-        shapes. False for the adaptive softmax (rows selected per tail cluster) and
-        for families not checked on CUDA; a family that is sets ``graph_safe``."""
+        """Whether a training step can be captured as a CUDA graph
+        (:mod:`nbest_rescore.training.cuda_graph`): ``graph_safe`` families (checked on
+        CUDA) without the adaptive softmax (rows selected per tail cluster)."""
         return self.graph_safe and self.adaptive is None
 
     #: the family's step was checked to be capturable (see :meth:`supports_cuda_graph`)
@@ -512,10 +503,9 @@ class LanguageModel(nn.Module):
 
     def on_progress(self, fraction: float) -> None:
         """Hook called by the trainer before every optimiser step with the share of the
-        planned training done, in [0, 1] (steps over planned steps, or the elapsed share
-        of the time budget when larger; :meth:`~nbest_rescore.training.schedule.LRSchedule.progress`),
-        e.g. for an annealing schedule tied to the training length. Must not read
-        device values back (it runs in the hot loop)."""
+        planned training done, in [0, 1]
+        (:meth:`~nbest_rescore.training.schedule.LRSchedule.progress`), e.g. for an
+        annealing schedule (the AMN's). Must not read device values back (hot loop)."""
 
     def begin_diagnostics(self) -> None:
         """Start accumulating model-specific health figures over the following

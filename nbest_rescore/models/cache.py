@@ -27,10 +27,8 @@ rescoring, perplexity and the stream code need no change:
   bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
   :func:`~.base.reset_state` therefore work as for any model: in rescoring the cache
   is filled from the 1-best history like the recurrent state, and it is emptied at
-  document starts. The attention of a call always runs over M + T slots rounded up
-  to :data:`SLOT_MULTIPLE` (the held ones with empty ones in front, then the T new
-  ones), so that a row's values do not depend on how many slots the other rows of its
-  batch hold (:mod:`.rows`).
+  document starts. A call's attention runs over M + T slots rounded up to
+  :data:`SLOT_MULTIPLE` (:mod:`.rows`).
 
 It is not a registered model name: build it with :func:`with_cache` from a loaded
 model. It cannot be trained nor saved as a checkpoint (save the wrapped model).
@@ -46,7 +44,7 @@ from torch import Tensor, nn
 
 from ..validation import check_fields
 from ..errors import DataError
-from .base import LanguageModel, Output, State, pad_front
+from .base import LanguageModel, Output, State, pad_front, state_row_bytes
 
 _NUM_CACHE_STATE = 5  # keys, words, valid, prev_features, has_prev
 #: the slot axis of a call's attention is a multiple of this many slots (64 float32 values
@@ -56,10 +54,9 @@ SLOT_MULTIPLE = 64
 
 @dataclass
 class CacheConfig:
-    """Cache settings: ``size`` M pairs (>= 1), ``theta`` the flatness of the cache
-    distribution (finite; typical 0.3-1.0), ``lam`` the cache weight lambda in
-    [0, 1) (typical 0.1-0.2; lambda = 1 would give probability 0 to every word
-    outside the cache). Raises DataError on values outside these ranges."""
+    """Cache settings: ``size`` M pairs, ``theta`` the flatness of the cache distribution
+    (typical 0.3-1.0), ``lam`` the cache weight lambda (typical 0.1-0.2); ranges in
+    ``_RANGES`` (DataError outside them)."""
 
     size: int = 500
     theta: float = 0.3
@@ -116,7 +113,7 @@ class CachedLM(LanguageModel):
 
     # -- refused: training and checkpoints ---------------------------------------------
     def train(self, mode: bool = True):
-        """Eval mode only: DataError for ``mode=True`` (the cache is never trained)."""
+        """Eval mode only: DataError for ``mode=True``."""
         if mode:
             raise DataError(f"{self.name} is an inference-time wrapper and cannot be trained; "
                             f"train the plain {self.model.name} model, then wrap it with the cache")
@@ -140,10 +137,8 @@ class CachedLM(LanguageModel):
 
     # -- state --------------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:
-        """The wrapped model's initial state followed by an empty cache: keys float
-        [B, 0, D], word ids int64 [B, 0], validity bool [B, 0] (no slot yet), previous
-        features float [B, D], has-previous bool [B] (False). The cache grows by one
-        slot per input up to M slots (see the module docstring)."""
+        """The wrapped model's initial state followed by an empty cache (no slot yet, no
+        previous features; the tensors of the module docstring)."""
         if device is None:
             device = next(self.model.parameters()).device
         b, d = batch_size, self.feature_dim
@@ -156,13 +151,10 @@ class CachedLM(LanguageModel):
         )
 
     def max_batch_rows(self, budget_bytes: int) -> int:
-        """Most rows whose state with a full cache (wrapped model + M slots: about
-        4 M D bytes per row) fits in ``budget_bytes`` (and the wrapped model's own limit,
-        if it has one); :class:`~nbest_rescore.rescoring.scorer.NnScorer` caps its batch
-        size with it."""
+        """Most rows whose state with a full cache (about 4 M D bytes per row more than
+        the wrapped model's) fits in ``budget_bytes``, within the wrapped model's own limit."""
         m, d = self.config.size, self.feature_dim
-        inner_row = sum(s[:1].numel() * s.element_size() for s in self.model.init_state(1, "cpu"))
-        per_row = inner_row + m * d * 4 + m * 8 + m + d * 4 + 1
+        per_row = state_row_bytes(self.model.init_state(1, "cpu")) + m * d * 4 + m * 8 + m + d * 4 + 1
         rows = budget_bytes // max(1, per_row)
         inner = getattr(self.model, "max_batch_rows", None)
         if inner is not None:
@@ -175,14 +167,8 @@ class CachedLM(LanguageModel):
 
     # -- scoring ------------------------------------------------------------------------
     def forward(self, tokens: Tensor, state: State, lengths: Optional[Tensor] = None) -> Output:
-        """Read ``tokens`` int64 [B, T] from ``state`` (as :meth:`LanguageModel.forward`).
-
-        Returns:
-            :class:`~.base.Output` whose ``features`` are the mixed natural-log
-            probabilities float32 [B, T, V] of the next word, and whose state holds the
-            wrapped model's state and the cache after ``lengths[b]`` inputs of row b
-            (all T when lengths is None). Padded positions hold unspecified values.
-        """
+        """As :meth:`LanguageModel.forward`; the ``features`` are the mixed natural-log
+        probabilities float32 [B, T, V] of the next word (see the module docstring)."""
         if self.training:
             raise DataError(f"{self.name} runs in eval mode only")
         inner, (keys, words, valid, prev, has_prev) = state[:-_NUM_CACHE_STATE], state[-_NUM_CACHE_STATE:]
@@ -233,22 +219,18 @@ class CachedLM(LanguageModel):
 
     def _mix(self, logp_model: Tensor, feats: Tensor, keys: Tensor, words: Tensor, valid: Tensor,
              m_in: int) -> Tensor:
-        """log((1 - lambda) p_model + lambda p_cache), float [B, T, V] (computed in place
-        in ``logp_model``; only the words present in the cache change beyond the
-        (1 - lambda) factor, so no further [B, T, V] tensor is made).
+        """log((1 - lambda) p_model + lambda p_cache), float [B, T, V], in place in
+        ``logp_model`` (the wrapped model's, [B, T, V]); only the words present in the cache
+        change beyond the (1 - lambda) factor.
 
         Args:
-            logp_model: float [B, T, V] natural-log probabilities of the wrapped model.
-            feats: float [B, T, D] queries h_t.
-            keys: float [B, S + T, D]: the S held keys then the T new ones.
-            words, valid: [B, M_in + T], M_in >= S: the old slots (the held ones with
-                empty ones in front) then the T new ones.
-            m_in: M_in (at least M).
-        Position t sees the entries M_in + t - M + 1 .. M_in + t of the concatenation:
-        the M most recent pairs once the pair (h_{t-1}, w_t) has entered. The scores
-        h_t . h_i are, with ``row_invariant`` (N-best scoring), a product and a sum over
-        D per slot and position (a matrix product rounds according to the number of
-        slots), else one batched product; then put in front of the M_in + T slots.
+            feats: float [B, T, D] queries h_t; keys: float [B, S + T, D], the S held keys
+                then the T new ones; words, valid: [B, M_in + T], M_in >= max(S, M): the
+                old slots (held ones after empty ones) then the T new ones.
+        Position t sees the entries M_in + t - M + 1 .. M_in + t (the M most recent
+        pairs). With ``row_invariant`` (N-best scoring) the scores h_t . h_i are a product
+        and a sum per slot (a matrix product rounds by the number of slots), else one
+        batched product.
         """
         b, t, _ = logp_model.shape
         m = self.config.size
@@ -281,8 +263,7 @@ class CachedLM(LanguageModel):
 
     def log_probs(self, inputs: Tensor, targets: Tensor, state: State,
                   lengths: Optional[Tensor] = None):
-        """As :meth:`LanguageModel.log_probs` (float32 [B, T] natural-log probabilities
-        of ``targets``, new state), read directly from the mixed distribution."""
+        """As :meth:`LanguageModel.log_probs`, read from the mixed distribution."""
         out = self.forward(inputs, state, lengths)
         return out.features.gather(-1, targets.unsqueeze(-1)).squeeze(-1), out.state
 

@@ -41,10 +41,9 @@ from typing import ClassVar, List, Optional
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .base import LanguageModel, ModelConfig, Output, State
-from .registry import register
+from .base import LanguageModel, ModelConfig, Output, State, lstm_forget_bias, run_rnn, slide_window
+from .registry import register, register_variant
 
 INIT_RANGE = 0.1  # ``001`` section 4.1
 
@@ -66,7 +65,7 @@ class _ShortSpanConfig(ModelConfig):
 @dataclass
 class AttentionConfig(_ShortSpanConfig):
     """Attention / key-value settings; ``window`` L = previous outputs attended over
-    (``001`` Figure 2c: L = 10). Raises DataError for L < 1 or hidden_size < 1."""
+    (``001`` Figure 2c: L = 10)."""
 
     window: int = 10
 
@@ -83,8 +82,7 @@ class KeyValuePredictConfig(AttentionConfig):
 @dataclass
 class NgramRNNConfig(_ShortSpanConfig):
     """N-gram RNN settings: ``order`` N >= 2 (``001`` Figure 2b: N = 4 best); the LSTM
-    output has N - 1 pieces and the window holds the previous N - 2 steps. Raises
-    DataError for N < 2 or hidden_size < 1."""
+    output has N - 1 pieces and the window holds the previous N - 2 steps."""
 
     order: int = 4
 
@@ -118,9 +116,7 @@ class _ShortSpanLM(LanguageModel):
             for p in self.parameters():
                 if id(p) not in skip:
                     p.uniform_(-INIT_RANGE, INIT_RANGE)
-            h = self.lstm_size
-            self.lstm.bias_ih_l0[h:2 * h].fill_(1.0)
-            self.lstm.bias_hh_l0[h:2 * h].zero_()
+        lstm_forget_bias(self.lstm, self.lstm_size)
 
     def piece(self, h: Tensor, i: int) -> Tensor:
         """Piece ``i`` (0-based) of k units of h float [..., parts*k] -> [..., k]."""
@@ -129,25 +125,12 @@ class _ShortSpanLM(LanguageModel):
 
     # -- state --------------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:
-        """Zero LSTM state and an empty window: ``(h, c)`` float [B, 1, parts*k],
-        memory float [B, L, D_mem] zeros, valid bool [B, L] all False."""
+        """Zero LSTM state and an empty window (all invalid; shapes in the module docstring)."""
         device = device or self.embedding.weight.device
         z = torch.zeros(batch_size, 1, self.lstm_size, device=device)
         memory = torch.zeros(batch_size, self.window, self.memory_dim, device=device)
         valid = torch.zeros(batch_size, self.window, dtype=torch.bool, device=device)
         return z, z.clone(), memory, valid
-
-    def _run_lstm(self, x: Tensor, h0: Tensor, c0: Tensor, lengths: Optional[Tensor]):
-        """LSTM over x float [B, T, E] from h0, c0 [B, 1, H] (packed when lengths vary) ->
-        (outputs [B, T, H], h, c [B, 1, H] after lengths[b] inputs)."""
-        hx = (h0.transpose(0, 1).contiguous(), c0.transpose(0, 1).contiguous())
-        if lengths is None or bool((lengths == x.shape[1]).all()):
-            y, (h, c) = self.lstm(x, hx)
-        else:
-            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            y, (h, c) = self.lstm(packed, hx)
-            y, _ = pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
-        return y, h.transpose(0, 1), c.transpose(0, 1)
 
     def windows(self, seq: Tensor) -> Tensor:
         """The window of every step: seq [B, L + T, ...] (memory then segment) ->
@@ -164,19 +147,12 @@ class _ShortSpanLM(LanguageModel):
         outputs before position lengths[b] (padding never enters it)."""
         h0, c0, memory, valid = state
         b, t_len, _ = x.shape
-        if lengths is not None:
-            lengths = lengths.to(x.device)
-        y, h, c = self._run_lstm(x, h0, c0, lengths)
+        y, (h, c) = run_rnn(self.lstm, x, (h0, c0), lengths)
         first = self.memory_parts.start * self.config.hidden_size
         seq = torch.cat([memory, y[..., first:first + self.memory_dim]], 1)  # [B, L+T, D_mem]
         seq_valid = torch.cat([valid, valid.new_ones(b, t_len)], 1)  # [B, L+T]
         features = self.readout(y, seq, self.windows(seq_valid))
-        if lengths is None:
-            new_memory, new_valid = seq[:, t_len:], seq_valid[:, t_len:]
-        else:
-            idx = lengths.view(b, 1) + torch.arange(self.window, device=x.device)  # [B, L]
-            new_memory = seq.gather(1, idx.unsqueeze(-1).expand(b, self.window, self.memory_dim))
-            new_valid = seq_valid.gather(1, idx)
+        new_memory, new_valid = slide_window(seq, lengths, self.window), slide_window(seq_valid, lengths, self.window)
         return Output(features, (h, c, new_memory, new_valid), None)
 
     def readout(self, y: Tensor, seq: Tensor, valid: Tensor) -> Tensor:
@@ -233,34 +209,18 @@ def _score(w: nn.Module, m: Tensor) -> Tensor:
     return w(m).squeeze(-1)
 
 
-@register("attention")
-class AttentionLM(_AttentionLM):
-    """LSTM with attention over its previous L outputs (``001`` section 2.1); the LSTM
-    has k = ``hidden_size`` units. State and options: see the module docstring."""
-
-    summary = "LSTM attending over its previous L outputs (001 sec. 2.1)"
-
-
-@register("key-value")
-class KeyValueLM(_AttentionLM):
-    """Key-value attention (``001`` section 2.2): h_t = [k_t; v_t], LSTM of 2k units."""
-
-    summary = "attention with outputs split into keys and values (001 sec. 2.2)"
-
-    value_part = 1
-    predict_part = 1
-
-
-@register("key-value-predict")
-class KeyValuePredictLM(_AttentionLM):
-    """Key-value-predict attention (``001`` section 2.3): h_t = [k_t; v_t; p_t], LSTM of
-    3k units, default window L = 5."""
-
-    summary = "keys, values and a separate predict vector (001 sec. 2.3)"
-
-    Config = KeyValuePredictConfig
-    value_part = 1
-    predict_part = 2
+AttentionLM = register_variant(
+    "attention", "AttentionLM", _AttentionLM, "LSTM with attention over its previous L outputs (``001`` section "
+    "2.1); the LSTM has k = ``hidden_size`` units. State and options: see the module docstring.",
+    "LSTM attending over its previous L outputs (001 sec. 2.1)")
+KeyValueLM = register_variant(
+    "key-value", "KeyValueLM", _AttentionLM, "Key-value attention (``001`` section 2.2): h_t = [k_t; v_t], LSTM "
+    "of 2k units.", "attention with outputs split into keys and values (001 sec. 2.2)", value_part=1, predict_part=1)
+KeyValuePredictLM = register_variant(
+    "key-value-predict", "KeyValuePredictLM", _AttentionLM, "Key-value-predict attention (``001`` section 2.3): "
+    "h_t = [k_t; v_t; p_t], LSTM of 3k units, default window L = 5.",
+    "keys, values and a separate predict vector (001 sec. 2.3)", Config=KeyValuePredictConfig, value_part=1,
+    predict_part=2)
 
 
 @register("ngram-rnn")

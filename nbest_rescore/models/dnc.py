@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .base import LanguageModel, ModelConfig, Output, State
+from .base import LanguageModel, ModelConfig, Output, State, hold_done, state_row_bytes
 from .registry import register
 
 DEALLOCATIONS = ("none", "md", "fmd")
@@ -47,9 +47,7 @@ _WORKING_COPIES = 4
 @dataclass
 class DNCConfig(ModelConfig):
     """DNC settings: controller ``hidden_size``, memory ``memory_slots`` (H) x
-    ``memory_width`` (W), ``read_heads`` (R), ``deallocation`` none/md/fmd.
-
-    Raises DataError for non-positive sizes or an unknown deallocation."""
+    ``memory_width`` (W), ``read_heads`` (R), ``deallocation`` none/md/fmd."""
 
     hidden_size: int = 256
     memory_slots: int = 16
@@ -178,14 +176,10 @@ class DNCLM(LanguageModel):
         return tuple(torch.zeros(s, device=device, dtype=dtype) for s in shapes)
 
     def max_batch_rows(self, budget_bytes: int) -> int:
-        """How many state rows (hypotheses) fit in ``budget_bytes``: the state of one
-        row times :data:`_WORKING_COPIES` (old and new state and step temporaries),
-        at least 1. The scorer (:class:`~nbest_rescore.rescoring.scorer.NnScorer`)
-        caps its batch size by this and expands start states per batch, in chunks."""
-        c = self.config
-        hs, w, r = c.memory_slots, c.memory_width, c.read_heads
-        floats = 2 * c.hidden_size + hs * w + hs * hs + 3 * hs + r * hs + r * w
-        row = floats * self.interface.weight.element_size() * _WORKING_COPIES
+        """How many state rows (hypotheses, at least 1) fit in ``budget_bytes``, each
+        :data:`_WORKING_COPIES` times (old, new state and step temporaries); the scorer
+        caps its batch size by it."""
+        row = state_row_bytes(self.init_state(1, "cpu")) * _WORKING_COPIES
         return max(1, int(budget_bytes) // row)
 
     def _step(self, gx: Tensor, state: State) -> State:
@@ -231,11 +225,6 @@ class DNCLM(LanguageModel):
             lengths = lengths.to(x.device)
         outs = []
         for t in range(t_len):
-            new = self._step(gx[:, t], state)
-            if lengths is not None:
-                live = t < lengths
-                new = tuple(torch.where(live.view(-1, *([1] * (n.dim() - 1))), n, s)
-                            for n, s in zip(new, state))
-            state = new
+            state = tuple(hold_done(t, lengths, n, s) for n, s in zip(self._step(gx[:, t], state), state))
             outs.append(torch.cat([state[0], state[-1].reshape(b, -1)], -1))
         return Output(torch.stack(outs, 1), tuple(state), None)

@@ -37,14 +37,14 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..options import SOFTMAX_IMPLS  # noqa: F401  (fused: this module; plain: log_softmax / cross_entropy)
+
 __all__ = ["DEFAULT_BLOCK", "SOFTMAX_IMPLS", "block_size", "blocked_logsumexp", "linear_target_logits",
            "fused_log_probs_at", "FusedLinearCrossEntropy", "fused_linear_cross_entropy"]
 
 #: vocabulary rows per block: [N, 2048] float32 blocks measured fastest for N in 256..2048,
 #: H in {256, 512} on a 2-core AMD EPYC (``benchmarks/output_layer.py``)
 DEFAULT_BLOCK = 2048
-#: ``fused``: this module; ``plain``: ``log_softmax(h @ W.T + b)`` / ``cross_entropy``
-SOFTMAX_IMPLS = ("fused", "plain")
 
 
 def block_size(n_rows: int, vocab_size: int, block: Optional[int] = None) -> int:
@@ -63,14 +63,10 @@ def _block_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], s: int, e: 
 
 
 def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: Optional[int] = None) -> Tensor:
-    """``logsumexp(h @ weight.T + bias, -1)`` without the [N, V] matrix: the online
-    log-sum-exp with one running max and sum per block.
-
-    Per block k (in place in one reused [N, block] buffer): the logits z, their row max
-    m_k, and s_k = sum exp(z - m_k) in float32; then, in float64,
-    log Z = M + log sum_k s_k exp(m_k - M) with M = max_k m_k. The float32 sums carry
-    only a relative error (no rounding of a value of size log Z), so log Z is exact to
-    about 1e-7 nats beyond the logits' own rounding.
+    """``logsumexp(h @ weight.T + bias, -1)`` without the [N, V] matrix (the online
+    log-sum-exp of the module docstring): per block k the row max m_k and s_k = sum
+    exp(z - m_k) in float32, then log Z = M + log sum_k s_k exp(m_k - M) in float64
+    (M = max_k m_k); exact to about 1e-7 nats beyond the logits' own rounding.
 
     Args:
         h: [N, D] features (any float dtype; cast to the weight's dtype).
@@ -184,12 +180,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
 
 def fused_linear_cross_entropy(h: Tensor, weight: Tensor, bias: Optional[Tensor], targets: Tensor,
                                block: Optional[int] = None) -> Tensor:
-    """Differentiable per-position cost ``-log P(targets[n] | h[n])`` (float32 [N],
-    natural log) of a linear + softmax output layer, through
-    :class:`FusedLinearCrossEntropy`; equal to ``F.cross_entropy(h @ W.T + b, targets,
-    reduction="none")`` up to float32 rounding, gradients included.
-
-    Args:
-        h: [N, D]; weight: [V, D]; bias: [V] or None; targets: int64 [N] in [0, V).
-    """
+    """Differentiable :class:`FusedLinearCrossEntropy`: float32 [N] ``-log P(targets[n] |
+    h[n])`` for h [N, D], weight [V, D], bias [V] or None, targets int64 [N]; equal to
+    ``F.cross_entropy(h @ W.T + b, targets, reduction="none")`` up to float32 rounding."""
     return FusedLinearCrossEntropy.apply(h, weight, bias, targets, block)

@@ -31,7 +31,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .base import LanguageModel, ModelConfig, Output, State
+from .base import LanguageModel, ModelConfig, Output, State, hold_done
 from .registry import register
 
 POOLINGS = ("none", "max", "fofe", "gated")
@@ -39,11 +39,7 @@ POOLINGS = ("none", "max", "fofe", "gated")
 
 @dataclass
 class HORNNConfig(ModelConfig):
-    """HORNN settings (``002`` section 6.2.1: order 3; 6.2.3: FOFE alpha 0.6).
-
-    Raises DataError for a pooling not in ``POOLINGS``, ``order < 1``,
-    ``hidden_size < 1`` or ``fofe_alpha`` outside (0, 1).
-    """
+    """HORNN settings (``002`` section 6.2.1: order 3; 6.2.3: FOFE alpha 0.6)."""
 
     hidden_size: int = 256
     order: int = 3
@@ -118,9 +114,6 @@ class HORNNLM(LanguageModel):
         for t in range(t_len):
             rec = torch.bmm(hist, self.w_rec)  # [N, B, H or 2H]
             h_t = torch.tanh(x_in[:, t] + self.pool(rec, None if gate_x is None else gate_x[t]))
-            new_hist = torch.cat([h_t.unsqueeze(0), hist[:-1]], 0)
-            if lengths is not None:
-                new_hist = torch.where((t < lengths).view(1, b, 1), new_hist, hist)
-            hist = new_hist
+            hist = hold_done(t, lengths, torch.cat([h_t.unsqueeze(0), hist[:-1]], 0), hist, 1)
             outs.append(h_t)
         return Output(torch.stack(outs, 1), (hist.transpose(0, 1),), None)

@@ -55,14 +55,10 @@ def load_model(path, device=None) -> Tuple[LanguageModel, Vocabulary, dict]:
 
 
 def checkpoint_summary(path) -> dict:
-    """Facts of one checkpoint (``nbest-rescore info``): path, model name, reading
-    direction (``forward`` or ``backward``, ``model_config.direction``), vocabulary
-    size, parameters (``parameters`` total, ``without_embeddings`` without the
-    input/output embedding matrices), ``epochs``, training ``minutes`` and
-    ``best_valid_ppl`` (None where the checkpoint does not record them).
-
-    Raises DataError for an unreadable checkpoint.
-    """
+    """Facts of one checkpoint (``nbest-rescore info``): path, model name, direction,
+    vocabulary size, ``parameters`` and ``without_embeddings``
+    (:meth:`~.base.LanguageModel.num_parameters`), ``epochs``, training ``minutes`` and
+    ``best_valid_ppl`` (None where not recorded). Raises DataError for an unreadable checkpoint."""
     model, vocab, info = load_model(path)
     params = model.num_parameters()
     seconds = info.get("seconds")

@@ -47,17 +47,9 @@ def _model_device(model: nn.Module) -> torch.device:
 
 
 def quantize_dynamic_int8(model: LanguageModel) -> LanguageModel:
-    """An int8 dynamically quantised copy of ``model`` for CPU scoring (see module doc).
-
-    Args:
-        model: a float32 model on the CPU (training or eval mode).
-    Returns:
-        a new model, in eval mode, whose ``nn.Linear``/``nn.LSTM``/``nn.GRU`` modules
-        are torch's dynamic int8 versions; same interface (``init_state``,
-        ``log_probs``, ...), same state layout.
-    Raises:
-        DataError: the model is not on the CPU or not float32.
-    """
+    """An int8 dynamically quantised copy of ``model`` (a float32 model on the CPU) for CPU
+    scoring, in eval mode, same interface and state layout (see the module docstring).
+    Raises DataError when the model is not on the CPU or not float32."""
     dev = _model_device(model)
     if dev.type != "cpu":
         raise DataError(f"int8 dynamic quantisation runs on the CPU only; the model is on {dev}: "
@@ -77,16 +69,9 @@ def quantize_dynamic_int8(model: LanguageModel) -> LanguageModel:
 
 
 def cast_for_inference(model: LanguageModel, dtype) -> LanguageModel:
-    """A copy of ``model`` with all parameters and buffers in ``dtype``, in eval mode.
-
-    Args:
-        model: a float model on the CPU or a CUDA device.
-        dtype: ``torch.bfloat16``, ``torch.float16`` or ``torch.float32``, or one of
-            their names (``"bfloat16"``, ...).
-    Raises:
-        DataError: an unknown dtype, or float16 on the CPU (half-precision CPU kernels
-            are slow or missing: use bfloat16 there, or move the model to CUDA first).
-    """
+    """A copy of ``model`` (on the CPU or CUDA) with all parameters and buffers in
+    ``dtype`` (a ``torch`` dtype of :data:`CAST_DTYPES` or its name), in eval mode.
+    Raises DataError for an unknown dtype or float16 on the CPU (use bfloat16 there)."""
     if isinstance(dtype, str):
         if dtype not in CAST_DTYPES:
             raise DataError(f"unknown inference dtype {dtype!r}; expected one of {sorted(CAST_DTYPES)}")
@@ -110,23 +95,12 @@ def cpu_has_fast_bfloat16() -> bool:
 
 
 def bfloat16_output_layer(model: LanguageModel) -> LanguageModel:
-    """A copy of ``model`` whose output product runs in bfloat16, everything else in
-    float32 (for the CPU; see :func:`cpu_has_fast_bfloat16`).
-
-    Full softmax: a bfloat16 copy of the decoder's weight and bias
-    (``model.output_weights_bf16``) feeds the fused output layer
-    (:mod:`~nbest_rescore.models.fused_output`): block products in bfloat16 with float32
-    accumulation, log-sum-exp and target logits in float32. Adaptive softmax: the head
-    and tail projections in bfloat16, their log-softmax in float32. Costs move by
-    hundredths of a nat (README: distribution against float32 on dev).
-
-    Args:
-        model: a float32 model on the CPU.
-    Returns:
-        a new model in eval mode (the given one is untouched).
-    Raises:
-        DataError: the model is not float32.
-    """
+    """A copy of ``model`` (float32, on the CPU; in eval mode) whose output product runs in
+    bfloat16, everything else in float32 (see the module docstring). Full softmax: a
+    bfloat16 copy of the decoder's weight and bias (``model.output_weights_bf16``) feeds
+    the fused output layer (:mod:`~nbest_rescore.models.fused_output`); adaptive
+    softmax: the head and tail projections in bfloat16, their log-softmax in float32.
+    Costs move by hundredths of a nat (README). Raises DataError for a model not float32."""
     dtypes = {p.dtype for p in model.parameters()}
     if dtypes - {torch.float32}:
         raise DataError(f"a bfloat16 output layer needs a float32 model, found parameter dtypes "

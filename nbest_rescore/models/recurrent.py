@@ -12,10 +12,9 @@ from typing import Optional
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .base import LanguageModel, ModelConfig, Output, State
-from .registry import register
+from .base import LanguageModel, ModelConfig, Output, State, lstm_forget_bias, run_rnn
+from .registry import register_variant
 
 
 @dataclass
@@ -39,14 +38,7 @@ class _RecurrentLM(LanguageModel):
             kwargs["nonlinearity"] = "tanh"
         self.rnn = self.cell(config.embedding_dim, config.hidden_size, **kwargs)
         if self.cell is nn.LSTM:
-            h = config.hidden_size
-            for name, p in self.rnn.named_parameters():
-                if name.startswith("bias_ih"):
-                    with torch.no_grad():
-                        p[h:2 * h].fill_(1.0)
-                elif name.startswith("bias_hh"):
-                    with torch.no_grad():
-                        p[h:2 * h].zero_()
+            lstm_forget_bias(self.rnn, config.hidden_size)
 
     graph_safe = True
 
@@ -56,54 +48,22 @@ class _RecurrentLM(LanguageModel):
         c = self.config
         return super().supports_cuda_graph() and not (c.num_layers > 1 and c.dropout > 0)
 
-    @property
-    def _num_state(self) -> int:
-        return 2 if self.cell is nn.LSTM else 1
-
     def init_state(self, batch_size: int, device=None) -> State:
         """Zero states: ``(h,)`` or, for the LSTM, ``(h, c)``, each float [B, L, H]."""
         c = self.config
         device = device or self.embedding.weight.device
         z = torch.zeros(batch_size, c.num_layers, c.hidden_size, device=device)
-        return tuple(z.clone() for _ in range(self._num_state))
+        return tuple(z.clone() for _ in range(2 if self.cell is nn.LSTM else 1))
 
     def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
         """torch's RNN/GRU/LSTM over ``x`` float [B, T, E] (packed when ``lengths`` vary,
         so each row's state is taken at its own length); features [B, T, H]."""
-        hx = tuple(s.transpose(0, 1).contiguous() for s in state)
-        hx = hx if self.cell is nn.LSTM else hx[0]
-        if lengths is None or bool((lengths == x.shape[1]).all()):
-            y, hn = self.rnn(x, hx)
-        else:
-            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            y, hn = self.rnn(packed, hx)
-            y, _ = pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
-        hn = hn if isinstance(hn, tuple) else (hn,)
-        return Output(y, tuple(s.transpose(0, 1) for s in hn), None)
+        return Output(*run_rnn(self.rnn, x, state, lengths), None)
 
 
-@register("rnn")
-class RNNLM(_RecurrentLM):
-    """Elman RNN LM: h_t = tanh(W_x x_t + W_h h_{t-1} + b) (``000`` section 2.3)."""
-
-    summary = "Elman RNN (000 sec. 2.3)"
-
-    cell = nn.RNN
-
-
-@register("gru")
-class GRULM(_RecurrentLM):
-    """GRU LM (``000`` section 2.3.2, 3.3.1; torch.nn.GRU cell)."""
-
-    summary = "GRU (000 sec. 2.3.2)"
-
-    cell = nn.GRU
-
-
-@register("lstm")
-class LSTMLM(_RecurrentLM):
-    """LSTM LM (``000`` section 2.3.1, 3.3.1; torch.nn.LSTM cell, forget-gate bias 1)."""
-
-    summary = "LSTM, forget-gate bias 1 (000 sec. 2.3.1)"
-
-    cell = nn.LSTM
+RNNLM = register_variant("rnn", "RNNLM", _RecurrentLM, "Elman RNN LM: h_t = tanh(W_x x_t + W_h h_{t-1} + b) "
+                         "(``000`` section 2.3).", "Elman RNN (000 sec. 2.3)", cell=nn.RNN)
+GRULM = register_variant("gru", "GRULM", _RecurrentLM, "GRU LM (``000`` section 2.3.2, 3.3.1; torch.nn.GRU cell).",
+                         "GRU (000 sec. 2.3.2)", cell=nn.GRU)
+LSTMLM = register_variant("lstm", "LSTMLM", _RecurrentLM, "LSTM LM (``000`` section 2.3.1, 3.3.1; torch.nn.LSTM "
+                          "cell, forget-gate bias 1).", "LSTM, forget-gate bias 1 (000 sec. 2.3.1)", cell=nn.LSTM)

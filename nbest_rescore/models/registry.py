@@ -23,6 +23,14 @@ def register(name: str):
     return deco
 
 
+def register_variant(name: str, cls_name: str, base: type, doc: str, summary: str, **attrs) -> type:
+    """Register under ``name`` the subclass ``cls_name`` of ``base`` that sets only the class
+    attributes ``attrs`` (a member of a family that differs in a setting), with its
+    docstring and its one-line ``summary``."""
+    body = {"__doc__": doc, "summary": summary, "__module__": base.__module__, "__qualname__": cls_name, **attrs}
+    return register(name)(type(cls_name, (base,), body))
+
+
 def get_model_class(name: str):
     """The class registered as ``name``; DataError listing the choices otherwise."""
     from . import _load_all  # noqa: F401  (import side effect: registration)

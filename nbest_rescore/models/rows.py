@@ -18,18 +18,12 @@ hypotheses share its batches (``score --span-hyps``: a span of documents at a ti
 writes the whole-set run's costs byte for byte; ``tests/rescoring/test_batch_invariance.py``).
 The extra rows cost little: at most 3 per small call.
 
-Two more row-dependent roundings are avoided in the models themselves: a softmax over
-a non-last axis (torch vectorises across the rows and rounds the last few of a call
-otherwise; the AMN's attention over memcells) and a matrix-vector product (a linear
-layer with one output: the short-span attention scores), both computed one row at a
-time instead.
-
-Models whose rows depend on the width of their call (attention over a segment: the
-transformer, the neural cache) declare ``width_dependent`` and are read one length at
-a time; the neural cache's attention always runs over M + T slots rounded up to 64
-(empty ones in front), however many the other rows' caches hold, so that a row's slots
-also sit in the same vector lanes of the elementwise kernels, and with
-``row_invariant`` (set by the N-best scorer) its scores are per-slot products and sums.
+The models avoid two more row-dependent roundings by computing them one row at a time:
+a softmax over a non-last axis (the AMN's attention over memcells) and a
+matrix-vector product (the short-span attention scores). Models whose rows depend on
+the width of their call (the transformer, the neural cache) declare
+``width_dependent`` and are read one length at a time; the neural cache also pads its
+slots (:data:`~.cache.SLOT_MULTIPLE`) and, with ``row_invariant``, scores per slot.
 
 Not covered: GPU products (cuBLAS picks kernels, including split-K, by shape; the
 padding runs there too but batch invariance is not claimed) and thread counts other

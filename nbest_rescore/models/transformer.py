@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DataError
-from .base import LanguageModel, ModelConfig, Output, State
+from .base import LanguageModel, ModelConfig, Output, State, slide_window
 from .registry import register
 
 POSITION_BIASES = ("alibi", "learned")
@@ -42,14 +42,10 @@ POSITION_BIASES = ("alibi", "learned")
 
 @dataclass
 class TransformerConfig(ModelConfig):
-    """Transformer settings (sizes in units).
-
-    hidden_size is the model dimension d_model (embeddings are projected to it when
-    it differs from ``embedding_dim``); ``ff_dim`` 0 means 4 * hidden_size; ``dropout``
-    applies to attention weights and both residual branches. Raises DataError when
-    hidden_size is not a multiple of num_heads, a size or ``window`` is below 1,
-    ``position_bias`` is not in ``POSITION_BIASES`` or dropout is outside [0, 1).
-    """
+    """Transformer settings (sizes in units): hidden_size is d_model (embeddings are
+    projected to it when it differs from ``embedding_dim``), a multiple of num_heads
+    (DataError otherwise); ``ff_dim`` 0 means 4 * hidden_size; ``dropout`` applies to
+    attention weights and both residual branches."""
 
     hidden_size: int = 256
     num_layers: int = 2
@@ -135,23 +131,17 @@ class TransformerLM(LanguageModel):
             self.register_buffer("distance_bias", table, persistent=False)
 
     def init_state(self, batch_size: int, device=None) -> State:
-        """Empty window (document start): zero keys and values float [B, W - 1, D] for
-        each layer, valid bool [B, W - 1] all False."""
+        """Empty window (document start): zero keys and values, no valid slot."""
         c = self.config
         device = device or self.ln_out.weight.device
         kv = [torch.zeros(batch_size, c.window - 1, c.hidden_size, device=device) for _ in range(2 * c.num_layers)]
         return (*kv, torch.zeros(batch_size, c.window - 1, dtype=torch.bool, device=device))
 
     def attention_bias(self, key_valid: Tensor, t_len: int) -> Tensor:
-        """Distance bias and mask of T queries over the M state slots + T segment keys.
-
-        Args:
-            key_valid: bool [B, M + T] (the state's valid mask, then True).
-        Returns:
-            float [B, heads, T, M + T]: bias by distance, -inf where the key is later
-            than the query, W or more positions earlier, or an empty state slot. Every
-            query sees itself, so no row is fully masked (no NaN).
-        """
+        """Bias float [B, heads, T, M + T] of T queries over the M state slots + T segment
+        keys (``key_valid`` bool [B, M + T]: the state's valid mask, then True): bias by
+        distance, -inf where the key is later than the query, W or more positions
+        earlier, or an empty slot. Every query sees itself (no fully masked row, no NaN)."""
         m = key_valid.shape[1] - t_len
         window = self.config.window
         dist = (torch.arange(t_len, device=key_valid.device)[:, None] + m
@@ -175,10 +165,5 @@ class TransformerLM(LanguageModel):
             h, k, v = block(h, state[2 * layer], state[2 * layer + 1], bias)
             kv += [k, v]
         # new window: slots [n_b, n_b + M) of the M + T positions, n_b = inputs read
-        if lengths is None or bool((lengths == t_len).all()):
-            state = tuple(z[:, t_len:] for z in kv + [key_valid])
-        else:
-            idx = lengths.to(x.device)[:, None] + torch.arange(m, device=x.device)[None, :]  # [B, M]
-            kv_idx = idx.unsqueeze(-1).expand(b, m, h.shape[-1])
-            state = tuple(z.gather(1, kv_idx) for z in kv) + (key_valid.gather(1, idx),)
+        state = tuple(slide_window(z, lengths, m) for z in kv + [key_valid])
         return Output(self.ln_out(h), state, None)

@@ -51,12 +51,9 @@ def pad_batch(seqs: Sequence[Sequence[int]], eos: int, rows, items) -> Batch:
 
 def make_batches(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int,
                  batch_size: int = 256, max_tokens: int = 8192, sort: bool = True) -> Iterator[Batch]:
-    """Batches over all ``seqs`` (hypothesis ``i`` starts from state row ``rows[i]``).
-
-    With ``sort`` the hypotheses are ordered by length (longest first) before being cut;
-    a batch never exceeds ``batch_size`` rows nor ``max_tokens`` = rows x padded length
-    (a single longer hypothesis still forms its own batch).
-    """
+    """Batches over all ``seqs`` (hypothesis ``i`` starts from state row ``rows[i]``),
+    sorted by length (longest first) with ``sort``, each of at most ``batch_size`` rows
+    and ``max_tokens`` = rows x padded length (a longer hypothesis forms its own batch)."""
     order = np.argsort([-len(s) for s in seqs], kind="stable") if sort else np.arange(len(seqs))
     current: List[int] = []
     width = 0
@@ -78,15 +75,12 @@ def invariant_forward(model: LanguageModel, tokens: Tensor, state: State,
     :func:`~nbest_rescore.models.rows.safe_rows` rows, so that a row's features and end
     state do not depend on the other rows of the call (:mod:`~nbest_rescore.models.rows`).
 
-    Without ``lengths`` (every row reads all T tokens) the call is padded with copies of
-    row 0 up to :func:`~nbest_rescore.models.rows.safe_rows` rows. With ``lengths``
-    copies of row 0 are appended that read one token more than the longest row (tokens
-    [B, T] get a column, a copy of the last), as many as give the last real step
-    MIN_ROWS rows (at least one): a packed recurrence, whose step t runs on the rows
-    still reading, then has at least MIN_ROWS rows at every step t <= T, and the call
-    takes the packed path whatever the real lengths (all equal or not). A model whose
-    rows depend on the call's width (``model.width_dependent``: the transformer, the
-    neural cache) reads the rows of each length in a call of their own, T = that length.
+    Without ``lengths`` the call is padded with copies of row 0 up to ``safe_rows``
+    rows. With ``lengths`` copies of row 0 reading one token more than the longest row
+    (a column appended) are added until the last real step has MIN_ROWS rows (at least
+    one): a packed recurrence then has at least MIN_ROWS rows at every step and takes
+    the packed path whatever the real lengths. A ``model.width_dependent`` model (the
+    transformer, the neural cache) reads the rows of each length in a call of their own.
 
     Args:
         tokens: int64 [B, T]; state: batch-first state of batch B; lengths: int64 [B]

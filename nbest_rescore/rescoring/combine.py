@@ -131,15 +131,9 @@ def best_index(scores) -> int:
 
 
 def segment_argmax(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per-segment argmax of a flat score vector, ties to the earliest element.
-
-    Args:
-        scores: float [H] scores of all hypotheses of all utterances, concatenated.
-        offsets: int [U + 1] start of each utterance's segment, ``offsets[-1] == H``;
-            every segment non-empty.
-    Returns:
-        int64 [U] flat indices (into ``scores``) of each segment's best hypothesis.
-    """
+    """Per-segment argmax of ``scores`` float [H] (all hypotheses of all utterances,
+    concatenated; segment u is ``offsets[u]`` .. ``offsets[u + 1] - 1``, int [U + 1],
+    every segment non-empty), ties to the earliest: int64 [U] flat indices."""
     scores = np.asarray(scores, dtype=np.float64)
     starts = offsets[:-1]
     seg_max = np.maximum.reduceat(scores, starts)

@@ -14,12 +14,9 @@ For ``rescored`` and ``interpolated`` the documents advance in parallel, one
 utterance position at a time. The final 1-best always uses the full weights.
 
 A backward model (``model_config.direction: backward``) conditions each utterance on
-the FOLLOWING utterances of its document instead: the set is reversed
-(:func:`~.backward.reverse_nbest`: utterances of each document last first, hypotheses
-word-reversed), rescored with the same machinery, and the costs and 1-bests mapped
-back to the original keys. So the history of utterance i is the chosen 1-best of
-utterances n .. i+1 (for ``rescored`` / ``interpolated`` the documents are processed
-from their last utterance to their first).
+the FOLLOWING utterances of its document: the reversed set of
+:func:`~.backward.reverse_nbest` is rescored with the same machinery, and the costs
+and 1-bests mapped back to the original keys.
 """
 from __future__ import annotations
 
@@ -32,12 +29,12 @@ import torch
 
 from ..errors import DataError, examples
 from ..models.base import align_slots, cat_states, select_state
+from ..options import HISTORY_MODES
 from ..types import NbestSet
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
 from .scorer import NnScorer
 
-HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
 log = logging.getLogger(__name__)
 
 
@@ -83,9 +80,7 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
         ngram_cost: float64 [H] n-gram costs replacing the lists' ``lm_cost``.
         progress: called with the number of hypotheses scored so far, if given.
 
-    Backward model (``scorer.model.direction == "backward"``): every hypothesis is
-    scored reversed and conditioned on the following utterances of its document (see
-    the module docstring); the results are in the original order all the same.
+    A backward model's results (see the module docstring) are in the original order too.
 
     Raises:
         ValueError: unknown history policy; ``ngram_cost`` not [H].

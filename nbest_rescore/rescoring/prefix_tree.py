@@ -24,26 +24,14 @@ fastest on CPU. Only the stateful interface of
 lengths)``, ``model.logits``); a ``logits`` that already returns log-probabilities
 is fine (log_softmax leaves them unchanged).
 
-The exact output layer (the fused full softmax of
-:mod:`~nbest_rescore.models.fused_output`, or the adaptive softmax) does not hold up the
-walk: the features of successive levels are queued and scored together once
-:data:`OUTPUT_ROWS` nodes are pending, so its products run on hundreds of rows even
+Output layer (the variants: :mod:`.scorer`): only the (node, word) pairs are scored,
+the children's words and ``</s>`` where a hypothesis ends. The exact layers (the fused
+full softmax, the adaptive softmax; ``model.log_probs_at``) do not hold up the walk:
+the features of successive levels are queued and scored together once
+:data:`OUTPUT_ROWS` nodes are pending, so their products run on hundreds of rows even
 where the levels are a few dozen nodes wide (the recurrence itself must go level by
-level). With the full softmax each node's log-sum-exp goes through vocabulary blocks
-and only its pairs' logits are computed (``model.log_probs_at``); ``softmax_impl =
-"plain"`` takes ``log_softmax`` of the whole [rows, V] product per level instead.
-
-With ``self_normalized=True`` no [rows, V] product nor log-softmax is computed: for
-each gathered (node, word) pair, the children's words and ``</s>`` where a hypothesis
-ends, :meth:`~nbest_rescore.models.base.LanguageModel.target_logits` gives
-features . W[word] + b[word] (O(D) per pair), used as log P (log Z taken as 0).
-
-A model with the adaptive softmax (``output: adaptive``) is scored exactly without the
-[rows, V] distribution, ``self_normalized`` or not: per node the head's log-softmax
-once, and each tail cluster's projection only on the nodes that have a child word (or
-``</s>``) in it (:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`);
-a word in the head costs the head alone. With the 43k vocabulary and the cutoffs of the
-CPU recipe most children are head words, so most nodes never touch a tail.
+level). ``softmax_impl = "plain"`` takes ``log_softmax`` of the whole [rows, V] product
+per call; ``self_normalized`` the pairs' target logits (O(D) per pair).
 """
 from __future__ import annotations
 
@@ -107,17 +95,10 @@ class PrefixForest:
 
 
 def build_forest(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int) -> PrefixForest:
-    """One prefix tree per distinct start-state row.
-
-    Args:
-        seqs: [H] word-id sequences (without ``</s>``; empty allowed, duplicates allowed:
-            they end at the same node).
-        rows: [H] start-state row of each hypothesis.
-        eos: id of ``</s>`` (the token roots read).
-    Returns:
-        the :class:`PrefixForest`. Runs one numpy pass per depth (no Python loop over
-        tokens apart from flattening the sequences).
-    """
+    """The :class:`PrefixForest` of ``seqs`` ([H] word-id sequences without ``</s>``;
+    empty ones and duplicates allowed, duplicates end at the same node), one tree per
+    distinct start-state row of ``rows`` [H]; roots read ``eos``. One numpy pass per
+    depth (no Python loop over tokens apart from flattening the sequences)."""
     h = len(seqs)
     if len(rows) != h:
         raise ValueError(f"{h} hypotheses but {len(rows)} start rows")
@@ -196,10 +177,7 @@ def plan_segments(forest: PrefixForest, eos: int, max_rows: int, max_tokens: int
     caller's start state for a root). Segments of a level are sorted longest first and
     cut into calls of at most ``max_rows`` segments and ``max_tokens`` padded tokens
     (rows x longest). With ``max_segment = 1`` every call is one step (T = 1) over the
-    nodes of one depth.
-
-    Returns:
-        for each segment level, its calls (:class:`_Chunk`).
+    nodes of one depth. Returns the calls (:class:`_Chunk`) of each segment level.
     """
     if max_rows < 1 or max_tokens < 1 or max_segment < 1:
         raise ValueError(f"max_rows, max_tokens, max_segment must be >= 1, got "
@@ -302,30 +280,18 @@ def _chunk(forest: PrefixForest, sg: _Segments, cs: np.ndarray, t: int, src: np.
 
 
 def frontier_rows(plans: List[List[_Chunk]]) -> int:
-    """Most state rows :func:`score_forest` keeps between model calls: the kept end
-    states of one segment level (its ``prev``) plus those of the next level (``parts``),
-    maximised over levels. A model call adds at most two batches of rows (its start
-    and end states) on top.
-
-    Args:
-        plans: :func:`plan_segments`' output.
-    Returns:
-        the number of rows (times the bytes of one state row = the frontier's memory).
-    """
+    """Most state rows :func:`score_forest` keeps between model calls (times the bytes
+    of a state row: the frontier's memory) for the ``plans`` of :func:`plan_segments`:
+    the kept end states of one segment level plus those of the next, maximised over
+    levels. A model call adds at most two batches of rows (its start and end states)."""
     kept = [sum(len(c.src) if c.keep is None else len(c.keep) for c in chunks) for chunks in plans]
     return max((a + b for a, b in zip([0] + kept, kept)), default=0)
 
 
 def path_costs(forest: PrefixForest, logp: np.ndarray) -> np.ndarray:
-    """Hypothesis costs from per-node log-probabilities.
-
-    Args:
-        logp: float64 [2N]: ``logp[n]`` = log P(word of n | parent prefix) (0 for
-            roots), ``logp[N + n]`` = log P(``</s>`` | prefix n) (read where a
-            hypothesis ends).
-    Returns:
-        float64 [H] negated natural-log probabilities (words + ``</s>``).
-    """
+    """Hypothesis costs float64 [H] (negated natural-log probabilities, words + ``</s>``)
+    from ``logp`` float64 [2N]: ``logp[n]`` = log P(word of n | parent prefix) (0 for
+    roots), ``logp[N + n]`` = log P(``</s>`` | prefix n) (read where a hypothesis ends)."""
     n = forest.num_nodes
     cum = logp[:n].copy()
     offs = forest.level_offsets
@@ -336,10 +302,8 @@ def path_costs(forest: PrefixForest, logp: np.ndarray) -> np.ndarray:
 
 
 def _adaptive_pairs(model: LanguageModel) -> bool:
-    """Whether :func:`score_forest` scores the (node, word) pairs through the adaptive
-    softmax (:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`):
-    the model's own output layer is one (a wrapper that overrides ``logits``, e.g. the
-    neural cache, is scored through its ``logits``)."""
+    """Whether the model's own output layer is the adaptive softmax (a wrapper that
+    overrides ``logits``, e.g. the neural cache, is scored through its ``logits``)."""
     return getattr(model, "adaptive", None) is not None and type(model).logits is LanguageModel.logits
 
 
@@ -354,10 +318,8 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
         states: start states, batch U, on the model's device.
         eos: id of ``</s>``.
         max_rows, max_tokens, max_segment: see :func:`plan_segments`.
-        self_normalized: use the target words' logits as log-probabilities (see the
-            module docstring) instead of a full log-softmax per node. A model with the
-            adaptive softmax is scored exactly, head once per node and tails only
-            where needed, either way.
+        self_normalized: the target words' logits as log-probabilities (see the
+            module docstring; the adaptive softmax is exact either way).
     Returns:
         float64 [H] negated natural-log probabilities (words + ``</s>``), summed in
         float64 from float32 log-probabilities (negated sums of target logits when
@@ -397,46 +359,34 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
 def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
     """The output layer of :func:`score_forest`, writing the log-probabilities of each
     call's gathered (node, word) pairs into ``buf``: :class:`_PendingOutput` for the
-    adaptive or the fused full softmax, else :class:`_TargetLogits` when
-    ``self_normalized``, else :class:`_LogSoftmax`."""
+    adaptive or the fused full softmax, else :class:`_PerCall`."""
     adaptive = _adaptive_pairs(model)
     if adaptive or (not self_normalized and model.fused_output_active()):
         return _PendingOutput(model, buf, dev, adaptive)
-    return _TargetLogits(model, buf, dev) if self_normalized else _LogSoftmax(model, buf, dev, max_rows)
+    return _PerCall(model, buf, dev, self_normalized, max_rows)
 
 
-class _TargetLogits:
-    """Self-normalised output: [G, 1, D] . W[word] as log P of each pair."""
+class _PerCall:
+    """The pairs of each call scored at once: self-normalised, [G, 1, D] . W[word] as
+    log P of each pair; else (``softmax_impl = "plain"``) log_softmax of the whole
+    [rows, V] product per call (into a reused buffer), the pairs gathered from it."""
 
-    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev):
-        self.model, self.buf, self.dev = model, buf, dev
-
-    def add(self, feats: torch.Tensor, c: _Chunk) -> None:
-        """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
-        pairs = self.model.target_logits(feats.index_select(0, self.dev(c.g_pos)), self.dev(c.g_word).unsqueeze(1))
-        self.buf[self.dev(c.g_dst)] = pairs.squeeze(1).double()
-
-    def flush(self) -> None:
-        """Nothing is deferred."""
-
-
-class _LogSoftmax:
-    """``softmax_impl = "plain"``: log_softmax of the whole [rows, V] product per call
-    (into a reused buffer), the pairs gathered from it."""
-
-    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, max_rows: int):
-        self.model, self.buf, self.dev, self.max_rows = model, buf, dev, max_rows
+    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
+        self.model, self.buf, self.dev, self.self_normalized, self.max_rows = model, buf, dev, self_normalized, max_rows
         self.out: Optional[torch.Tensor] = None  # reused log-softmax output [rows, V]
 
     def add(self, feats: torch.Tensor, c: _Chunk) -> None:
         """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
         g_pos, g_word = self.dev(c.g_pos), self.dev(c.g_word)
-        logits = self.model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
-        if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
-            self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
-                                   dtype=torch.float32, device=logits.device)
-        logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])
-        self.buf[self.dev(c.g_dst)] = logp[g_pos, g_word].double()
+        if self.self_normalized:
+            logp = self.model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1)).squeeze(1)
+        else:
+            logits = self.model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
+            if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
+                self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
+                                       dtype=torch.float32, device=logits.device)
+            logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])[g_pos, g_word]
+        self.buf[self.dev(c.g_dst)] = logp.double()
 
     def flush(self) -> None:
         """Nothing is deferred."""
@@ -449,13 +399,10 @@ OUTPUT_ROWS = 512
 
 
 class _PendingOutput:
-    """The exact output layer of :func:`score_forest` (adaptive softmax, or the fused
-    full softmax), deferred: the recurrence must go level by level, but the output
-    layer of a level is not needed by the next one, so the features [R, D] of
-    successive levels are queued and scored together once :data:`OUTPUT_ROWS` are
-    pending (and at the end), through
-    :meth:`~nbest_rescore.models.base.LanguageModel.log_probs_at`. The (node, word)
-    pairs are shifted on the host; no device synchronisation."""
+    """The exact output layer of :func:`score_forest` (adaptive or fused full softmax),
+    deferred until :data:`OUTPUT_ROWS` rows are pending (see the module docstring),
+    through :meth:`~nbest_rescore.models.base.LanguageModel.log_probs_at`. The (node,
+    word) pairs are shifted on the host; no device synchronisation."""
 
     def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, adaptive: bool):
         self.model, self.buf, self.dev, self.adaptive = model, buf, dev, adaptive

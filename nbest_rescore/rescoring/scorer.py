@@ -12,38 +12,27 @@ Three ways to compute the same costs (``mode``):
 * ``padded``: hypotheses sorted by length and padded into batches (:mod:`.batching`).
 * ``single``: one hypothesis per forward pass (the slow reference).
 
-With the adaptive softmax (``output: adaptive``) all three are exact and none builds the
-[positions, V] distribution: ``padded``/``single`` take each target through torch's
-``AdaptiveLogSoftmaxWithLoss`` (head per position, a tail cluster only for the
-positions whose target lies in it); ``tree`` computes each node's head once for all of
-its children's words and runs a tail cluster only on the nodes with a child in it
-(:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`).
+All three are exact without the [positions, V] distribution: the adaptive softmax
+(``output: adaptive``) runs a tail cluster only where a target lies in it (``tree``:
+each node's head once for all its children,
+:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`; with the 43k
+vocabulary of the CPU recipe most nodes never touch a tail); the full softmax goes
+through vocabulary blocks with an online log-sum-exp (``softmax_impl="fused"``,
+:mod:`~nbest_rescore.models.fused_output`; ``"plain"``: ``log_softmax`` of the whole
+product, the same costs to about 1e-6 nats).
 
 Faster, approximate options (any mode; recorded in ``wer.json`` by ``score``):
 
-* ``output="self-normalized"``: the target word's logit is taken as its natural-log
-  probability, log Z = 0 (Chen et al. 2016, the thesis ``000`` section 3.5 ref. [45]).
-  ``tree`` computes features . W[w] + b[w] only for the (node, word) pairs it needs
-  (the children and ``</s>`` of each node) instead of a [nodes, V] product and
-  log-softmax; ``padded``/``single`` use
-  :meth:`~nbest_rescore.models.base.LanguageModel.self_normalized_log_probs`. Costs are
-  then the exact costs minus the sum of log Z along the hypothesis: close to exact
-  only for a model trained with ``optim.self_norm_weight > 0`` (a warning is logged
-  otherwise). With the neural cache the costs stay normalised (the cache mixes
-  probabilities).
-* ``quantize="int8"``: :func:`~nbest_rescore.models.quantize.quantize_dynamic_int8`
-  (CPU only).
-* ``dtype="bfloat16"``: on the CPU only the output product, where the CPU has
-  bfloat16 dot-product instructions (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`;
-  float32 with a warning where it has not, since emulated bfloat16 is slower); on CUDA
-  the whole model, as ``"float16"`` (CUDA only):
-  :func:`~nbest_rescore.models.quantize.cast_for_inference`.
-
-The exact full softmax (``output: softmax`` models) is computed by default without
-the [positions, V] matrix (``softmax_impl="fused"``: the product in vocabulary blocks
-with an online log-sum-exp, :mod:`~nbest_rescore.models.fused_output`); ``"plain"``
-keeps ``log_softmax`` of the whole product for comparison. Both give the same costs to
-about 1e-6 nats.
+* ``output="self-normalized"``: the target word's logit as its natural-log probability
+  (:meth:`~nbest_rescore.models.base.LanguageModel.self_normalized_log_probs`; ``tree``
+  computes it only for the (node, word) pairs it needs). Costs are then the exact
+  costs minus the sum of log Z along the hypothesis: close to exact only for a model
+  trained with ``optim.self_norm_weight > 0`` (a warning is logged otherwise). With
+  the neural cache or the adaptive softmax the costs stay normalised.
+* ``quantize="int8"`` (CPU only) and ``dtype``: :mod:`~nbest_rescore.models.quantize`;
+  CPU ``bfloat16`` casts only the output product, and only where the CPU has bfloat16
+  dot-product instructions (float32 with a warning elsewhere, emulated bfloat16 being
+  slower); on CUDA ``bfloat16``/``float16`` cast the whole model.
 """
 from __future__ import annotations
 
@@ -55,7 +44,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
-from ..models.base import LanguageModel, State, cat_states, select_state
+from ..models.base import LanguageModel, State, cat_states, select_state, state_row_bytes
 from ..options import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, ScorerOptions  # noqa: F401  (re-exported)
 from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
@@ -72,23 +61,17 @@ TREE_BYTES_PER_TOKEN = 64
 
 def check_inference_options(device, output: str = "softmax", quantize: str = "none",
                             dtype: str = "float32") -> None:
-    """Refuse option combinations that cannot run, before any model is touched.
-
-    Args:
-        device: a device name (``"cpu"``, ``"cuda:0"``) or :class:`torch.device`; only its
-            type is read here (availability is checked by
-            :func:`nbest_rescore.device.resolve_device`).
-        output, quantize, dtype: one of :data:`OUTPUTS`, :data:`QUANTIZE`, :data:`DTYPES`.
-    Raises:
-        DataError: an unknown value, int8 on CUDA, float16 on the CPU, or int8 combined
-            with a dtype other than float32.
-    """
+    """Refuse option combinations that cannot run, before any model is touched:
+    :func:`check_device` of the :class:`~nbest_rescore.options.ScorerOptions` of ``output``,
+    ``quantize`` and ``dtype`` (DataError also for a value not among its choices)."""
     check_device(device, ScorerOptions(output=output, quantize=quantize, dtype=dtype))
 
 
 def check_device(device, options: ScorerOptions) -> None:
-    """The checks across fields of :func:`check_inference_options` for checked
-    ``options`` (its quantize and dtype) on ``device``. Raises DataError."""
+    """Refuse quantize/dtype combinations of ``options`` that cannot run on ``device`` (a
+    name such as ``"cuda:0"`` or a :class:`torch.device`; only its type is read, its
+    availability is :func:`nbest_rescore.device.resolve_device`'s). Raises DataError for
+    int8 on CUDA, float16 on the CPU, or int8 with a dtype other than float32."""
     kind, quantize, dtype = str(device).split(":")[0], options.quantize, options.dtype
     if quantize == "int8" and kind != "cpu":
         raise DataError(f"--quantize int8 runs on the CPU only, but --device is {device}: use --device cpu, "
@@ -111,43 +94,27 @@ def trained_self_norm_weight(info: Optional[dict]) -> Optional[float]:
 
 
 class NnScorer:
-    """Scores hypotheses with ``model`` on ``device`` (see the module docstring).
-
-    The hypotheses are read in the order given, whatever ``model.direction``: for a
-    backward model :func:`~.history.rescore` reverses the lists and histories first
-    (:func:`~.backward.reverse_nbest`); direct callers of :meth:`costs` and
-    :meth:`advance` must hand them reversed themselves.
+    """Scores hypotheses with ``model`` on ``device`` (see the module docstring), in the
+    order given whatever ``model.direction`` (:func:`~.history.rescore` reverses them for
+    a backward model; direct callers of :meth:`costs` and :meth:`advance` must).
 
     Args:
         model: a trained language model (put in eval mode here).
         vocab: its vocabulary (unknown words map to ``<unk>``).
         device: torch device (see :func:`nbest_rescore.device.resolve_device`).
-        options: the scoring knobs (:class:`~nbest_rescore.options.ScorerOptions`:
-            ``batch_size``, most hypotheses (``tree``: tree segments) per forward pass;
-            ``max_tokens``, most padded positions (rows x length) per forward pass,
-            which bounds memory for long lists; ``scoring``, ``output``, ``quantize``,
-            ``dtype``, ``softmax_impl``: see below); None: the defaults.
+        options: the knobs (:class:`~nbest_rescore.options.ScorerOptions`: ``batch_size``,
+            ``max_tokens``, ``scoring`` (:data:`SCORING_MODES`), ``output``, ``quantize``,
+            ``dtype``, ``softmax_impl``, each described there and in the module
+            docstring); None: the defaults. Costs are float64 sums of float32 values
+            whatever the dtype.
         **knobs: ScorerOptions fields given one by one instead (or over ``options``);
             ``mode`` is ``scoring``.
         state_budget_bytes: for models with a ``max_batch_rows(budget_bytes)`` method
             (a large per-hypothesis state, e.g. the DNC), batch_size is capped so that
-            the states of one batch fit in this many bytes. ``tree`` also splits a
-            call into groups of hypotheses so that the states of two tree levels fit,
-            and so does the forest's bookkeeping (:data:`TREE_BYTES_PER_TOKEN` per list
-            token): its memory is then bounded whatever the list size (see
-            :meth:`tree_forests`).
-        scoring (``mode``): ``tree``, ``padded`` or ``single`` (:data:`SCORING_MODES`).
+            the states of one batch fit in this many bytes; ``tree`` also bounds its
+            groups of hypotheses by it (:meth:`tree_forests`).
         max_segment: ``tree`` only: longest chain of single-child nodes read in one
             call (1 = one token per step, the fastest on CPU; see :mod:`.prefix_tree`).
-        output: ``softmax`` (exact) or ``self-normalized`` (target logit as the
-            log-probability; see the module docstring).
-        quantize: ``none`` or ``int8`` (CPU only): score with an int8 copy of the model.
-        dtype: ``float32``, ``bfloat16`` or ``float16`` (CUDA only): score with a copy
-            of the model cast to it (CPU bfloat16: the output layer only, or float32
-            where the CPU lacks bfloat16 instructions; see the module docstring).
-            Costs are float64 sums of float32 values in all cases.
-        softmax_impl: ``fused`` or ``plain`` (:data:`~nbest_rescore.models.fused_output.SOFTMAX_IMPLS`):
-            how the exact full softmax is computed (see the module docstring).
         model_info: the checkpoint's info (``load_model``'s third value); with
             ``self-normalized`` output a warning is logged when it shows the model was
             trained without ``optim.self_norm_weight > 0``.
@@ -195,10 +162,8 @@ class NnScorer:
         self.max_segment = max_segment
 
     def settings(self) -> dict:
-        """What ``score`` records in ``wer.json``: the model's direction (``forward`` /
-        ``backward``), mode, output, quantize, dtype (as asked) and ``dtype_scope``
-        (what ran in it: ``none``, ``output layer`` or ``model``), softmax_impl and the
-        batch limits."""
+        """What ``score`` records in ``wer.json``: the direction, the knobs as asked,
+        ``dtype_scope`` (what ran in the dtype: ``none``, ``output layer``, ``model``)."""
         return {"direction": self.model.direction, "mode": self.mode, "output": self.output,
                 "quantize": self.quantize, "dtype": self.dtype, "dtype_scope": self.dtype_scope,
                 "softmax_impl": self.softmax_impl,
@@ -240,11 +205,9 @@ class NnScorer:
         return self._padded_costs(states, rows, seqs, sort)
 
     def _padded_costs(self, states: State, rows: Sequence[int], seqs, sort: bool) -> np.ndarray:
-        """``padded`` mode: length-sorted padded batches
-        (:func:`~.batching.make_batches`), each read with its lengths through
-        :func:`~.batching.invariant_forward`; the real positions' log-probabilities from
-        the output layer the tree uses (``model.log_probs_at``, or the target logits
-        when self-normalised), so a cost does not depend on the batch (:mod:`~nbest_rescore.models.rows`)."""
+        """``padded`` mode: :func:`~.batching.make_batches`, each read through
+        :func:`~.batching.invariant_forward`, the real positions scored by the output layer
+        the tree uses (``model.log_probs_at`` or the target logits), batch-invariant."""
         out = np.zeros(len(seqs), dtype=np.float64)
         for batch in make_batches(seqs, rows, self.vocab.eos, self.batch_size, self.max_tokens, sort):
             st = select_state(states, batch.rows.to(self.device))
@@ -265,22 +228,14 @@ class NnScorer:
 
     def tree_forests(self, states: State, rows: Sequence[int], seqs) -> Iterator[Tuple[slice, PrefixForest]]:
         """The prefix forests ``tree`` mode scores, one per group of consecutive
-        hypotheses: at most as many as let the tree frontier (at most one state per
-        hypothesis, two levels alive) fit ``state_budget_bytes`` (but at least
-        ``batch_size``), and, from the second hypothesis on, no more list tokens
-        (words + ``</s>``) than ``state_budget_bytes / TREE_BYTES_PER_TOKEN`` (the
-        forest and plan arrays of one group). The memory of one group is so bounded
-        whatever the number and the size of the lists in the call.
-
-        Args:
-            states: start states (only the size of one row is read).
-            rows: [H] start-state rows; seqs: [H] word-id sequences (:meth:`encode`).
-        Yields:
-            (slice of the H hypotheses, their :class:`~.prefix_tree.PrefixForest`),
-            one group at a time.
-        """
-        row_bytes = sum(s[:1].numel() * s.element_size() for s in states)
-        max_hyps = max(self.batch_size, self.state_budget_bytes // max(1, 2 * row_bytes))
+        hypotheses, so that the memory of a group is bounded whatever the lists: at most
+        as many hypotheses as let the tree frontier (one state per hypothesis, two levels
+        alive) fit ``state_budget_bytes`` (at least ``batch_size``), and from the second
+        on no more list tokens than ``state_budget_bytes / TREE_BYTES_PER_TOKEN``.
+        ``states``: only the size of one row is read; ``rows``, ``seqs``: [H] start rows
+        and word ids (:meth:`encode`). Yields (slice of the H hypotheses, their
+        :class:`~.prefix_tree.PrefixForest`)."""
+        max_hyps = max(self.batch_size, self.state_budget_bytes // max(1, 2 * state_row_bytes(states)))
         max_list_tokens = max(1, self.state_budget_bytes // TREE_BYTES_PER_TOKEN)
         ends = np.cumsum(np.fromiter((len(s) + 1 for s in seqs), dtype=np.int64, count=len(seqs)))
         a = 0
