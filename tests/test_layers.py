@@ -9,13 +9,14 @@ PKG = Path(__file__).resolve().parents[1] / "nbest_rescore"
 # or lower ones, and rescoring and training (same layer) not each other
 LAYERS = {
     "errors": 0, "types": 0, "validation": 0, "vocab": 0, "device": 0, "threads": 0, "names": 0, "progress": 0,
+    "options": 0.5,
     "io": 1,
     "models": 2,
     "corpus": 2.5,
     "rescoring": 3, "training": 3, "config": 3,
     "evaluation": 4,
     "api": 5, "__init__": 5,
-    "cli": 6, "__main__": 6,
+    "cli": 6, "cli_options": 6, "__main__": 6,
 }
 SIBLINGS_APART = {"rescoring", "training"}
 
