@@ -88,3 +88,20 @@ def test_disabled_reports_nothing(logged):
     p(5, 10)
     p.close()
     assert term.getvalue() == "" and not logged()
+
+
+def test_score_on_a_log_file_reports_hypotheses_from_the_start_to_the_end(tiny_lm, DATA, tmp_path):
+    """``score`` with stderr not a terminal (CliRunner's): a line before any scoring (0 of
+    all hypotheses), one per span at most every 30 s, and the last state at the end, shown
+    without -v; --no-progress silences them."""
+    from click.testing import CliRunner
+
+    from nbest_rescore.cli import main
+
+    args = ["score", "--lm", str(tiny_lm), "--nbest", str(DATA / "ci"), "--span-hyps", "2000"]
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if "nbest_rescore.progress" in ln]
+    assert "0/6000 hyp (0.0%)" in lines[0] and "6000/6000 hyp (100.0%)" in lines[-1] and "ETA" in lines[-1]
+    quiet = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "b"), "--no-progress"])
+    assert quiet.exit_code == 0 and "nbest_rescore.progress" not in quiet.stderr

@@ -99,6 +99,8 @@ class _SpanRun:
         self.ngram = None if ngram_arpa is None else NgramScorer(ngram_arpa)
         self.scorers = [NnScorer(lm.model, lm.vocab, lm.device, opts, model_info=lm.info) for lm in self.lms]
         self.progress, self.total = progress, total_hyps
+        if progress is not None:  # the clock starts now: the first line (or bar) before any scoring
+            progress(0, len(self.lms) * total_hyps)
         self.words: Counter = Counter()
         self.seconds = [0.0] * len(self.lms)
         self.utts = self.hyps = self.tokens = 0
