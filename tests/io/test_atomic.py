@@ -135,12 +135,17 @@ def test_kill_at_random_times_never_mixes_sets(tmp_path):
     import time
 
     out = tmp_path / "out"
+    t0 = time.monotonic()
     assert _write_set(out, "run0").wait() == 0
-    rng = random.Random(0)
+    whole = time.monotonic() - t0  # one whole run on this machine now (start-up included)
+    # kill points from early in the run to after its end, in a seeded order: measured
+    # against the machine's own pace, so a busy machine does not put every kill first
+    points = [0.05, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.5]
+    random.Random(0).shuffle(points)
     seen = set()
-    for k in range(1, 9):
+    for k, point in enumerate(points, 1):
         p = _write_set(out, f"run{k}")
-        time.sleep(rng.uniform(0.05, 0.6))
+        time.sleep(point * whole)
         p.send_signal(signal.SIGKILL)
         p.wait()
         tags = _tags(out)
