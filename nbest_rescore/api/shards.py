@@ -1,23 +1,10 @@
-"""Document-aware sharding: split N-best lists into jobs, merge the jobs' score outputs
-(docs/scoring.md). The 1-best history runs through a document, so :func:`split_nbest`
-cuts only between documents; rescoring every shard and concatenating the outputs with
-:func:`merge_scores` gives the costs and 1-best of one run over the whole set.
-
-* ``split``: ``OUT/1 .. OUT/N``, each an N-best directory in the benchmark layout
-  (``text``, ``ac_cost``, ``lm_cost``, ``utt2doc`` and, when the input directory has a
-  ``ref.txt``, the reference lines of its utterances). When the lists carry a graph
-  cost (Kaldi's ``lmwt.nolm``) the n-gram and graph costs are written as
-  ``lmwt.lmonly`` and ``lmwt.nolm`` instead of ``lm_cost``, so that every shard reads
-  back with the same costs. Shards are contiguous runs of whole documents, in order,
-  balanced greedily by number of hypotheses. Costs are written with 6 decimals
-  (:func:`~nbest_rescore.io.score_ark.write_cost_ark`).
-* ``merge``: the ``text`` and ``nn_cost`` files that ``score --out`` writes
-  (:data:`~nbest_rescore.api.score_job.SCORE_OUTPUTS`), concatenated in job order
-  (jobs of several LMs: each ``nn_cost.<name>`` file merged per name);
-  with references, the WER of the merged 1-best is computed again (and the
-  first-pass and oracle counts of the jobs' ``wer.json`` files, when every job has
-  one, are summed: word error counts over disjoint utterances add up).
-
+"""Document-aware sharding (docs/scoring.md): :func:`split_nbest` cuts N-best lists into
+jobs between documents only (the 1-best history runs through a document), and
+:func:`merge_scores` concatenates the jobs' ``score --out`` files, giving the costs and
+1-best of one run over the whole set. A shard is a benchmark-layout N-best directory
+(``text``, ``ac_cost``, ``lm_cost`` or, with a graph cost, ``lmwt.lmonly`` and
+``lmwt.nolm``, ``utt2doc`` and its ``ref.txt`` lines); costs have 6 decimals. Merged
+WER: recomputed on the merged 1-best; the jobs' first-pass and oracle counts summed.
 Both write their output folder as one set (:func:`~nbest_rescore.io.atomic.atomic_dir`):
 after an error nothing is written.
 """
