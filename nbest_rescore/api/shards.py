@@ -128,16 +128,10 @@ def _write_shard(folder: Path, nbest: NbestSet, refs: Optional[Mapping[str, Word
 
 
 def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
-    """Split the N-best lists at ``nbest_dir`` into ``nj`` shards of whole documents.
+    """Split the lists at ``nbest_dir`` (anything :func:`~nbest_rescore.api.load_nbest`
+    reads with defaults) into ``nj`` shards of whole documents in ``out_dir`` (replaced
+    as a whole); returns the :class:`SplitResult`.
 
-    Args:
-        nbest_dir: anything :func:`~nbest_rescore.api.load_nbest` reads with defaults
-            (a Kaldi N-best directory, benchmark or ``rnnlmrescore.sh`` names, or a
-            plain list with its score files beside it).
-        out_dir: output folder (replaced as a whole; see the module docstring).
-        nj: number of shards, 1 .. number of documents.
-    Returns:
-        :class:`SplitResult`.
     Raises:
         DataError: ``nj`` < 1 or more than the documents (the message says how many
             there are and what to give); unreadable lists; ``out_dir`` unusable.
@@ -192,23 +186,12 @@ class SplitJob:
 
 @dataclass(frozen=True)
 class MergeResult:
-    """What :func:`merge_scores` found.
-
-    Attributes:
-        jobs: the job folders, in merge order.
-        one_best: utterance id -> merged 1-best words (job order, then each job's order).
-        nn_cost: hypothesis key -> NN cost (negated natural log), in the same order
-            (empty for jobs of several LMs: see ``nn_costs_by_lm``).
-        wer: with references: ``rescored`` (recomputed on the merged 1-best) and, when
-            every job wrote a ``wer.json``, ``first_pass`` and ``oracle`` (the jobs'
-            counts summed); WER in percent. None without references.
-        sentence_errors: utterances whose 1-best differs from the reference (None
-            without references).
-        settings: the score settings the jobs share (from their run markers).
-        absent_refs: reference utterances with no merged 1-best (Kaldi's "not present
-            in hyp"; they are not scored).
-        nn_costs_by_lm: jobs of several LMs: LM name -> (hypothesis key -> NN cost),
-            from the ``nn_cost.<name>`` files; empty for one-LM jobs.
+    """What :func:`merge_scores` found: the ``jobs`` in merge order; ``one_best``
+    (utterance id -> words) and ``nn_cost`` (hypothesis key -> negated natural log; empty
+    for jobs of several LMs, whose costs are ``nn_costs_by_lm``: name -> key -> cost) in
+    job order; with references ``wer`` (name -> :class:`WerReport`, percent; see the
+    module docstring), ``sentence_errors`` and ``absent_refs`` (references with no merged
+    1-best, not scored), else None, None, 0; ``settings``: the jobs' shared score settings.
     """
 
     jobs: Tuple[str, ...]
