@@ -1,34 +1,9 @@
 """The ``kaldi-score`` job: Kaldi's ``steps/score_kaldi.sh`` over N-best lists, without
-lattices or Kaldi (docs/kaldi-step.md).
-
-For every word insertion penalty WIP (outer loop) and LM weight LMWT = min..max
-(inner loop) each utterance's 1-best minimises ``ac_cost / LMWT + lm_cost + WIP *
-num_words`` (:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`); it is
-scored as ``compute-wer --text --mode=present`` scores it, and the lowest WER is picked
-as ``utils/best_wer.sh`` picks it. Written into ``DIR`` (``--out``) under
-score_kaldi.sh's names, as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`)::
-
-    DIR/scoring_kaldi/test_filt.txt          the references through the ref filter
-    DIR/scoring_kaldi/penalty_WIP/LMWT.txt   1-best (Kaldi text) through the hyp filter
-    DIR/wer_LMWT_WIP                         compute-wer's stderr (its command line) + stdout
-    DIR/scoring_kaldi/best_wer               best_wer.sh's line, files named DIR/wer_L_W
-    DIR/scoring_kaldi/wer_details/lmwt, wip  the best point
-
-``DIR/scoring_kaldi`` is replaced as a whole; other files of ``DIR`` are kept (``wer_L_W``
-of other weights too, as Kaldi keeps them), except the old-style ``DIR/wer_?``,
-``wer_??``, ``cer_?`` and ``cer_??`` (older scripts' ``wer_LMWT``), deleted after a
-successful run as score_kaldi.sh does, so that ``grep WER DIR/wer_* | utils/best_wer.sh``
-sees no stale results. Not produced: score_kaldi.sh's ``log/`` folders and ``stats``
-details (``wer_details/per_utt``, ``per_spk``, ``ops``, ``wer_bootci``); the
-``local/wer_*_filter`` scripts are not looked up: pass them as ``hyp_filter``/``ref_filter``.
-
-Where Kaldi may differ: ``lattice-best-path`` adds float32 costs arc by arc and breaks
-an exact tie by the lower graph cost, whereas here the sum is float64 and a tie goes
-to the first hypothesis of the list, so two hypotheses within float32 rounding of each
-other may be picked differently. ``compute-wer`` reads the hypotheses permissively
-(``ark,p:``: a malformed line of the hyp filter's output is skipped with a warning);
-here it is an error naming the line. References that give 0 words in all (WER
-undefined: Kaldi prints ``nan``/``inf``) are an error too.
+lattices or Kaldi. The sweep (WIP outer, LMWT inner; 1-best by
+:func:`~nbest_rescore.evaluation.kaldi_scoring.best_path_sweep`), the files written into
+``DIR`` as one set (:func:`~nbest_rescore.io.atomic.atomic_entries`), the stale
+``wer_?``/``cer_?`` removal and where the results may differ from Kaldi's are in
+docs/kaldi-step.md (kaldi-score).
 """
 from __future__ import annotations
 

@@ -1,23 +1,10 @@
-"""Document-aware sharding: split N-best lists into jobs, merge the jobs' score outputs
-(docs/scoring.md). The 1-best history runs through a document, so :func:`split_nbest`
-cuts only between documents; rescoring every shard and concatenating the outputs with
-:func:`merge_scores` gives the costs and 1-best of one run over the whole set.
-
-* ``split``: ``OUT/1 .. OUT/N``, each an N-best directory in the benchmark layout
-  (``text``, ``ac_cost``, ``lm_cost``, ``utt2doc`` and, when the input directory has a
-  ``ref.txt``, the reference lines of its utterances). When the lists carry a graph
-  cost (Kaldi's ``lmwt.nolm``) the n-gram and graph costs are written as
-  ``lmwt.lmonly`` and ``lmwt.nolm`` instead of ``lm_cost``, so that every shard reads
-  back with the same costs. Shards are contiguous runs of whole documents, in order,
-  balanced greedily by number of hypotheses. Costs are written with 6 decimals
-  (:func:`~nbest_rescore.io.score_ark.write_cost_ark`).
-* ``merge``: the ``text`` and ``nn_cost`` files that ``score --out`` writes
-  (:data:`~nbest_rescore.api.score_job.SCORE_OUTPUTS`), concatenated in job order
-  (jobs of several LMs: each ``nn_cost.<name>`` file merged per name);
-  with references, the WER of the merged 1-best is computed again (and the
-  first-pass and oracle counts of the jobs' ``wer.json`` files, when every job has
-  one, are summed: word error counts over disjoint utterances add up).
-
+"""Document-aware sharding (docs/scoring.md): :func:`split_nbest` cuts N-best lists into
+jobs between documents only (the 1-best history runs through a document), and
+:func:`merge_scores` concatenates the jobs' ``score --out`` files, giving the costs and
+1-best of one run over the whole set. A shard is a benchmark-layout N-best directory
+(``text``, ``ac_cost``, ``lm_cost`` or, with a graph cost, ``lmwt.lmonly`` and
+``lmwt.nolm``, ``utt2doc`` and its ``ref.txt`` lines); costs have 6 decimals. Merged
+WER: recomputed on the merged 1-best; the jobs' first-pass and oracle counts summed.
 Both write their output folder as one set (:func:`~nbest_rescore.io.atomic.atomic_dir`):
 after an error nothing is written.
 """
@@ -141,16 +128,10 @@ def _write_shard(folder: Path, nbest: NbestSet, refs: Optional[Mapping[str, Word
 
 
 def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
-    """Split the N-best lists at ``nbest_dir`` into ``nj`` shards of whole documents.
+    """Split the lists at ``nbest_dir`` (anything :func:`~nbest_rescore.api.load_nbest`
+    reads with defaults) into ``nj`` shards of whole documents in ``out_dir`` (replaced
+    as a whole); returns the :class:`SplitResult`.
 
-    Args:
-        nbest_dir: anything :func:`~nbest_rescore.api.load_nbest` reads with defaults
-            (a Kaldi N-best directory, benchmark or ``rnnlmrescore.sh`` names, or a
-            plain list with its score files beside it).
-        out_dir: output folder (replaced as a whole; see the module docstring).
-        nj: number of shards, 1 .. number of documents.
-    Returns:
-        :class:`SplitResult`.
     Raises:
         DataError: ``nj`` < 1 or more than the documents (the message says how many
             there are and what to give); unreadable lists; ``out_dir`` unusable.
@@ -205,23 +186,12 @@ class SplitJob:
 
 @dataclass(frozen=True)
 class MergeResult:
-    """What :func:`merge_scores` found.
-
-    Attributes:
-        jobs: the job folders, in merge order.
-        one_best: utterance id -> merged 1-best words (job order, then each job's order).
-        nn_cost: hypothesis key -> NN cost (negated natural log), in the same order
-            (empty for jobs of several LMs: see ``nn_costs_by_lm``).
-        wer: with references: ``rescored`` (recomputed on the merged 1-best) and, when
-            every job wrote a ``wer.json``, ``first_pass`` and ``oracle`` (the jobs'
-            counts summed); WER in percent. None without references.
-        sentence_errors: utterances whose 1-best differs from the reference (None
-            without references).
-        settings: the score settings the jobs share (from their run markers).
-        absent_refs: reference utterances with no merged 1-best (Kaldi's "not present
-            in hyp"; they are not scored).
-        nn_costs_by_lm: jobs of several LMs: LM name -> (hypothesis key -> NN cost),
-            from the ``nn_cost.<name>`` files; empty for one-LM jobs.
+    """What :func:`merge_scores` found: the ``jobs`` in merge order; ``one_best``
+    (utterance id -> words) and ``nn_cost`` (hypothesis key -> negated natural log; empty
+    for jobs of several LMs, whose costs are ``nn_costs_by_lm``: name -> key -> cost) in
+    job order; with references ``wer`` (name -> :class:`WerReport`, percent; see the
+    module docstring), ``sentence_errors`` and ``absent_refs`` (references with no merged
+    1-best, not scored), else None, None, 0; ``settings``: the jobs' shared score settings.
     """
 
     jobs: Tuple[str, ...]

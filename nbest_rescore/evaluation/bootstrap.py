@@ -1,24 +1,10 @@
 """Bootstrap confidence intervals of the WER and the probability that one system improves
 on another, by resampling utterances (Bisani & Ney 2004), as Kaldi's
-``compute-wer-bootci`` computes them.
-
-Every utterance u contributes a pair (word errors ``e_u``, reference words ``n_u``).
-A replication draws U utterance indices with replacement; its WER is
-``sum e / sum n`` over the drawn utterances. From R replications:
-
-* the mean and the interval ``mean -+ 1.96 * std`` (population standard deviation),
-  as ``compute-wer-bootci`` prints them ("95% Conf Interval"), and also the percentile
-  interval (the 2.5 % and 97.5 % points of the replications' WERs, numpy's linear
-  interpolation);
-* for two systems A and B on the same utterances: the share of replications in which
-  ``sum (e_A - e_B) > 0`` over the drawn utterances, i.e. B makes fewer errors than A
-  (Kaldi's "Probability of Set2 improving Set1", with A = Set1 and B = Set2).
-
-The draws: the indices of all R replications are the rows of
-``numpy.random.default_rng(seed).integers(0, U, size=(R, U))``, drawn here in chunks
-of whole rows (the same numbers). The same seed gives every statistic of a call the
-same replications (Kaldi draws anew for each; both are the same bootstrap). WERs are
-in percent, probabilities in [0, 1].
+``compute-wer-bootci`` computes them; the statistics and the draws (rows of
+``numpy.random.default_rng(seed).integers(0, U, size=(R, U))``, drawn here in chunks of
+whole rows) are described in docs/evaluation.md. Interval: ``mean -+ 1.96 * std``
+(population std); percentiles by numpy's linear interpolation. WERs are in percent,
+probabilities in [0, 1].
 """
 from __future__ import annotations
 
@@ -124,18 +110,11 @@ def _wers(errors: np.ndarray, words: np.ndarray) -> np.ndarray:
 
 
 def bootstrap_wer(errors, ref_words, replications: int = REPLICATIONS, seed: int = 0) -> BootstrapWer:
-    """The bootstrap of one system's WER.
+    """The :class:`BootstrapWer` (percent) of ``errors`` int [U] word errors over
+    ``ref_words`` int [U] (not all 0), ``replications`` R >= 1 drawn with ``seed``.
 
-    Args:
-        errors: int [U] word errors of each utterance's hypothesis.
-        ref_words: int [U] reference words of each utterance (not all 0).
-        replications: R >= 1; seed: the draws' seed (see the module docstring).
-    Returns:
-        :class:`BootstrapWer` (percent).
-    Raises:
-        ValueError: vectors of different lengths, empty, negative counts, no
-            reference word at all, or ``replications < 1``.
-    """
+    Raises ValueError: vectors of different lengths, empty, negative counts, no
+    reference word at all, or ``replications < 1``."""
     errors, ref_words = _check(errors, ref_words)
     if ref_words.sum() == 0:
         raise ValueError("bootstrap_wer: no reference words (every reference is empty): the WER is undefined")
@@ -145,17 +124,11 @@ def bootstrap_wer(errors, ref_words, replications: int = REPLICATIONS, seed: int
 
 
 def improvement_probability(errors_a, errors_b, replications: int = REPLICATIONS, seed: int = 0) -> float:
-    """The share of replications in which system B makes fewer word errors than system A
-    over the drawn utterances (``sum(e_A - e_B) > 0``): Kaldi's "Probability of Set2
-    improving Set1" (A = Set1, B = Set2), in [0, 1].
+    """P(B better than A) in [0, 1] (docs/evaluation.md): the share of replications with
+    ``sum(e_A - e_B) > 0``; ``errors_a``, ``errors_b`` int [U] on the same utterances.
 
-    Args:
-        errors_a, errors_b: int [U] word errors of the two systems on the same
-            utterances, in the same order.
-    Raises:
-        ValueError: vectors of different lengths, empty or negative, or
-            ``replications < 1``.
-    """
+    Raises ValueError: vectors of different lengths, empty or negative, or
+    ``replications < 1``."""
     errors_a, errors_b = _check(errors_a, errors_b)
     diff = errors_a - errors_b  # may be negative: not checked as a count
     return float((replicated_sums(diff, replications, seed)[0] > 0).mean())

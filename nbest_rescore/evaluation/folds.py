@@ -1,15 +1,7 @@
 """K-fold cross-validation of the weight search by documents: the WER of weights tuned
-on other data, from the tuning set alone.
-
-The documents (numbered in first-seen order, :attr:`~.tuning.TuneData.doc_index`) are
-dealt into K folds by a seeded shuffle: ``perm = numpy.random.default_rng(seed)
-.permutation(D)`` and document ``perm[i]`` goes to fold ``i % K`` (so the folds differ
-by at most one document). For each fold the same search (grid or line search, the
-same grids and options) runs on the utterances of the other folds only
-(:meth:`~.tuning.TuneData.subset`), and the fold's utterances take the hypothesis with
-the best score at the weights found there (:meth:`~.tuning.TuneData.one_best`). The
-held-out 1-bests of all folds together give the cross-validated WER: held-out word
-errors summed over the folds / reference words summed (percent).
+on other data, from the tuning set alone. How documents are dealt into folds and how
+the held-out 1-bests give the cross-validated WER (percent): docs/evaluation.md
+(``tune --folds K``).
 """
 from __future__ import annotations
 
@@ -25,12 +17,8 @@ Search = Callable[[TuneData], TuneResult]
 
 
 def document_folds(num_docs: int, folds: int, seed: int = 0) -> np.ndarray:
-    """int64 [D]: the fold (0 .. K-1) of each document: with ``perm =
-    default_rng(seed).permutation(D)``, document ``perm[i]`` is in fold ``i % K``.
-
-    Raises:
-        DataError: ``folds < 2`` or more folds than documents (naming ``--folds``).
-    """
+    """int64 [D]: the fold (0 .. K-1) of each document, dealt as docs/evaluation.md says.
+    Raises DataError: ``folds < 2`` or more folds than documents (naming ``--folds``)."""
     if folds < 2:
         raise DataError(f"--folds {folds}: cross-validation needs at least 2 folds")
     if folds > num_docs:
@@ -60,9 +48,7 @@ class HeldOutFold:
         return self.errors / self.ref_words * 100.0 if self.ref_words else float("nan")
 
     def to_dict(self) -> Dict[str, object]:
-        """``documents``, ``utterances``, ``ref_words``, ``errors``, ``wer`` (held out),
-        ``tuned_wer`` (the best WER on the other folds) and ``weights`` (the weights
-        block tuned on the other folds, as in tune.json)."""
+        """One ``per_fold`` entry of tune.json's ``cross_validation`` (docs/evaluation.md)."""
         return {"documents": self.documents, "utterances": self.utterances, "ref_words": self.ref_words,
                 "errors": self.errors, "wer": self.wer, "tuned_wer": self.tuned.best.wer,
                 "weights": self.tuned.weights_block()}
@@ -111,19 +97,12 @@ class CrossValidation:
 
 
 def cross_validate(data: TuneData, search: Search, folds: int, seed: int = 0) -> CrossValidation:
-    """K-fold cross-validation of ``search`` by documents (see the module docstring).
+    """K-fold cross-validation of ``search`` (run on each fold's complement, e.g.
+    ``lambda d: tune_grid(d, None, None, interps, lm_weights)``) over ``data`` by
+    documents, ``folds`` K >= 2 dealt with ``seed``; WERs in percent.
 
-    Args:
-        data: the whole tuning set (U utterances).
-        search: the weight search, run on each fold's complement (e.g.
-            ``lambda d: tune_grid(d, None, None, interps, lm_weights)``).
-        folds: K >= 2, at most the number of documents; seed: the dealing seed.
-    Returns:
-        :class:`CrossValidation` (WERs in percent).
-    Raises:
-        DataError: K < 2, K above the number of documents, or the other folds of
-            some fold hold no reference word.
-    """
+    Raises DataError: K < 2, K above the number of documents, or the other folds of
+    some fold hold no reference word."""
     docs = np.unique(data.doc_index)
     fold_of_doc = document_folds(len(docs), folds, seed)
     fold_of_utt = fold_of_doc[np.searchsorted(docs, data.doc_index)]

@@ -1,24 +1,10 @@
-"""Kaldi's ``steps/score_kaldi.sh`` over N-best lists: the LM-weight x insertion-penalty
-sweep, ``compute-wer``'s output and ``utils/best_wer.sh``'s choice, byte for byte.
-
-* :func:`best_path_sweep`: for every (LMWT, WIP) the hypothesis each utterance's
-  ``lattice-scale --inv-acoustic-scale=LMWT | lattice-add-penalty
-  --word-ins-penalty=WIP | lattice-best-path`` would pick from a lattice holding
-  only the N-best paths: the one minimising ``ac_cost / LMWT + lm_cost + WIP *
-  num_words`` (costs are negated natural logs; WIP in cost units per word, positive =
-  penalty, Kaldi's sign). Vectorised over hypotheses; ties go to the first hypothesis
-  in list order.
-* :class:`KaldiWer` / :func:`kaldi_wers`: what ``compute-wer --text --mode=present
-  ark:REF ark,p:HYP`` counts and prints (references in file order; a reference
-  without hypothesis is "not present" and makes the ``%WER`` line ``[PARTIAL]``; a
-  hypothesis without reference is ignored). Percentages are computed as Kaldi does
-  (float32) and printed with two decimals.
-* :func:`compute_wer_command`: the command line ``compute-wer`` prints on stderr,
-  which ``score_kaldi.sh`` (``>&``) puts at the top of every ``wer_LMWT_WIP``.
-* :func:`best_wer_line`: ``utils/best_wer.sh`` on the ``grep WER`` lines
-  ``score_kaldi.sh`` feeds it: the first line of lowest printed ``%WER`` (compared as
-  the two-decimal number printed, so equal printed WERs go to the earlier file),
-  rewritten as ``%WER 26.87 [ ... ] DIR/wer_12_0.5``.
+"""Kaldi's ``steps/score_kaldi.sh`` over N-best lists (docs/kaldi-step.md), byte for
+byte: the LM-weight x insertion-penalty sweep (:func:`best_path_sweep`), what
+``compute-wer --text --mode=present`` counts and prints (:class:`KaldiWer`,
+:func:`kaldi_wers`; percentages in float32 as Kaldi computes them, two decimals) and
+the stderr line it starts with (:func:`compute_wer_command`), and
+``utils/best_wer.sh``'s choice (:func:`best_wer_line`: the first of the lowest printed
+``%WER``). Costs are negated natural logs; WIP is cost per word (Kaldi's sign).
 """
 from __future__ import annotations
 

@@ -50,14 +50,12 @@ class LinearScores:
 @dataclass(frozen=True)
 class LineMin:
     """Result of one line minimisation: ``t`` (inside the best interval ``[lo, hi]``),
-    its corpus ``errors``, the number of envelope ``breakpoints`` and the hypotheses
-    visited by the sweep (``visited``)."""
+    its corpus ``errors`` and the hypotheses visited by the sweep (``visited``)."""
 
     t: float
     errors: int
     lo: float
     hi: float
-    breakpoints: int
     visited: int
 
 
@@ -161,8 +159,7 @@ def line_minimize(problem: LinearScores, p, d, t_lo: float, t_hi: float) -> Line
         mid = 0.5 * (lo + hi)
         j = int(np.argmin(np.abs(mid)))
         k, t = cand[j], float(mid[j])
-    return LineMin(t=t, errors=int(best), lo=float(edges[k]), hi=float(edges[k + 1]),
-                   breakpoints=int(uniq.size), visited=int(visited))
+    return LineMin(t=t, errors=int(best), lo=float(edges[k]), hi=float(edges[k + 1]), visited=int(visited))
 
 
 def t_range(x, d, lower, upper) -> Tuple[float, float]:

@@ -22,33 +22,17 @@ def _full_title(title: Optional[str], shows: str) -> str:
 
 
 def plot_wer_heatmap(result: TuneResult, path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
-    """Heat map of WER (percent) over LM weight (columns) x interpolation weight (rows).
-
-    Only the points at the best word insertion penalty are drawn; grid cells with no
-    point are left blank. Every cell is annotated with its WER and the best point is
-    outlined. The PNG is written atomically (temporary file in the same directory,
-    then ``os.replace``), so ``path`` is either the old file or the complete new one.
-
-    Args:
-        result: a :class:`TuneResult` from :func:`tune_grid`.
-        path: output PNG path (its directory must exist).
-        title: first title line: the model and data the WERs come from (e.g.
-            ``"gru.pt on dev/, history first-pass"``); None: no such line.
-    Returns:
-        ``path`` as a string.
-    Raises:
-        ValueError: ``result`` has no points.
-        DataError: the directory of ``path`` does not exist.
-        OSError: the file cannot be written.
-    """
+    """Heat map of WER (percent) over LM weight (columns) x interpolation weight (rows) at
+    the best word insertion penalty (empty grid cells blank, every cell annotated, the
+    best outlined), written atomically to ``path`` (its directory must exist); returns
+    ``path`` as a string. Raises ValueError (no points), DataError (no directory of
+    ``path``) or OSError."""
     return _write_png(wer_heatmap_figure(result, title=title), path)
 
 
 def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
     """The Figure drawn by :func:`plot_wer_heatmap` (not saved). Raises ValueError if
     ``result`` has no points."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     if not result.points:
@@ -64,10 +48,8 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
             grid[r, c] = p.wer
 
     ncol, nrow = len(lms), len(interps)
-    fig = Figure(figsize=(min(max(5.5, 0.55 * ncol + 2.5), 30.0),
-                          min(max(3.0, 0.45 * nrow + 2.0), 20.0) + (0.3 if title else 0.0)))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _new_figure(min(max(5.5, 0.55 * ncol + 2.5), 30.0),
+                          min(max(3.0, 0.45 * nrow + 2.0), 20.0) + (0.3 if title else 0.0))
     masked = np.ma.masked_invalid(grid)
     im = ax.imshow(masked, cmap="viridis_r", aspect="auto", origin="lower", interpolation="nearest")
     fig.colorbar(im, ax=ax, label="WER (%)")

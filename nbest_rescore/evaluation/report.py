@@ -78,13 +78,9 @@ def _text_errors(path: str, wer: float, refs, ref_path: str) -> RowErrors:
 
 
 def wer_row(spec: str, refs=None, ref_path: str = "") -> dict:
-    """Parse ``NAME=PATH[:field]`` into a row: name, WER, the weights if known, the
-    cross-validated WER (``cv_wer``, a tune.json with folds, else None) and
-    ``errors`` (:class:`RowErrors` or None): from a tune.json's ``utterance_errors``,
-    or for ``wer.json:rescored`` from the 1-best ``text`` beside it scored against
-    ``refs`` (utterance id -> words; read from ``ref_path``); None for
-    ``:first_pass`` and ``:oracle``, for a ``:rescored`` row without ``refs`` and for
-    an older tune.json.
+    """Parse ``NAME=PATH[:field]`` into a row dict: name, wer, interp, lm_weight,
+    ``cv_wer`` (or None) and ``errors`` (:class:`RowErrors` or None, from where
+    docs/evaluation.md says; ``refs`` read from ``ref_path``).
 
     Raises DataError for a malformed spec or a file without the expected fields.
     """
@@ -160,22 +156,13 @@ def _bootstrap_rows(rows: List[dict], baselines: Sequence[str], replications: in
 
 def wer_table(specs: Iterable[str], baselines: Sequence[str] = (), ref: Optional[str] = None,
               replications: int = REPLICATIONS, seed: int = 0) -> str:
-    """Markdown table with columns system, WER %, lambda, delta and, where the rows
-    have per-utterance errors (:func:`wer_row`), their bootstrap intervals
-    (:mod:`.bootstrap`: ``mean -+ 1.96 sd`` as compute-wer-bootci, and the 2.5/97.5
-    percentiles), the cross-validated WER and its interval (tune.json with folds),
-    and per baseline row B: ``P(better than B)`` (this row's 1-best makes fewer errors
-    than B's, paired bootstrap over utterances) and ``P(CV better than B)`` (this
-    row's cross-validated 1-best against B's, or B's own 1-best when B has none).
+    """Markdown table of the ``NAME=PATH[:field]`` rows ``specs``: system, WER %, lambda,
+    delta and the bootstrap, CV and ``P(better than B)`` columns per baseline row B of
+    docs/evaluation.md (``table``); ``ref``: references for ``wer.json:rescored`` rows;
+    ``replications`` 0: no bootstrap columns.
 
-    Args:
-        specs: ``NAME=PATH[:field]`` rows; baselines: row names to compare against.
-        ref: references for ``wer.json:rescored`` rows' per-utterance errors.
-        replications: bootstrap replications (0: no bootstrap columns); seed: theirs.
-    Raises:
-        DataError: a malformed row, an unknown baseline or one without per-utterance
-            errors, or a row and a baseline over different utterances.
-    """
+    Raises DataError: a malformed row, an unknown baseline or one without per-utterance
+    errors, or a row and a baseline over different utterances."""
     refs = None if ref is None else read_references(ref)
     rows = [wer_row(spec, refs, ref or "") for spec in specs]
     _bootstrap_rows(rows, baselines if replications else (), replications, seed)

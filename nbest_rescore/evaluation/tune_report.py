@@ -1,10 +1,6 @@
-"""What ``tune`` reports besides the dev-tuned best point, so that its numbers can be
-judged from the tuning set alone: the word errors of every utterance's 1-best (tuned,
-first pass, cross-validated), the cross-validated WER (:mod:`.folds`) and bootstrap
-intervals and improvement probabilities (:mod:`.bootstrap`).
-
-The first pass is the hypothesis of rank 1 in each list (the decoder's 1-best:
-acoustic + n-gram at the decoder's scale). WERs are in percent.
+"""What ``tune`` reports besides the dev-tuned best point (docs/evaluation.md): the
+per-utterance errors of the 1-bests (tuned, first pass = rank 1, cross-validated), the
+cross-validated WER (:mod:`.folds`) and the bootstrap (:mod:`.bootstrap`). WER in percent.
 """
 from __future__ import annotations
 
@@ -76,9 +72,8 @@ class TuneReport:
     p_better_than_first_pass: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, object]:
-        """tune.json's ``cross_validation`` (with folds), ``bootstrap`` (with
-        replications: replications, seed, one block per 1-best and
-        ``p_better_than_first_pass``) and ``utterance_errors`` blocks."""
+        """tune.json's ``cross_validation``, ``bootstrap`` and ``utterance_errors`` blocks
+        (docs/evaluation.md)."""
         out: Dict[str, object] = {}
         if self.cross_validation is not None:
             out["cross_validation"] = self.cross_validation.to_dict()
@@ -106,17 +101,10 @@ class TuneReport:
 
 def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
            replications: int = 0, seed: int = 0) -> TuneResult:
-    """``result`` (the search on ``data``) with its :class:`TuneReport`.
-
-    Args:
-        result: what ``search(data)`` returned.
-        data: the tuning set; search: the search, re-run on each fold's complement.
-        folds: K >= 2 cross-validates (:func:`~.folds.cross_validate`); 0 or 1: none.
-        fold_seed: the seed that deals the documents into folds.
-        replications: bootstrap replications (0: no bootstrap); seed: their seed.
-    Raises:
-        DataError: as :func:`~.folds.cross_validate`.
-    """
+    """``result`` (what ``search(data)`` returned) with its :class:`TuneReport`: ``folds``
+    K >= 2 cross-validates (:func:`~.folds.cross_validate`, dealt by ``fold_seed``);
+    ``replications`` > 0 bootstraps (seeded by ``seed``). Raises DataError as
+    :func:`~.folds.cross_validate`."""
     systems = {"dev_tuned": data.errors[data.one_best(result.best_weights())],
                "first_pass": data.errors[data.first_pass()]}
     cv = cross_validate(data, search, folds, fold_seed) if folds >= 2 else None

@@ -353,20 +353,17 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
     (the simplex at that spacing), times lm_weights, times penalties.
 
     Args:
-        nbest: the N-best lists (H hypotheses in all), or their :class:`TuneData`
-            (then ``refs``, ``nn_cost``, ``names`` and ``labels`` are not used).
+        nbest: the N-best lists (H hypotheses), or their :class:`TuneData` (then
+            ``refs``, ``nn_cost``, ``names`` and ``labels`` are not used).
         refs: utterance id -> reference words.
         nn_cost: hypothesis key -> neural LM cost (negated natural log, ``</s>``
-            included), or a sequence of K such maps; each must cover every hypothesis
-            key. May be None only when every interp is 1 (n-gram only).
-        interps: interpolation weights lambda (w_0) of the n-gram, each in [0, 1].
-        lm_weights: LM weights (grammar scale) delta.
-        word_ins_penalties: per-word penalties (nats; negative penalises words). None
-            means the benchmark's first-pass value scaled to ``acoustic_scale``:
-            ``(-0.629606 * acoustic_scale,)``.
-        acoustic_scale: fixed acoustic scale.
-        names: the LM names (default ``nn``, ``nn_2``, ...); repeats get ``_2``, ``_3``.
-        labels: how error messages name each cost map (default from the names).
+            included), or K such maps, each covering every key; None only when
+            every interp is 1.
+        interps: n-gram weights lambda (w_0) in [0, 1]; lm_weights: delta.
+        word_ins_penalties: nats per word (negative penalises words); None:
+            ``(FIRST_PASS_WIP * acoustic_scale,)``.
+        names: the LM names (default ``nn``, ``nn_2``, ...); labels: how error
+            messages name each cost map (default from the names).
     Returns:
         TuneResult; WER in percent; best = lowest WER, ties to the first in grid order
         (interp outermost, word_ins_penalty innermost).
