@@ -69,11 +69,9 @@ LR_SCHEDULES = ("constant", "cosine", "linear")
 
 @dataclass
 class OptimConfig:
-    """Optimisation, each key as the table of docs/training.md (Optimiser) says:
-    ``optimizer`` with gradient-norm clipping, linear warmup then ``lr_schedule``
-    (optionally halved on plateaus); training stops after ``patience`` epochs without
-    improvement, after ``max_epochs`` or ``max_seconds``. TF32 matrix products are allowed
-    in training on CUDA (scoring stays float32)."""
+    """Optimisation, each key as the table of docs/training.md (Optimiser) says;
+    training stops after ``patience`` epochs without improvement, ``max_epochs`` or
+    ``max_seconds``."""
 
     batch_size: int = 32
     bptt: int = 20

@@ -86,8 +86,8 @@ def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dic
     best = run.best_state if run.best_state is not None else model.state_dict()
     save_model(out_path, model, vocab, info, state_dict=best)
     resume = {**dataclasses.asdict(replace(run, history=[], best_state=None)), "best_ppl": run.best_valid_ppl,
-              "history": list(run.history), "best_state": {k: v.detach().cpu().clone() for k, v in best.items()}, "optimizer": opt.state_dict(),
-              "rng": torch.get_rng_state(),
+              "history": list(run.history), "best_state": {k: v.detach().cpu().clone() for k, v in best.items()},
+              "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
               "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
     save_model(last_path(out_path), model, vocab, info, extra={"resume": resume})
 

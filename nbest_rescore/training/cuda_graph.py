@@ -37,8 +37,8 @@ class GraphedStep:
         self.model, self.opt, self.step_fn = model, opt, step_fn
         self.device = dev = next(model.parameters()).device
         # the static inputs, targets, mask and reset that every replay reads
-        self.segment = tuple(torch.full((batch, bptt), fill, dtype=dtype, device=dev)
-                             for dtype, fill in ((torch.long, 0), (torch.long, 0), (torch.bool, False), (torch.bool, True)))
+        self.segment = tuple(torch.full((batch, bptt), fill, dtype=dtype, device=dev) for dtype, fill in
+                             ((torch.long, 0), (torch.long, 0), (torch.bool, False), (torch.bool, True)))
         self.state = tuple(s.clone() for s in model.init_state(batch, dev))
         self.nll = torch.zeros((), dtype=torch.float64, device=dev)
         self.abs_log_z = torch.zeros((), dtype=torch.float64, device=dev)
