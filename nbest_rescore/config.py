@@ -5,10 +5,8 @@ from the repository root); if not found there, against the config file's directo
 and its parent.
 
 Every value is checked when a config is built (:func:`check_fields`, run by each
-dataclass's ``__post_init__``) and :func:`load_train_config` also checks the model name
-and ``model_config`` (:func:`validate_train_config`), so a bad config fails with a
-DataError such as ``conf/x.yaml: optim.lr must be a finite number > 0, got -0.1; e.g.
-lr: 0.001`` before any data is read.
+dataclass's ``__post_init__``), and the model name and ``model_config`` by
+:func:`validate_train_config`, before any data is read.
 """
 from __future__ import annotations
 
@@ -71,11 +69,9 @@ LR_SCHEDULES = ("constant", "cosine", "linear")
 
 @dataclass
 class OptimConfig:
-    """Optimisation, each key as the table of docs/training.md (Optimiser) says:
-    ``optimizer`` with gradient-norm clipping, linear warmup then ``lr_schedule``
-    (optionally halved on plateaus); training stops after ``patience`` epochs without
-    improvement, after ``max_epochs`` or ``max_seconds``. TF32 matrix products are allowed
-    in training on CUDA (scoring stays float32)."""
+    """Optimisation, each key as the table of docs/training.md (Optimiser) says;
+    training stops after ``patience`` epochs without improvement, ``max_epochs`` or
+    ``max_seconds``."""
 
     batch_size: int = 32
     bptt: int = 20
@@ -87,9 +83,7 @@ class OptimConfig:
     max_seconds: Optional[float] = None
     seed: int = 0
     threads: Optional[int] = None
-    # alpha of the self-normalisation (variance) regulariser alpha * mean (log Z)^2,
-    # Chen et al. 2016 (``000`` section 3.5, ref. [45]); 0 = plain cross-entropy
-    self_norm_weight: float = 0.0
+    self_norm_weight: float = 0.0  # alpha, see trainer.segment_loss; 0 = plain cross-entropy
     optimizer: str = "adam"
     weight_decay: float = 0.0
     momentum: float = 0.0  # sgd only
@@ -149,16 +143,6 @@ def _paths_to_str(obj, names) -> None:
             setattr(obj, name, os.fspath(v))
 
 
-def _unknown_keys(section: str, values: dict, valid) -> DataError:
-    """DataError for keys of ``values`` not in ``valid``, with close matches suggested."""
-    valid = sorted(valid)
-    unknown = sorted(str(k) for k in values if k not in valid)
-    hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown
-             for m in [difflib.get_close_matches(k, valid, n=1)] if m]
-    return DataError(f"{section}: unknown key(s) {unknown}" + (f" ({'; '.join(hints)})" if hints else "")
-                     + f"; valid: {valid}")
-
-
 def _build(cls, values, section: str = ""):
     """``cls(**values)`` for a YAML mapping (sections built recursively); DataError
     for a non-mapping, unknown keys or bad values (messages without the file name)."""
@@ -167,18 +151,17 @@ def _build(cls, values, section: str = ""):
     where = section or "the config"
     if not isinstance(values, dict):
         raise DataError(f"{where} must be a mapping (key: value lines), got {describe_value(values)}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    if set(values) - names:
-        raise _unknown_keys(where, values, names)
-    kwargs = {}
-    for k, v in values.items():
-        sub = _SECTIONS.get(k) if cls is TrainConfig else None
-        if sub:
-            v = _build(sub, v, k)
-        elif cls is TrainConfig and k == "model_config" and v is None:
-            v = {}
-        kwargs[k] = v
-    return cls(**kwargs)
+    valid = sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(str(k) for k in values if k not in valid)
+    if unknown:  # with close matches suggested
+        hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown
+                 for m in [difflib.get_close_matches(k, valid, n=1)] if m]
+        raise DataError(f"{where}: unknown key(s) {unknown}" + (f" ({'; '.join(hints)})" if hints else "")
+                        + f"; valid: {valid}")
+    if cls is TrainConfig:
+        values = {k: _build(_SECTIONS[k], v, k) if k in _SECTIONS else {} if k == "model_config" and v is None else v
+                  for k, v in values.items()}
+    return cls(**values)
 
 
 def validate_train_config(cfg: TrainConfig, source=None) -> None:
@@ -194,7 +177,7 @@ def validate_train_config(cfg: TrainConfig, source=None) -> None:
     from .models.registry import config_from_dict, get_model_class  # lazy: models import torch
 
     try:
-        for key in ("data", "vocab", "optim"):
+        for key in _SECTIONS:
             dataclasses.replace(getattr(cfg, key))  # re-runs __post_init__ on the current values
         dataclasses.replace(cfg)
         config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)
@@ -219,8 +202,7 @@ def load_train_config(path) -> TrainConfig:
         validate_train_config(cfg)
         base = Path(path).resolve().parent
         for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file")):
-            obj = getattr(cfg, section)
-            val = getattr(obj, key)
+            val = getattr(obj := getattr(cfg, section), key)
             if val:
                 try:
                     setattr(obj, key, resolve_path(val, base))
@@ -240,8 +222,3 @@ def resolve_path(value: str, config_dir: Path) -> str:
         if c.exists():
             return str(c)
     raise DataError(f"file {value!r} not found; tried: {', '.join(str(c) for c in candidates)}")
-
-
-def config_to_dict(cfg: TrainConfig) -> dict:
-    """Plain nested dict of a config (stored in checkpoints)."""
-    return dataclasses.asdict(cfg)

@@ -86,9 +86,8 @@ def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
     n = len(doc) - 1
     if n <= max_tokens:
         return [doc]
-    eos = doc[0]
     pieces, start = [], 0
-    ends = np.flatnonzero(doc == eos)
+    ends = np.flatnonzero(doc == doc[0])  # the </s> positions
     while n - start > max_tokens:
         limit = start + max_tokens
         cands = ends[(ends > start) & (ends <= limit)]
@@ -111,12 +110,9 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
             after its last token are padding); use the BPTT length so that no reset
             falls inside a segment.
         max_piece: documents with more targets than this are cut into pieces
-            (:func:`split_document`) so that one very long document does not make
-            one stream (and the padding of all others) long; None: never cut.
-        seed: None keeps the documents' order and deals them in order into ``B``
-            contiguous parts of about equal size; an integer shuffles the documents
-            with ``numpy.random.default_rng(seed)`` first (training shuffles per
-            epoch with seed + epoch) and gives each to the currently shortest stream.
+            (:func:`split_document`); None: never cut.
+        seed: None: :func:`_deal_in_order`; an integer shuffles the documents with
+            ``numpy.random.default_rng(seed)``, then :func:`_deal_shortest_first`.
     Returns:
         :class:`Streams` on the CPU.
     """
@@ -126,15 +122,10 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
     num_streams = max(1, min(num_streams, len(documents)))
     align = max(1, int(align))
     widths = [-(-(len(d) - 1) // align) * align for d in documents]  # columns each document takes
-    if seed is not None:
-        lanes = _deal_shortest_first(widths, num_streams, np.random.default_rng(seed).permutation(len(documents)))
-    else:
-        lanes = _deal_in_order(widths, num_streams)
+    lanes = (_deal_in_order(widths, num_streams) if seed is None else
+             _deal_shortest_first(widths, num_streams, np.random.default_rng(seed).permutation(len(documents))))
     length = max((sum(widths[i] for i in lane) for lane in lanes), default=0)
-    inp = np.zeros((num_streams, length), dtype=np.int64)
-    tgt = np.zeros_like(inp)
-    mask = np.zeros((num_streams, length), dtype=bool)
-    reset = np.zeros_like(mask)
+    inp, tgt, mask, reset = (np.zeros((num_streams, length), dtype=t) for t in (np.int64, np.int64, bool, bool))
     for k, lane in enumerate(lanes):
         pos = 0
         for i in lane:
@@ -163,8 +154,7 @@ def _deal_in_order(widths: Sequence[int], num_streams: int) -> List[List[int]]:
     """Document indices per stream: the documents in order, in ``num_streams``
     contiguous parts of about equal width."""
     lanes: List[List[int]] = [[] for _ in range(num_streams)]
-    total = sum(widths)
-    before = 0
+    total, before = sum(widths), 0
     for i, w in enumerate(widths):
         # the part whose share of the corpus holds this document's midpoint; the
         # last documents go to the remaining empty streams so that none stays empty
@@ -184,10 +174,8 @@ def segment_tokens(streams: Streams, bptt: int) -> List[int]:
 
 def segments(streams: Streams, bptt: int) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
     """Consecutive BPTT segments ``(inputs, targets, mask, reset)``, each [B, <=bptt]."""
-    length = streams.inputs.shape[1]
-    for start in range(0, length, bptt):
-        sl = slice(start, min(start + bptt, length))
-        yield (streams.inputs[:, sl], streams.targets[:, sl], streams.mask[:, sl], streams.reset[:, sl])
+    for start in range(0, streams.inputs.shape[1], bptt):
+        yield tuple(t[:, start:start + bptt] for t in (streams.inputs, streams.targets, streams.mask, streams.reset))
 
 
 def run_segment(model: LanguageModel, state: State, inputs: Tensor, reset: Tensor, aligned: bool = False):
@@ -239,11 +227,10 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
     ``bptt`` run each segment as one model call. ``progress(done, total)`` is called
     after each [B, bptt] segment with counts of real target tokens (counted on the
     host before the streams move to ``device``; no host synchronisation in the loop)."""
-    b = streams.inputs.shape[0]
     done = None if progress is None else np.cumsum(segment_tokens(streams, bptt)).tolist()
     streams = streams.to(device)
     aligned = streams.align == bptt
-    state = model.init_state(b, device)
+    state = model.init_state(streams.inputs.shape[0], device)
     total = torch.zeros((), dtype=torch.float64, device=device)
     for k, (inp, tgt, mask, reset) in enumerate(segments(streams, bptt), 1):
         model.token_mask(mask)

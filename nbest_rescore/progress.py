@@ -83,10 +83,8 @@ class Progress:
         rate counts from the first call (``?`` until more is done)."""
         elapsed = self.clock() - self.start if self.start is not None else 0.0
         rate = (self.done - self.first_done) / elapsed if elapsed > 0 and self.done > self.first_done else None
-        if rate is None:
-            speed, eta = "?", "?"
-        else:
-            speed, eta = f"{rate:.0f}", (_duration(max(self.total - self.done, 0) / rate) if rate > 0 else "?")
+        speed = "?" if rate is None else f"{rate:.0f}"
+        eta = "?" if rate is None else _duration(max(self.total - self.done, 0) / rate)
         pct = 100.0 * self.done / max(self.total, 1)
         ppl = "" if self.perplexity is None else f", ppl {self.perplexity:.2f}"
         head = f"{self.desc}: " if self.desc else ""

@@ -1,19 +1,14 @@
-"""Epoch checkpoints of a training run and starting from them.
-
-After every epoch the trainer writes the best weights so far to ``--out`` (a plain
-model checkpoint that ``score`` reads) and the last weights plus everything needed to
-continue, to ``<out>.last.pt`` (:func:`last_path`): optimiser state, global step,
-epoch, plateau learning-rate scale, best weights, history, elapsed seconds and the
-random-number states. ``train --resume <out>.last.pt`` continues from there with the
-same result as an uninterrupted run; ``train --init-from M.pt`` starts a new run from
-trained weights (fine-tuning). Both files are model checkpoints
-(:mod:`nbest_rescore.io.checkpoint`), written atomically.
+"""Epoch checkpoints of a training run (docs/training.md: ``--out``, ``<out>.last.pt``,
+``--resume``, ``--init-from``) and starting from them. Both files are model checkpoints
+(:mod:`nbest_rescore.io.checkpoint`), written atomically; ``.last.pt`` adds a ``resume``
+entry (:func:`save_epoch`).
 """
 from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -66,8 +61,13 @@ class RunState:
     lr_scale: float = 1.0
     best_ppl: float = math.inf
     bad_epochs: int = 0
-    best_state: Optional[dict] = None
     history: list = field(default_factory=list)
+    best_state: Optional[dict] = None
+
+    @property
+    def best_valid_ppl(self) -> Optional[float]:
+        """``best_ppl``, None before any validation (as checkpoints store it)."""
+        return self.best_ppl if math.isfinite(self.best_ppl) else None
 
 
 @dataclass
@@ -79,21 +79,15 @@ class Loaded:
     vocab: Vocabulary
 
 
-def _cpu(state_dict: dict) -> dict:
-    return {k: v.detach().cpu().clone() for k, v in state_dict.items()}
-
-
 def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict) -> None:
     """Write the best weights to ``out_path`` and the resumable state to
-    :func:`last_path` (each atomically)."""
+    :func:`last_path` (each atomically): the :class:`RunState` (``best_ppl`` None before
+    any validation), the optimiser state and the random-number states."""
     best = run.best_state if run.best_state is not None else model.state_dict()
     save_model(out_path, model, vocab, info, state_dict=best)
-    resume = {"epoch": run.epoch, "step": run.step, "planned_steps": run.planned_steps,
-              "tokens": run.tokens, "seconds": run.seconds, "lr_scale": run.lr_scale,
-              "best_ppl": run.best_ppl if math.isfinite(run.best_ppl) else None,
-              "bad_epochs": run.bad_epochs, "history": list(run.history),
-              "best_state": _cpu(best), "optimizer": opt.state_dict(),
-              "rng": torch.get_rng_state(),
+    resume = {**dataclasses.asdict(replace(run, history=[], best_state=None)), "best_ppl": run.best_valid_ppl,
+              "history": list(run.history), "best_state": {k: v.detach().cpu().clone() for k, v in best.items()},
+              "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
               "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
     save_model(last_path(out_path), model, vocab, info, extra={"resume": resume})
 
@@ -146,11 +140,11 @@ def restore(loaded: Loaded, model, opt, device) -> RunState:
     torch.set_rng_state(r["rng"])
     if r.get("cuda_rng") and torch.device(device).type == "cuda":
         torch.cuda.set_rng_state_all(r["cuda_rng"])
+    counts = {f.name: type(f.default)(r[f.name]) for f in dataclasses.fields(RunState)
+              if f.name in r and f.name not in ("best_ppl", "history", "best_state")}  # int/float as the defaults
     best = {k: v.to(device) for k, v in r["best_state"].items()} if r.get("best_state") else None
-    return RunState(epoch=int(r["epoch"]), step=int(r["step"]), planned_steps=int(r.get("planned_steps", 0)), tokens=int(r["tokens"]), seconds=float(r["seconds"]),
-                    lr_scale=float(r["lr_scale"]),
-                    best_ppl=math.inf if r.get("best_ppl") is None else float(r["best_ppl"]),
-                    bad_epochs=int(r["bad_epochs"]), best_state=best, history=list(r["history"]))
+    return RunState(**counts, best_ppl=math.inf if r.get("best_ppl") is None else float(r["best_ppl"]),
+                    history=list(r["history"]), best_state=best)
 
 
 __all__ = ["last_path", "check_writable", "RunState", "save_epoch", "load_start", "load_weights", "restore"]

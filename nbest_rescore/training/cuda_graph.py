@@ -1,12 +1,11 @@
 """The whole training step captured as one CUDA graph (``optim.cuda_graph``).
 
-A BPTT step of a recurrent LM at batch 32 x 35 launches a few hundred small kernels;
-on a fast GPU the host's launch work, not the GPU, sets the pace. With every segment
-of the same shape (streams aligned to the BPTT length) the step — reset of the
-document-start rows, forward, loss, backward, gradient clipping, the optimiser
-update, the carried state and the running NLL — is recorded once and replayed per
-segment: the host then copies the segment's ids into static buffers and launches one
-graph. The optimiser must be capturable with a tensor learning rate
+A BPTT step of a recurrent LM launches a few hundred small kernels, so on a fast GPU
+the host's launch work sets the pace. With every segment of the same shape (streams
+aligned to the BPTT length) the step (as docs/training.md, ``cuda_graph``, lists it,
+and the running NLL) is recorded once and replayed per segment: the host copies the
+segment's ids into static buffers and launches one graph. The optimiser must be
+capturable with a tensor learning rate
 (:func:`~nbest_rescore.training.trainer.make_optimizer` with ``capturable=True``).
 
 Warm-up runs needed before capture (cuDNN plans, optimiser state) are undone: the
@@ -36,12 +35,10 @@ class GraphedStep:
 
     def __init__(self, model, opt, batch: int, bptt: int, step_fn):
         self.model, self.opt, self.step_fn = model, opt, step_fn
-        dev = next(model.parameters()).device
-        self.device = dev
-        self.inputs = torch.zeros(batch, bptt, dtype=torch.long, device=dev)
-        self.targets = torch.zeros(batch, bptt, dtype=torch.long, device=dev)
-        self.mask = torch.zeros(batch, bptt, dtype=torch.bool, device=dev)
-        self.reset = torch.ones(batch, bptt, dtype=torch.bool, device=dev)
+        self.device = dev = next(model.parameters()).device
+        # the static inputs, targets, mask and reset that every replay reads
+        self.segment = tuple(torch.full((batch, bptt), fill, dtype=dtype, device=dev) for dtype, fill in
+                             ((torch.long, 0), (torch.long, 0), (torch.bool, False), (torch.bool, True)))
         self.state = tuple(s.clone() for s in model.init_state(batch, dev))
         self.nll = torch.zeros((), dtype=torch.float64, device=dev)
         self.abs_log_z = torch.zeros((), dtype=torch.float64, device=dev)
@@ -49,7 +46,7 @@ class GraphedStep:
         self.shape = (batch, bptt)
 
     def _body(self) -> None:
-        new_state, step = self.step_fn(self.state, self.inputs, self.targets, self.mask, self.reset)
+        new_state, step = self.step_fn(self.state, *self.segment)
         for s, n in zip(self.state, new_state):
             s.copy_(n.detach())
         self.nll.add_(step.nll)
@@ -63,8 +60,8 @@ class GraphedStep:
             RuntimeError (or another torch error): the step cannot be captured
                 (host synchronisation or data-dependent shapes inside it).
         """
-        params = [p.detach().clone() for p in self.model.parameters()]
-        buffers = [b.detach().clone() for b in self.model.buffers()]
+        weights = [*self.model.parameters(), *self.model.buffers()]
+        saved_weights = [w.detach().clone() for w in weights]
         before = {(id(p), k): t.detach().clone() for p, st in self.opt.state.items() for k, t in st.items()
                   if isinstance(t, Tensor)}
         rng = torch.cuda.get_rng_state(self.device)
@@ -77,10 +74,8 @@ class GraphedStep:
         # undo the warm-up in place: weights, buffers, optimiser state (moments and step
         # counts it had, zeros where the warm-up created them), random state
         with torch.no_grad():
-            for p, saved in zip(self.model.parameters(), params):
-                p.copy_(saved)
-            for b, saved in zip(self.model.buffers(), buffers):
-                b.copy_(saved)
+            for w, saved in zip(weights, saved_weights):
+                w.copy_(saved)
             for p, st in self.opt.state.items():
                 for k, t in st.items():
                     if isinstance(t, Tensor):
@@ -104,8 +99,6 @@ class GraphedStep:
 
     def replay(self, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor) -> None:
         """One update on this segment (device tensors [B, T]); no host synchronisation."""
-        self.inputs.copy_(inputs, non_blocking=True)
-        self.targets.copy_(targets, non_blocking=True)
-        self.mask.copy_(mask, non_blocking=True)
-        self.reset.copy_(reset, non_blocking=True)
+        for static, t in zip(self.segment, (inputs, targets, mask, reset)):
+            static.copy_(t, non_blocking=True)
         self.graph.replay()

@@ -1,23 +1,10 @@
 """Data-parallel training over K processes (``torchrun``): what the trainer needs of
-``torch.distributed`` and ``DistributedDataParallel``, in one place.
+``torch.distributed`` and ``DistributedDataParallel``, in one place. How the work is
+split and what the ranks agree on: docs/training.md (Multi-GPU and multi-node training).
 
-A launch is recognised by the ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` variables
-that ``torchrun`` (or another launcher) sets; with ``WORLD_SIZE`` above 1,
-:func:`session` joins the process group (NCCL on CUDA, one device ``cuda:LOCAL_RANK``
-per process; gloo on the CPU) and yields a :class:`World`. Without them (or with one
-process) it yields :data:`SINGLE`, makes no process group and every helper below is a
-no-op, so a single-process run behaves exactly as before.
-
-How the trainer splits the work (``000`` section 5.1 streams): every rank deals the
-same ``optim.batch_size`` = B streams (same seed) and trains on its contiguous B/K
-rows (:meth:`World.shard`); the model is wrapped in ``DistributedDataParallel``
-(:meth:`World.wrap`), whose gradient all-reduce averages over the ranks, so each rank
-scales its summed loss by K / (real tokens of the global segment) and the averaged
-gradient is the single-process gradient of the global mean loss. Host decisions that
-must agree (the time budget, learning rate and progress that depend on elapsed time,
-validation perplexity, early stopping) use values that rank 0 broadcasts
-(:class:`Clock`, :meth:`World.sum`). Only rank 0 writes checkpoints, logs at info
-level and reports progress.
+:func:`session` recognises a launch by ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``
+(NCCL on CUDA, one device ``cuda:LOCAL_RANK`` per process; gloo on the CPU); without
+them (or with one process) every helper below is a no-op.
 """
 from __future__ import annotations
 
@@ -35,20 +22,16 @@ from ..errors import DataError
 
 log = logging.getLogger(__name__)
 
-_PACKAGE_LOGGER = "nbest_rescore"
-
-
 @dataclass(frozen=True)
 class World:
     """This process's place among the training processes.
 
     rank: 0..size-1 (rank 0 writes checkpoints and logs); size: K processes;
-    local_rank: index on this machine (the CUDA device it uses); device: its device.
+    device: its device (``cuda:LOCAL_RANK`` on CUDA).
     """
 
     rank: int = 0
     size: int = 1
-    local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
@@ -60,15 +43,6 @@ class World:
     def main(self) -> bool:
         """Rank 0: the process that writes checkpoints, logs and prints."""
         return self.rank == 0
-
-    def check_batch(self, batch_size: int) -> None:
-        """Raise DataError unless the global batch divides among the ranks."""
-        if batch_size % self.size:
-            lower, upper = batch_size // self.size * self.size, -(-batch_size // self.size) * self.size
-            fix = f"{lower} or {upper}" if lower else f"{upper}"
-            raise DataError(f"optim.batch_size {batch_size} (the global batch: streams over all processes) is "
-                            f"not divisible by the {self.size} processes of this launch: set optim.batch_size "
-                            f"to a multiple of {self.size} (e.g. {fix}) or change --nproc_per_node/--nnodes")
 
     def shard(self, rows: int) -> slice:
         """This rank's equal, contiguous part of ``rows`` training streams.
@@ -106,13 +80,9 @@ class World:
     def wrap(self, model: torch.nn.Module, forward: Callable) -> Optional[torch.nn.Module]:
         """``DistributedDataParallel`` around ``forward`` (a function of ``model``'s
         parameters, e.g. the trainer's segment forward + loss); None for one process.
-
-        The gradients of every parameter that ``forward``'s result depends on are
-        averaged during ``backward()``. ``find_unused_parameters`` is on only for an
-        adaptive softmax (the clusters without targets in a segment get no gradient);
-        buffers are not broadcast (they are schedules the trainer sets identically on
-        every rank, no running statistics). Rank 0's weights are broadcast on wrapping.
-        """
+        ``find_unused_parameters`` only for an adaptive softmax (clusters without targets
+        get no gradient); buffers are not broadcast (schedules the trainer sets alike on
+        every rank, no running statistics)."""
         if not self.distributed:
             return None
         from torch.nn.parallel import DistributedDataParallel
@@ -132,11 +102,6 @@ class World:
         random state is carried and checkpointed as before)."""
         if self.distributed:
             torch.manual_seed((seed * 1_000_003 + epoch) * 65_537 + self.rank)
-
-    def barrier(self) -> None:
-        """Wait for every rank. No-op for one process."""
-        if self.distributed:
-            torch.distributed.barrier()
 
 
 SINGLE = World()
@@ -159,19 +124,14 @@ class _Forward(torch.nn.Module):
 class Clock:
     """Seconds since ``start`` (a ``time.perf_counter()`` value) as all ranks see them.
 
-    One process: read at every call. K ranks: rank 0's reading is broadcast at the
-    first call and then whenever ``step`` has advanced by ``every`` (the trainer's
-    ``log_interval``), and used by every rank until the next: the time budget, and
-    the learning rate and model progress that depend on elapsed time, are then the
-    same on every rank (they lag by at most ``every`` steps), with one host
-    synchronisation per ``every`` steps, not per step. Every rank must call it with
-    the same steps.
+    One process: read at every call. K ranks: rank 0's reading, broadcast at the first
+    call and then whenever ``step`` has advanced by ``every`` (the trainer's
+    ``log_interval``). Every rank must call it with the same steps.
     """
 
     def __init__(self, world: World, start: float, every: int):
         self.world, self.start, self.every = world, start, max(1, int(every))
-        self._at: Optional[int] = None
-        self._value = 0.0
+        self._at, self._value = None, 0.0  # step and value of the last broadcast
 
     def __call__(self, step: int) -> float:
         if not self.world.distributed:
@@ -219,12 +179,10 @@ def _rank_device(device: torch.device, local: int) -> torch.device:
 
 @contextlib.contextmanager
 def session(device, batch_size: Optional[int] = None) -> Iterator[World]:
-    """The :class:`World` of this process for the duration of a training run (see the
-    module docstring). Under K > 1 processes: checks that ``batch_size`` divides among
-    them before joining the group (``env://``: ``MASTER_ADDR``, ``MASTER_PORT``), raises
-    the non-zero ranks' log level to warnings, and on leaving waits for every rank
-    (after a successful run) and leaves the group; a group made by the caller is used
-    and left alone. One process: a :class:`World` on ``device``, nothing else.
+    """The :class:`World` of this process for a training run. Under K > 1 processes:
+    checks ``batch_size`` before joining the group (``env://``), raises the non-zero
+    ranks' log level to warnings, and on leaving waits for every rank (after a
+    successful run) and leaves the group; a group made by the caller is left alone.
 
     Raises:
         DataError: ``batch_size`` not divisible by K, a bad device for the launch, or
@@ -239,9 +197,13 @@ def session(device, batch_size: Optional[int] = None) -> Iterator[World]:
         yield World(device=device)
         return
     rank, size, local = where
-    world = World(rank, size, local, _rank_device(device, local))
-    if batch_size is not None:
-        world.check_batch(batch_size)
+    world = World(rank, size, _rank_device(device, local))
+    if batch_size is not None and batch_size % size:  # the global batch must divide among the ranks
+        lower, upper = batch_size // size * size, -(-batch_size // size) * size
+        raise DataError(f"optim.batch_size {batch_size} (the global batch: streams over all processes) is "
+                        f"not divisible by the {size} processes of this launch: set optim.batch_size "
+                        f"to a multiple of {size} (e.g. {f'{lower} or {upper}' if lower else upper}) or change "
+                        f"--nproc_per_node/--nnodes")
     if not dist.is_available():
         raise DataError("WORLD_SIZE > 1 but this torch build has no torch.distributed: train in one process")
     if world.device.type == "cuda":
@@ -251,7 +213,7 @@ def session(device, batch_size: Optional[int] = None) -> Iterator[World]:
             if var not in os.environ:
                 raise DataError(f"WORLD_SIZE={size} but {var} is not set: start the processes with torchrun")
         dist.init_process_group("nccl" if world.device.type == "cuda" else "gloo", rank=rank, world_size=size)
-    pkg = logging.getLogger(_PACKAGE_LOGGER)
+    pkg = logging.getLogger("nbest_rescore")
     old_level = pkg.level
     if not world.main:
         pkg.setLevel(max(logging.WARNING, pkg.getEffectiveLevel()))

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 
 class LRSchedule:
@@ -22,26 +21,22 @@ class LRSchedule:
     """
 
     def __init__(self, optim, planned_steps: int):
-        self.kind = optim.lr_schedule
-        self.warmup = optim.warmup_steps
-        self.min_ratio = optim.min_lr_ratio
-        self.max_seconds: Optional[float] = optim.max_seconds
-        self.planned = max(1, planned_steps)
+        self.optim, self.planned = optim, max(1, planned_steps)
 
     def progress(self, step: int, elapsed: float) -> float:
         """Fraction of the planned run done, in [0, 1]."""
         p = step / self.planned
-        if self.max_seconds:
-            p = max(p, elapsed / self.max_seconds)
+        if self.optim.max_seconds:
+            p = max(p, elapsed / self.optim.max_seconds)
         return min(1.0, max(0.0, p))
 
     def factor(self, step: int, elapsed: float = 0.0) -> float:
         """Multiplier of the base learning rate at global step ``step`` (0-based)."""
-        w = min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
-        if self.kind == "constant":
+        o = self.optim
+        w = min(1.0, (step + 1) / o.warmup_steps) if o.warmup_steps else 1.0
+        if o.lr_schedule == "constant":
             return w
-        p = self.progress(step, elapsed)
-        m = self.min_ratio
-        if self.kind == "cosine":
+        p, m = self.progress(step, elapsed), o.min_lr_ratio
+        if o.lr_schedule == "cosine":
             return w * (m + (1 - m) * 0.5 * (1 + math.cos(math.pi * p)))
         return w * (1 - (1 - m) * p)

@@ -1,25 +1,14 @@
-"""Corpus-level training loop (``000`` section 5.1).
-
-Documents are dealt to ``batch_size`` parallel streams in a new seeded order every
-epoch, each document starting on a BPTT-segment boundary, so that the recurrent
-state is carried from one segment to the next, reset only where a document starts,
-and every segment is one model call (one cuDNN call for the recurrent models). The
-hot loop keeps its loss and token counters on the device and reads them every
-``optim.log_interval`` steps (no per-step host synchronisation). Optional bfloat16
-autocast and TF32 on CUDA; the learning rate warms up and decays over the planned
-length (:mod:`.schedule`); early stopping on validation perplexity keeps the best
-weights. After every epoch the best weights are written to ``--out`` and the full
-training state to ``<out>.last.pt`` (:mod:`.checkpointing`), from which ``train
---resume`` continues exactly. A backward model (``model_config.direction: backward``)
-trains on the reversed documents (:func:`~nbest_rescore.corpus.model_documents`: sentences
-word-reversed, a document's sentences from its last to its first; ``data.max_words``
-takes its prefix of the text before the reversal). Started by ``torchrun``, each process trains its share
-of the streams under DistributedDataParallel (:mod:`.distributed`).
+"""Corpus-level training loop (``000`` section 5.1), as docs/training.md ("What
+``train`` does") describes: carried state over aligned streams, the schedule of
+:mod:`.schedule`, epoch checkpoints of :mod:`.checkpointing`, DDP of :mod:`.distributed`.
+A backward model trains on :func:`~nbest_rescore.corpus.model_documents` (``data.max_words``
+takes its prefix of the text before the reversal).
 """
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import logging
 import math
@@ -33,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import TrainConfig, config_to_dict
+from ..config import TrainConfig
 from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
                       segment_tokens)
 from ..errors import DataError
@@ -80,7 +69,7 @@ class StepOptions:
 
 class EpochStats(NamedTuple):
     """What :func:`train_segments` did: summed training NLL (nats), real target
-    tokens, optimiser steps, whether the deadline stopped it, and the summed |log Z|
+    tokens, optimiser steps, whether the time budget stopped it, and the summed |log Z|
     of the real tokens (self-normalisation only, else None)."""
 
     nll: float
@@ -131,13 +120,11 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
                  self_norm_weight: float = 0.0, loss_scale: Optional[float] = None) -> SegmentLoss:
     """Loss of a segment from the model's features, without host synchronisation.
 
-    On CUDA every position goes through the output layer (padding is masked
-    afterwards, so no boolean indexing and no host synchronisation); on the CPU only
-    the real positions do. The full softmax uses the fused ``cross_entropy`` and the
-    adaptive softmax computes only the clusters the targets need. With
-    ``self_norm_weight`` alpha > 0 the variance regulariser of Chen et al. 2016 (the
-    thesis ``000`` section 3.5, reference [45]) is added: alpha * mean over the real
-    tokens of (log Z_t)^2, log Z_t = logsumexp of the logits at t (full softmax only).
+    On CUDA every position goes through the output layer (padding masked afterwards:
+    no host synchronisation); on the CPU only the real positions do. ``self_norm_weight``
+    alpha > 0 adds the variance regulariser of Chen et al. 2016 (``000`` section 3.5,
+    ref. [45]; full softmax only) of :class:`SegmentLoss`, log Z_t = logsumexp of the
+    logits at t.
 
     Args:
         features: float [B, T, D] (from :func:`run_segment`); targets: int64 [B, T];
@@ -179,15 +166,6 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
     return SegmentLoss(loss, nll.detach(), abs_log_z, ntok)
 
 
-def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> Streams:
-    """The training streams of one epoch: documents (shuffled with ``seed``, in order
-    when None) dealt to ``batch_size`` streams, each starting on a multiple of
-    ``bptt``; documents longer than a stream's fair share (total / batch_size) are
-    cut at sentence ends so that no stream, and no padding, grows past it."""
-    n_tokens = sum(len(d) - 1 for d in encoded)
-    return make_streams(encoded, batch_size, align=bptt, max_piece=max(bptt, -(-n_tokens // batch_size)), seed=seed)
-
-
 def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
                     aligned: bool = False, self_norm_weight: float = 0.0, loss_scale: Optional[float] = None):
     """:func:`run_segment` then :func:`segment_loss`: (state after the segment,
@@ -212,9 +190,8 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
         autocast_dtype: None, or ``torch.bfloat16`` for mixed precision under
             ``torch.autocast`` on the inputs' device type.
         loss_scale: see :func:`segment_loss`.
-        forward: :func:`segment_forward` of ``model`` wrapped in DDP
-            (:meth:`~.distributed.World.wrap`: the gradients are averaged over the
-            ranks before clipping, so every rank clips and steps alike); None: ``model``.
+        forward: :func:`segment_forward` of ``model`` wrapped in DDP (gradients averaged
+            before clipping, :meth:`~.distributed.World.wrap`); None: ``model``.
     Returns:
         (state after the segment, :class:`SegmentLoss`). A segment without real
         tokens gives zero loss and gradients.
@@ -238,11 +215,10 @@ def make_optimizer(model, o, capturable: bool = False) -> torch.optim.Optimizer:
     ``capturable`` (CUDA only) the learning rate is a device tensor and the update
     can be recorded in a CUDA graph (:mod:`.cuda_graph`)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    cuda = bool(params) and params[0].is_cuda
     if o.optimizer == "sgd":
         return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
     cls = torch.optim.AdamW if o.optimizer == "adamw" else torch.optim.Adam
-    if cuda and capturable:
+    if capturable and params and params[0].is_cuda:
         lr = torch.tensor(float(o.lr), device=params[0].device)
         return cls(params, lr=lr, weight_decay=o.weight_decay, fused=True, capturable=True)
     try:  # fused kernels on CUDA and (torch >= 2.4) on the CPU: 6x faster than the loop there
@@ -261,12 +237,6 @@ def set_lr(opt, lr: float) -> None:
             g["lr"] = lr
 
 
-def get_lr(opt) -> float:
-    """The first parameter group's learning rate as a float (reads a tensor learning
-    rate back from the device: call it per epoch, not per step)."""
-    return float(opt.param_groups[0]["lr"])
-
-
 _GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -276,71 +246,58 @@ def _graphed_step(model, opt, b: int, bptt: int, options: StepOptions):
     cached = _GRAPHS.get(opt)
     if cached is not None and (cached is False or cached.shape == (b, bptt)):
         return cached or None
+    from .cuda_graph import GraphedStep
+
+    g = None
     if not model.supports_cuda_graph():
         log.info("%s: training step not captured as a CUDA graph (not supported by this model's "
                  "settings); eager steps", model.name)
-        _GRAPHS[opt] = False
-        return None
-    from .cuda_graph import GraphedStep
-
-    def step_fn(state, inputs, targets, mask, reset):
-        return train_step(model, opt, state, inputs, targets, mask, reset, options.clip,
-                          options.self_norm_weight, True, options.autocast_dtype)
-
-    g = GraphedStep(model, opt, b, bptt, step_fn)
-    try:
-        g.capture()
-    except Exception as exc:  # capture is an optimisation: fall back to eager steps
-        log.warning("training step not captured as a CUDA graph (%s: %s); training without graphs",
-                    type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
-        torch.cuda.synchronize()
-        _GRAPHS[opt] = False
-        return None
-    _GRAPHS[opt] = g
+    else:
+        g = GraphedStep(model, opt, b, bptt, lambda state, *segment: train_step(
+            model, opt, state, *segment, options.clip, options.self_norm_weight, True, options.autocast_dtype))
+        try:
+            g.capture()
+        except Exception as exc:  # capture is an optimisation: fall back to eager steps
+            log.warning("training step not captured as a CUDA graph (%s: %s); training without graphs",
+                        type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+            torch.cuda.synchronize()
+            g = None
+    _GRAPHS[opt] = g or False
     return g
 
 
 def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions, *,
                    before_step: Optional[Callable[[int], Optional[bool]]] = None, first_step: int = 0,
-                   max_steps: Optional[int] = None, deadline: Optional[float] = None,
+                   max_steps: Optional[int] = None,
                    log_interval: int = 50, progress: Optional[Progress] = None, cuda_graph: bool = False,
                    world: distributed.World = distributed.SINGLE, forward: Optional[Callable] = None) -> EpochStats:
-    """One pass of BPTT updates over ``streams`` (an epoch), state carried between
-    segments and reset where documents start.
+    """One pass of BPTT updates over ``streams`` (an epoch, moved to the model's
+    device here), state carried between segments and reset where documents start.
 
     Args:
-        streams: from :func:`make_streams` (moved to the model's device here);
-            aligned to ``bptt`` for single-call segments.
-        before_step: called with the global step number n before update n (the
-            trainer sets the learning rate and reports the progress to the model);
-            returning True stops the pass there (the time budget is spent).
-        first_step: global step number of the first update (for ``before_step``).
-        max_steps: stop after this many updates; deadline: ``time.perf_counter()``
-            value after which no further update starts.
-        log_interval: the loss is read back every this many steps (for ``progress``).
-        progress: a :class:`~nbest_rescore.progress.Progress` called with the real
-            tokens done and, every ``log_interval`` steps, given the running perplexity.
-        cuda_graph: on CUDA with aligned streams and a capturable optimiser, replay
-            the step as one CUDA graph (:mod:`.cuda_graph`); falls back to eager
-            steps when the model's step cannot be captured.
+        before_step: called with the global step number n (counted from
+            ``first_step``) before update n; returning True stops the pass there.
+        max_steps: stop after this many updates.
+        log_interval, progress: every this many steps the running perplexity is read
+            back into ``progress`` (called with the real tokens done).
+        cuda_graph: replay the step as one CUDA graph where :class:`_Steps` can.
         world, forward: data-parallel training (:mod:`.distributed`): ``streams`` are
             the global batch, of which this rank trains its rows with ``forward``
-            (the DDP-wrapped :func:`segment_forward`); every rank must take the same
-            decisions in ``before_step``. Not with ``cuda_graph``.
+            (the DDP-wrapped :func:`segment_forward`). Not with ``cuda_graph``.
     Returns:
-        :class:`EpochStats` (the NLL is read back once, at the end; with K ranks
-        the NLL and tokens are those of all ranks).
+        :class:`EpochStats` (with K ranks the NLL and tokens of all ranks).
     """
     device = next(model.parameters()).device
     seg_tokens = segment_tokens(streams, bptt)  # (with K ranks also the loss scale: K / global tokens)
-    streams = _local_streams(streams, world, device)
+    if world.distributed:  # this rank's rows
+        streams = streams.rows(world.shard(streams.inputs.shape[0]))
+    streams = streams.to(device)
     steps = _Steps(model, opt, streams, bptt, options, cuda_graph and forward is None, world, forward)
     tokens, total, timed_out = 0, sum(seg_tokens), False
     for k, n in enumerate(seg_tokens):
         if max_steps is not None and steps.done >= max_steps:
             break
-        if (deadline is not None and time.perf_counter() > deadline) or (
-                before_step is not None and before_step(first_step + steps.done)):
+        if before_step is not None and before_step(first_step + steps.done):
             timed_out = True
             break
         steps.run(k * bptt, n)
@@ -353,17 +310,11 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
     return steps.stats(tokens, timed_out)
 
 
-def _local_streams(streams: Streams, world: distributed.World, device) -> Streams:
-    """This rank's rows of ``streams`` (all of them for one process) on ``device``."""
-    if world.distributed:
-        streams = streams.rows(world.shard(streams.inputs.shape[0]))
-    return streams if streams.inputs.device == device else streams.to(device)
-
-
 class _Steps:
     """The updates of one pass: eager :func:`train_step` calls with the recurrent state
-    carried, or replays of the captured CUDA graph; ``nll`` and ``abs_log_z`` (None
-    without self-normalisation) are summed on the device, ``done`` counts updates."""
+    carried, or (on CUDA, streams aligned to ``bptt``, capturable optimiser) replays of
+    the captured CUDA graph (:mod:`.cuda_graph`); ``nll`` and ``abs_log_z`` (None without
+    self-normalisation) are summed on the device, ``done`` counts updates."""
 
     def __init__(self, model, opt, streams: Streams, bptt: int, options: StepOptions, cuda_graph: bool,
                  world: distributed.World, forward: Optional[Callable]):
@@ -372,24 +323,22 @@ class _Steps:
         self.aligned = streams.align == bptt
         b, length = streams.inputs.shape
         device = streams.inputs.device
-        self.graph = None
-        if cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0:
-            self.graph = _graphed_step(model, opt, b, bptt, options)
-        self_norm = options.self_norm_weight > 0
+        capture = cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0
+        self.graph = _graphed_step(model, opt, b, bptt, options) if capture else None
         if self.graph is not None:
             self.graph.clear()
-            self.nll, self.abs_log_z = self.graph.nll, (self.graph.abs_log_z if self_norm else None)
+            self.nll, self.abs_log_z = self.graph.nll, self.graph.abs_log_z
         else:
             self.state = model.init_state(b, device)
-            self.nll = torch.zeros((), device=device, dtype=torch.float64)
-            self.abs_log_z = torch.zeros((), device=device, dtype=torch.float64) if self_norm else None
+            self.nll, self.abs_log_z = (torch.zeros((), device=device, dtype=torch.float64) for _ in "ab")
+        if options.self_norm_weight <= 0:
+            self.abs_log_z = None
 
     def run(self, start: int, global_tokens: int) -> None:
         """The update of the segment at column ``start`` (``global_tokens``: its real
         tokens in the whole batch)."""
         s = self.streams
-        sl = slice(start, start + self.bptt)
-        seg = (s.inputs[:, sl], s.targets[:, sl], s.mask[:, sl], s.reset[:, sl])
+        seg = tuple(t[:, start:start + self.bptt] for t in (s.inputs, s.targets, s.mask, s.reset))
         self.done += 1
         if self.graph is not None:
             self.graph.replay(*seg)
@@ -404,22 +353,18 @@ class _Steps:
 
     def stats(self, tokens: int, timed_out: bool) -> EpochStats:
         """The pass's :class:`EpochStats` (read back here; with K ranks summed over them)."""
-        nll, abs_log_z = float(self.nll), None if self.abs_log_z is None else float(self.abs_log_z)
-        if self.world.distributed:  # summed over the ranks (the tokens are the global batch's already)
-            nll, total_abs = self.world.sum(nll, abs_log_z or 0.0)
-            abs_log_z = None if abs_log_z is None else total_abs
-        return EpochStats(nll, tokens, self.done, timed_out, abs_log_z)
+        # (the tokens are the global batch's already)
+        nll, abs_log_z = self.world.sum(self.nll, 0.0 if self.abs_log_z is None else self.abs_log_z)
+        return EpochStats(nll, tokens, self.done, timed_out, None if self.abs_log_z is None else abs_log_z)
 
 
 @contextlib.contextmanager
 def _training_precision(device):
     """TF32 matrix products and cuDNN on CUDA while training; restored afterwards
     (scoring keeps exact float32, see :func:`~nbest_rescore.device.resolve_device`)."""
-    if torch.device(device).type != "cuda":
-        yield
-        return
     old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     try:
         yield
     finally:
@@ -437,9 +382,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
         out_path: checkpoint to write (its folder is created; checked writable
             before any data is read).
         device: torch device.
-        resume: a ``.last.pt`` of an earlier run of the same config: continue after
-            its last epoch with its weights, optimiser state, learning-rate schedule,
-            random state and history (same result as an uninterrupted run).
+        resume: a ``.last.pt`` of an earlier run of the same config (continues exactly).
         init_from: a model checkpoint whose weights (and vocabulary) start training
             (fine-tuning); the model name and shapes must match ``cfg``.
         stop_after_epochs: end this run after this many epochs (the schedule still
@@ -488,14 +431,17 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
             stats = _train_epoch(t, run, epoch, start)
             if stats.steps == 0:  # the time budget was spent before this epoch began
                 break
-            _end_epoch(t, run, epoch, stats, start)
             last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
                     or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
             if world.main and (last or epoch % o.checkpoint_every == 0):
                 checkpointing.save_epoch(out_path, model, vocab, run, opt, _info(cfg, params, run))
             if last:
                 break
-    return _result(model, run, start, world)
+    if run.best_state is not None:
+        model.load_state_dict(run.best_state)
+    seconds = time.perf_counter() - start
+    return TrainResult(run.epoch, run.best_valid_ppl, run.history[-1]["train_ppl"] if run.history else math.nan,
+                       seconds, run.tokens / max(seconds, 1e-9), run.history, world.rank)
 
 
 def _check_start(cfg: TrainConfig, out_path, world: distributed.World, resume: Optional[str],
@@ -551,10 +497,7 @@ def _valid_streams(cfg: TrainConfig, direction: str, vocab: Vocabulary) -> Optio
 
 @dataclass(frozen=True)
 class _Training:
-    """What every epoch of a run uses: the (adaptive-cutoff-completed) config, the
-    model, optimiser, step options, ``world`` and its DDP forward (None for one
-    process), whether steps run as CUDA graphs, whether this rank reports progress,
-    the encoded training documents and the validation streams (or None)."""
+    """What every epoch of a run uses (``forward``: the DDP forward, None for one process)."""
 
     cfg: TrainConfig
     model: object
@@ -570,10 +513,15 @@ class _Training:
 
 def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start: float) -> EpochStats:
     """The updates of one epoch over freshly dealt streams, the learning rate set from
-    the schedule before each, stopping when ``optim.max_seconds`` is spent."""
+    the schedule before each, stopping when ``optim.max_seconds`` is spent; unless that
+    was spent before the epoch began (no step), count the epoch into ``run``, validate,
+    keep the best weights, log and add the epoch's history entry."""
     o = t.cfg.optim
     t.world.seed_epoch(o.seed, epoch)
-    streams = epoch_streams(t.encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
+    # documents longer than a stream's fair share are cut at sentence ends: no stream grows past it
+    share = -(-sum(len(d) - 1 for d in t.encoded) // o.batch_size)
+    streams = make_streams(t.encoded, o.batch_size, align=o.bptt, max_piece=max(o.bptt, share),
+                           seed=o.seed + epoch if o.shuffle else None)
     if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
         run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
     schedule = LRSchedule(o, run.planned_steps)
@@ -590,22 +538,19 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     t.model.train()
     bar = Progress("tok", desc=f"epoch {epoch}", leave=False) if t.progress else None
     try:
-        return train_segments(t.model, t.opt, streams, o.bptt, t.options, before_step=before_step,
-                              first_step=run.step, log_interval=o.log_interval, progress=bar,
-                              cuda_graph=t.graphs, world=t.world, forward=t.forward)
+        stats = train_segments(t.model, t.opt, streams, o.bptt, t.options, before_step=before_step,
+                               first_step=run.step, log_interval=o.log_interval, progress=bar,
+                               cuda_graph=t.graphs, world=t.world, forward=t.forward)
     finally:
         if bar is not None:
             bar.close()
-
-
-def _end_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, stats: EpochStats, start: float) -> None:
-    """Count the epoch into ``run``, validate, keep the best weights, log and add the
-    epoch's history entry."""
+    if stats.steps == 0:
+        return stats
     run.step += stats.steps
     run.tokens += stats.tokens
     train_ppl = math.exp(min(50.0, stats.nll / max(1, stats.tokens)))
     entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
-             "lr": get_lr(t.opt), "steps": run.step, "tokens": run.tokens}
+             "lr": float(t.opt.param_groups[0]["lr"]), "steps": run.step, "tokens": run.tokens}
     if stats.abs_log_z is not None:
         entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
     if t.valid is not None:
@@ -618,6 +563,7 @@ def _end_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, stats: E
     t.model.on_epoch_end(epoch)
     run.epoch = epoch
     run.seconds = time.perf_counter() - start
+    return stats
 
 
 def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
@@ -648,20 +594,9 @@ def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
             run.lr_scale *= 0.5
 
 
-def _result(model, run: "checkpointing.RunState", start: float, world: distributed.World) -> TrainResult:
-    """Load the best weights into ``model`` and sum the run up."""
-    if run.best_state is not None:
-        model.load_state_dict(run.best_state)
-    seconds = time.perf_counter() - start
-    last = run.history[-1] if run.history else {}
-    best = run.best_ppl if math.isfinite(run.best_ppl) else None
-    return TrainResult(run.epoch, best, last.get("train_ppl", math.nan), seconds,
-                       run.tokens / max(seconds, 1e-9), run.history, world.rank)
-
-
 def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState") -> dict:
     """Training facts stored in the checkpoint (``nbest-rescore info`` reads them)."""
-    return {"train_config": config_to_dict(cfg), "parameters": params, "epochs": run.epoch,
-            "best_valid_ppl": run.best_ppl if math.isfinite(run.best_ppl) else None,
+    return {"train_config": dataclasses.asdict(cfg), "parameters": params, "epochs": run.epoch,
+            "best_valid_ppl": run.best_valid_ppl,
             "seconds": run.seconds, "words_per_s": run.tokens / max(run.seconds, 1e-9),
             "history": list(run.history)}
