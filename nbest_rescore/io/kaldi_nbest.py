@@ -1,24 +1,11 @@
-"""Kaldi-style N-best directories (the benchmark layout and Kaldi's rnnlmrescore.sh names).
+"""Kaldi-style N-best directories: file names (first match wins, :func:`kaldi_files`),
+line formats, keys ``<uttid>-<n>`` and costs (negated natural log) as in docs/formats.md
+("Kaldi N-best directory"). With the Kaldi names the graph cost is ``lmwt.nolm``, else
+zero. An utterance's hypotheses are on consecutive lines, and a document's utterances
+(``utt2doc``, ``utt2spk``, else one per utterance) consecutive in the words file.
 
-Files looked for in the directory, first match wins:
-
-* hypothesis words: ``text``; ``words_text`` (rnnlmrescore.sh); ``words`` + ``words.txt``
-  (integer ids and their symbol table);
-* acoustic cost: ``ac_cost``; ``acwt`` (rnnlmrescore.sh);
-* n-gram cost: ``lm_cost``; ``lmwt.lmonly``; ``lmwt.withlm`` minus ``lmwt.nolm``. With the
-  Kaldi names the graph cost is ``lmwt.nolm`` (the non-LM part of Kaldi's graph cost),
-  otherwise it is zero;
-* documents: ``utt2doc``; ``utt2spk``; none (one document per utterance). The
-  utterances of a document must be consecutive in the order of the words file (1-best
-  history is carried through a document in that order); a document that reappears
-  after another one is an error.
-
-Hypothesis keys are ``<uttid>-<n>`` (n = 1, 2, ...: first-pass rank), the hypotheses
-of an utterance on consecutive lines (as Kaldi writes them). All costs are negated
-natural-log values (larger = worse). :func:`iter_kaldi_nbest` reads one utterance at a
-time, checking as it reads, the cost files in lock-step with the words file
-(:class:`~.cost_column.CostColumn`: only a file whose keys come in another order is
-read into a dict); :func:`read_kaldi_nbest_dir` is the whole set.
+:func:`iter_kaldi_nbest` reads one utterance at a time, the cost files in lock-step with
+the words file (:class:`~.cost_column.CostColumn`); :func:`read_kaldi_nbest_dir` reads all.
 """
 from __future__ import annotations
 

@@ -1,32 +1,13 @@
-"""Plain N-best text of the AMN thesis (Fig. 5.1) with parallel score files.
+"""Plain N-best text of the AMN thesis (Fig. 5.1) with parallel score files: the format,
+the score file names (:func:`find_plain_score_files`), ``--plain-costs`` and the sign
+warning as in docs/formats.md ("Plain N-best format"). A trailing ``<eos>``/``</s>`` is
+dropped; scores are negated into costs unless ``scores_are_costs``.
 
-N-best file: one hypothesis per line, ``<utterance-index> w1 w2 ... <eos>``; a trailing
-``<eos>`` or ``</s>`` is dropped. Consecutive lines with the same index form the list of
-that utterance, in first-pass rank order. Acoustic and n-gram score files hold one
-decimal number per line (``-12.5``, ``3``, ``1e-3``; no ``nan``/``inf``/``1_000``),
-parallel to the hypothesis lines: natural-log *scores* (larger = better) by default,
-negated here into costs (cost = -score); or costs already (``scores_are_costs``). A
-warning is logged when most numbers have the sign of the other kind.
-
-Score file names (used when no path is given): for a list ``DIR/NAME.EXT`` (e.g.
-``dev17a.txt``) the acoustic scores are ``DIR/NAME.ac``, else ``DIR/NAME.EXT.ac``, and
-the n-gram scores ``DIR/NAME.ngram``, else ``DIR/NAME.EXT.ngram`` (first existing file
-wins; a list without extension ``DIR/NAME`` uses ``DIR/NAME.ac`` / ``DIR/NAME.ngram``).
-See :func:`find_plain_score_files`.
-
-Utterance ids: without an ``utt_ids`` file the utterance id *is* the index string as
-written (``"0"``, ``"1"``, ...), so references (Kaldi ``text``) and ``utt2doc`` for a
-plain list are keyed by the utterance index. With ``utt_ids`` (``<utterance-index>
-<utterance-id>`` per line) each index is mapped to its id and references are keyed by
-those ids. Hypothesis keys are ``<utterance-id>-<n>`` (n = 1, 2, ... in line order).
-
-Documents (1-best history does not cross them): with ``utt2doc`` (``<utterance-id or
-index> <document-id>``) as given there, the utterances of a document on consecutive
-lines; without it the whole file is one document (the thesis' corpus-level stream), its
-id the file name.
-
-:func:`iter_plain_nbest` reads the list and its score files in lock-step, one utterance
-at a time, checking as it reads; :func:`read_plain_nbest` is the whole set.
+Utterance ids are the index strings as written (``"0"``, ...), or mapped by ``utt_ids``;
+hypothesis keys are ``<utterance-id>-<n>`` (n = 1, 2, ... in line order). Documents:
+``utt2doc`` (consecutive in the list), else the whole file is one, its id the file name.
+:func:`iter_plain_nbest` reads list and score files in lock-step, one utterance at a
+time; :func:`read_plain_nbest` reads all.
 """
 from __future__ import annotations
 
@@ -70,14 +51,12 @@ def iter_plain_hyps(path) -> Iterator[Tuple[int, str, Tuple[str, ...]]]:
             raise DataError(f"{loc}: blank line; expected '<utterance-index> word ... <eos>'")
         idx = fields[0]
         if not (idx.isascii() and idx.isdigit()):
-            raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative "
-                            f"integer; "
+            raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
                             f"expected '<utterance-index> word ... <eos>'")
         if idx != current:
             if idx in closed:
-                raise DataError(f"{loc}: utterance index {idx} reappears after index "
-                                f"{current}; the hypotheses of an utterance must be on "
-                                f"consecutive lines")
+                raise DataError(f"{loc}: utterance index {idx} reappears after index {current}; "
+                                f"the hypotheses of an utterance must be on consecutive lines")
             if current is not None:
                 closed.add(current)
             current = idx
@@ -97,8 +76,8 @@ def iter_values(path, what: str) -> Iterator[float]:
         fields = split_fields(line)
         loc = format_location(path, line_no)
         if len(fields) != 1:
-            raise DataError(f"{loc}: expected one number per line ({what} of hypothesis "
-                            f"line {line_no}), found {len(fields)} fields")
+            raise DataError(f"{loc}: expected one number per line ({what} of hypothesis line {line_no}), "
+                            f"found {len(fields)} fields")
         yield parse_cost(fields[0], loc, what)
 
 
@@ -118,9 +97,9 @@ def _score_file_candidates(nbest_path, suffix: str) -> List[str]:
 
 def _missing_message(nbest_path, missing) -> str:
     parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
-    return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the "
-            f"scores there (one number per line, parallel to the hypothesis lines) or give "
-            f"the paths explicitly (ac_path/ngram_path, --plain-ac/--plain-ngram)")
+    return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the scores there (one "
+            f"number per line, parallel to the hypothesis lines) or give the paths explicitly "
+            f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
 
 
 def find_plain_score_files(path) -> Tuple[str, str]:
@@ -151,16 +130,14 @@ def _read_utt_ids(path) -> Dict[str, str]:
         idx, utt = fields
         if not (idx.isascii() and idx.isdigit()):
             raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
-                            f"expected '<utterance-index> <utterance-id>' (e.g. '0 "
-                            f"abcr0004-000')")
+                            f"expected '<utterance-index> <utterance-id>' (e.g. '0 abcr0004-000')")
         check_key(utt, loc, "utterance id")
         if idx in ids:
-            raise DataError(f"{loc}: utterance index {idx} is listed twice (first on line "
-                            f"{line_of[idx]}); each index needs exactly one utterance id")
+            raise DataError(f"{loc}: utterance index {idx} is listed twice (first on line {line_of[idx]}); "
+                            f"each index needs exactly one utterance id")
         if utt in index_of:
-            raise DataError(f"{loc}: utterance id {utt!r} is given to index {idx} and to "
-                            f"index {index_of[utt]} (line {line_of[index_of[utt]]}); each "
-                            f"utterance needs its own id")
+            raise DataError(f"{loc}: utterance id {utt!r} is given to index {idx} and to index {index_of[utt]} "
+                            f"(line {line_of[index_of[utt]]}); each utterance needs its own id")
         ids[idx] = utt
         line_of[idx] = line_no
         index_of[utt] = idx
