@@ -34,8 +34,7 @@ Words = Tuple[str, ...]
 
 
 def read_utt_map(path) -> Dict[str, str]:
-    """A two-column Kaldi map (``utt2doc``, ``utt2spk``) as ``{uttid: value}`` in file
-    order (a UTF-8 byte-order mark at the start of the file is ignored).
+    """A two-column Kaldi map (``utt2doc``, ``utt2spk``) as ``{uttid: value}`` in file order.
 
     Raises:
         DataError: the file is missing, a line does not have exactly 2 fields, an
@@ -122,11 +121,8 @@ def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tu
 
 @dataclass(frozen=True)
 class KaldiFiles:
-    """The files of an N-best directory (names inside ``directory``, see the module
-    docstring): ``words``, ``ac`` (acoustic costs), ``lm`` (n-gram costs, minus
-    ``graph`` when ``subtract_graph``), ``graph`` (the graph cost, None: zero),
-    ``lm_desc`` (for the log line) and ``docs`` (``utt2doc``, ``utt2spk``, or None:
-    one document per utterance)."""
+    """The file names found in ``directory`` (:func:`kaldi_files`): ``lm`` minus ``graph``
+    when ``subtract_graph``; ``graph``/``docs`` None: zero / one document per utterance."""
 
     directory: str
     words: str
@@ -330,14 +326,9 @@ def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
 
 def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
                          lm_cost_name: Optional[str] = None) -> NbestSet:
-    """Read an N-best directory into an :class:`~nbest_rescore.types.NbestSet`
-    (:func:`iter_kaldi_nbest`, all at once).
-
-    See the module docstring for the file names looked for. Utterances keep the order
-    of the words file; hypotheses of an utterance keep file order (first-pass rank
-    order) and must be on consecutive lines. Costs are float64 arrays of negated
-    natural-log values (larger = worse): ``ac_cost`` acoustic, ``lm_cost`` n-gram
-    (incl. ``</s>``), ``graph_cost`` Kaldi's ``lmwt.nolm`` or zeros.
+    """Read an N-best directory (module docstring) into an
+    :class:`~nbest_rescore.types.NbestSet` in file order (:func:`iter_kaldi_nbest`, all
+    at once); float64 costs: ``ac_cost``, ``lm_cost`` (incl. ``</s>``), ``graph_cost``.
 
     Args:
         path: the directory.

@@ -104,8 +104,8 @@ def _missing_message(nbest_path, missing) -> str:
 
 def find_plain_score_files(path) -> Tuple[str, str]:
     """``(ac_path, ngram_path)``: the acoustic and n-gram score files of a plain N-best
-    list, found by name as the module docstring says (a name equal to the list itself
-    is skipped).
+    list, found by name as docs/formats.md says: ``DIR/NAME.ac`` / ``DIR/NAME.ngram``, else
+    ``DIR/NAME.EXT.ac`` / ``DIR/NAME.EXT.ngram`` (a name equal to the list is skipped).
 
     Raises:
         DataError: the list does not exist, or a score file is missing (the message
@@ -199,6 +199,7 @@ class _PlainInput:
         if not os.path.isfile(os.fspath(path)):
             raise DataError(f"{path}: plain N-best file not found")
         self.nbest, self.costs, self.utt_ids = path, scores_are_costs, utt_ids
+        self.kind = "cost" if scores_are_costs else "score"  # how messages name the values
         self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)
         self.id_of = None if utt_ids is None else _read_utt_ids(utt_ids)
         self.doc_map, self.doc_lines, self.doc_file = _doc_map(utt2doc)
@@ -242,9 +243,8 @@ class _PlainInput:
     def not_parallel(self) -> DataError:
         """The error for score files not line-parallel to the list (all counted)."""
         n = sum(1 for _ in iter_plain_hyps(self.nbest))
-        kind = "cost" if self.costs else "score"
         for path, desc in ((self.ac, "acoustic"), (self.ngram, "n-gram")):
-            m = sum(1 for _ in iter_values(path, f"{desc} {kind}"))
+            m = sum(1 for _ in iter_values(path, f"{desc} {self.kind}"))
             if m != n:
                 return DataError(f"{path} has {m} score lines but {self.nbest} has {n} hypothesis lines; "
                                  f"the files must be parallel")
@@ -268,8 +268,7 @@ class _PlainInput:
 def _rows(plain: _PlainInput) -> Iterator[Tuple[int, str, Words, float, float]]:
     """``(line, index, words, acoustic value, n-gram value)`` per hypothesis line, the
     score files read in lock-step with the list (values as written)."""
-    kind = "cost" if plain.costs else "score"
-    ac, ng = iter_values(plain.ac, f"acoustic {kind}"), iter_values(plain.ngram, f"n-gram {kind}")
+    ac, ng = iter_values(plain.ac, f"acoustic {plain.kind}"), iter_values(plain.ngram, f"n-gram {plain.kind}")
     n = 0
     for line_no, idx, words in iter_plain_hyps(plain.nbest):
         a, g = next(ac, None), next(ng, None)
@@ -336,19 +335,16 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
         path: hypotheses, ``<utterance-index> w1 ... <eos>`` per line.
         ac_path, ngram_path: one number per line, parallel to the hypothesis lines;
             ``None``: found beside ``path`` by name (:func:`find_plain_score_files`).
-        scores_are_costs: False: natural-log scores, negated into costs; True: costs,
-            kept (see the module docstring, also for the sign warning).
+        scores_are_costs: False: natural-log scores, negated into costs; True: costs.
         utt2doc: a ``<utterance-id or index> <document-id>`` file (or a mapping); its
             keys are the ids, or the indices when the first utterance's id is not a
             key but its index is. None: the whole file is one document (the file name).
         utt_ids: a ``<utterance-index> <utterance-id>`` file (entries for other indices
             allowed); None: the utterance id is the index string (module docstring).
-        log: called with one line describing what was read, and with any warning
-            (default: the line goes to the module logger at INFO).
+        log: called with the line describing what was read and any warning (default:
+            the module logger at INFO).
 
-    Returns an :class:`NbestSet` in file order (ids and keys as in the module
-    docstring), float64 costs (negated natural log), zero ``graph_cost``,
-    ``doc_source`` ``"utt2doc"`` or ``"file"``.
+    Returns an :class:`NbestSet` in file order, float64 costs, zero ``graph_cost``.
 
     Raises:
         DataError: a missing file, or a score file not found by name (the names tried);

@@ -59,7 +59,7 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
     Args:
         alpha: attention float [K, B, T]; o: output float [B, T, H]; cells: memcell
             states m^(i) float [K, B, T, H].
-        reduction: one of ``ITL_REDUCTIONS`` (see the module docstring; ``sum-token`` is
+        reduction: one of ``ITL_REDUCTIONS`` (docs/models.md; ``sum-token`` is
             eq. 4.32 as written).
         weight: float [B, T], 1 for a real token and 0 for padding (None: all real);
             padding adds nothing.
@@ -81,7 +81,7 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
 
 
 def balance_loss(alpha: Tensor, weight: Optional[Tensor] = None) -> Tensor:
-    """The load-balancing term ``K * sum_i abar_i^2 - 1`` of the module docstring (0 for
+    """The load-balancing term ``K * sum_i abar_i^2 - 1`` (issue 26; 0 for
     equal shares, K - 1 when one memcell takes all), ``abar_i`` the mean of alpha^(i)
     [K, B, T] over the real tokens (weight float [B, T] or None: all). A scalar tensor."""
     k = alpha.shape[0]
@@ -113,7 +113,7 @@ def memcell_health_sums(alpha: Tensor, cells: Tensor, weight: Optional[Tensor] =
 @dataclass
 class AMNConfig(ModelConfig):
     """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15);
-    the fields are described in the module docstring, their ranges in ``_RANGES``."""
+    the fields are described in docs/models.md, their ranges in ``_RANGES``."""
 
     hidden_size: int = 256
     num_memcells: int = 5
@@ -207,7 +207,7 @@ class AMNLM(LanguageModel):
 
     def on_progress(self, fraction: float) -> None:
         """Annealing and ITL warm start at progress ``fraction`` p in [0, 1] (the schedules
-        of the module docstring); buffers written in place only on a change (CUDA-graph safe)."""
+        of docs/models.md); buffers written in place only on a change (CUDA-graph safe)."""
         c = self.config
         t, scale = self._scheduled
         if c.anneal_fraction is not None and c.anneal_t0 > 1:
