@@ -1,24 +1,11 @@
-"""Kaldi-style N-best directories (the benchmark layout and Kaldi's rnnlmrescore.sh names).
+"""Kaldi-style N-best directories: file names (first match wins, :func:`kaldi_files`),
+line formats, keys ``<uttid>-<n>`` and costs (negated natural log) as in docs/formats.md
+("Kaldi N-best directory"). With the Kaldi names the graph cost is ``lmwt.nolm``, else
+zero. An utterance's hypotheses are on consecutive lines, and a document's utterances
+(``utt2doc``, ``utt2spk``, else one per utterance) consecutive in the words file.
 
-Files looked for in the directory, first match wins:
-
-* hypothesis words: ``text``; ``words_text`` (rnnlmrescore.sh); ``words`` + ``words.txt``
-  (integer ids and their symbol table);
-* acoustic cost: ``ac_cost``; ``acwt`` (rnnlmrescore.sh);
-* n-gram cost: ``lm_cost``; ``lmwt.lmonly``; ``lmwt.withlm`` minus ``lmwt.nolm``. With the
-  Kaldi names the graph cost is ``lmwt.nolm`` (the non-LM part of Kaldi's graph cost),
-  otherwise it is zero;
-* documents: ``utt2doc``; ``utt2spk``; none (one document per utterance). The
-  utterances of a document must be consecutive in the order of the words file (1-best
-  history is carried through a document in that order); a document that reappears
-  after another one is an error.
-
-Hypothesis keys are ``<uttid>-<n>`` (n = 1, 2, ...: first-pass rank), the hypotheses
-of an utterance on consecutive lines (as Kaldi writes them). All costs are negated
-natural-log values (larger = worse). :func:`iter_kaldi_nbest` reads one utterance at a
-time, checking as it reads, the cost files in lock-step with the words file
-(:class:`~.cost_column.CostColumn`: only a file whose keys come in another order is
-read into a dict); :func:`read_kaldi_nbest_dir` is the whole set.
+:func:`iter_kaldi_nbest` reads one utterance at a time, the cost files in lock-step with
+the words file (:class:`~.cost_column.CostColumn`); :func:`read_kaldi_nbest_dir` reads all.
 """
 from __future__ import annotations
 
@@ -47,8 +34,7 @@ Words = Tuple[str, ...]
 
 
 def read_utt_map(path) -> Dict[str, str]:
-    """A two-column Kaldi map (``utt2doc``, ``utt2spk``) as ``{uttid: value}`` in file
-    order (a UTF-8 byte-order mark at the start of the file is ignored).
+    """A two-column Kaldi map (``utt2doc``, ``utt2spk``) as ``{uttid: value}`` in file order.
 
     Raises:
         DataError: the file is missing, a line does not have exactly 2 fields, an
@@ -135,11 +121,8 @@ def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tu
 
 @dataclass(frozen=True)
 class KaldiFiles:
-    """The files of an N-best directory (names inside ``directory``, see the module
-    docstring): ``words``, ``ac`` (acoustic costs), ``lm`` (n-gram costs, minus
-    ``graph`` when ``subtract_graph``), ``graph`` (the graph cost, None: zero),
-    ``lm_desc`` (for the log line) and ``docs`` (``utt2doc``, ``utt2spk``, or None:
-    one document per utterance)."""
+    """The file names found in ``directory`` (:func:`kaldi_files`): ``lm`` minus ``graph``
+    when ``subtract_graph``; ``graph``/``docs`` None: zero / one document per utterance."""
 
     directory: str
     words: str
@@ -343,14 +326,9 @@ def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
 
 def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
                          lm_cost_name: Optional[str] = None) -> NbestSet:
-    """Read an N-best directory into an :class:`~nbest_rescore.types.NbestSet`
-    (:func:`iter_kaldi_nbest`, all at once).
-
-    See the module docstring for the file names looked for. Utterances keep the order
-    of the words file; hypotheses of an utterance keep file order (first-pass rank
-    order) and must be on consecutive lines. Costs are float64 arrays of negated
-    natural-log values (larger = worse): ``ac_cost`` acoustic, ``lm_cost`` n-gram
-    (incl. ``</s>``), ``graph_cost`` Kaldi's ``lmwt.nolm`` or zeros.
+    """Read an N-best directory (module docstring) into an
+    :class:`~nbest_rescore.types.NbestSet` in file order (:func:`iter_kaldi_nbest`, all
+    at once); float64 costs: ``ac_cost``, ``lm_cost`` (incl. ``</s>``), ``graph_cost``.
 
     Args:
         path: the directory.

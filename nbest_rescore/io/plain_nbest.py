@@ -1,32 +1,13 @@
-"""Plain N-best text of the AMN thesis (Fig. 5.1) with parallel score files.
+"""Plain N-best text of the AMN thesis (Fig. 5.1) with parallel score files: the format,
+the score file names (:func:`find_plain_score_files`), ``--plain-costs`` and the sign
+warning as in docs/formats.md ("Plain N-best format"). A trailing ``<eos>``/``</s>`` is
+dropped; scores are negated into costs unless ``scores_are_costs``.
 
-N-best file: one hypothesis per line, ``<utterance-index> w1 w2 ... <eos>``; a trailing
-``<eos>`` or ``</s>`` is dropped. Consecutive lines with the same index form the list of
-that utterance, in first-pass rank order. Acoustic and n-gram score files hold one
-decimal number per line (``-12.5``, ``3``, ``1e-3``; no ``nan``/``inf``/``1_000``),
-parallel to the hypothesis lines: natural-log *scores* (larger = better) by default,
-negated here into costs (cost = -score); or costs already (``scores_are_costs``). A
-warning is logged when most numbers have the sign of the other kind.
-
-Score file names (used when no path is given): for a list ``DIR/NAME.EXT`` (e.g.
-``dev17a.txt``) the acoustic scores are ``DIR/NAME.ac``, else ``DIR/NAME.EXT.ac``, and
-the n-gram scores ``DIR/NAME.ngram``, else ``DIR/NAME.EXT.ngram`` (first existing file
-wins; a list without extension ``DIR/NAME`` uses ``DIR/NAME.ac`` / ``DIR/NAME.ngram``).
-See :func:`find_plain_score_files`.
-
-Utterance ids: without an ``utt_ids`` file the utterance id *is* the index string as
-written (``"0"``, ``"1"``, ...), so references (Kaldi ``text``) and ``utt2doc`` for a
-plain list are keyed by the utterance index. With ``utt_ids`` (``<utterance-index>
-<utterance-id>`` per line) each index is mapped to its id and references are keyed by
-those ids. Hypothesis keys are ``<utterance-id>-<n>`` (n = 1, 2, ... in line order).
-
-Documents (1-best history does not cross them): with ``utt2doc`` (``<utterance-id or
-index> <document-id>``) as given there, the utterances of a document on consecutive
-lines; without it the whole file is one document (the thesis' corpus-level stream), its
-id the file name.
-
-:func:`iter_plain_nbest` reads the list and its score files in lock-step, one utterance
-at a time, checking as it reads; :func:`read_plain_nbest` is the whole set.
+Utterance ids are the index strings as written (``"0"``, ...), or mapped by ``utt_ids``;
+hypothesis keys are ``<utterance-id>-<n>`` (n = 1, 2, ... in line order). Documents:
+``utt2doc`` (consecutive in the list), else the whole file is one, its id the file name.
+:func:`iter_plain_nbest` reads list and score files in lock-step, one utterance at a
+time; :func:`read_plain_nbest` reads all.
 """
 from __future__ import annotations
 
@@ -70,14 +51,12 @@ def iter_plain_hyps(path) -> Iterator[Tuple[int, str, Tuple[str, ...]]]:
             raise DataError(f"{loc}: blank line; expected '<utterance-index> word ... <eos>'")
         idx = fields[0]
         if not (idx.isascii() and idx.isdigit()):
-            raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative "
-                            f"integer; "
+            raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
                             f"expected '<utterance-index> word ... <eos>'")
         if idx != current:
             if idx in closed:
-                raise DataError(f"{loc}: utterance index {idx} reappears after index "
-                                f"{current}; the hypotheses of an utterance must be on "
-                                f"consecutive lines")
+                raise DataError(f"{loc}: utterance index {idx} reappears after index {current}; "
+                                f"the hypotheses of an utterance must be on consecutive lines")
             if current is not None:
                 closed.add(current)
             current = idx
@@ -97,8 +76,8 @@ def iter_values(path, what: str) -> Iterator[float]:
         fields = split_fields(line)
         loc = format_location(path, line_no)
         if len(fields) != 1:
-            raise DataError(f"{loc}: expected one number per line ({what} of hypothesis "
-                            f"line {line_no}), found {len(fields)} fields")
+            raise DataError(f"{loc}: expected one number per line ({what} of hypothesis line {line_no}), "
+                            f"found {len(fields)} fields")
         yield parse_cost(fields[0], loc, what)
 
 
@@ -118,15 +97,15 @@ def _score_file_candidates(nbest_path, suffix: str) -> List[str]:
 
 def _missing_message(nbest_path, missing) -> str:
     parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
-    return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the "
-            f"scores there (one number per line, parallel to the hypothesis lines) or give "
-            f"the paths explicitly (ac_path/ngram_path, --plain-ac/--plain-ngram)")
+    return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the scores there (one "
+            f"number per line, parallel to the hypothesis lines) or give the paths explicitly "
+            f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
 
 
 def find_plain_score_files(path) -> Tuple[str, str]:
     """``(ac_path, ngram_path)``: the acoustic and n-gram score files of a plain N-best
-    list, found by name as the module docstring says (a name equal to the list itself
-    is skipped).
+    list, found by name as docs/formats.md says: ``DIR/NAME.ac`` / ``DIR/NAME.ngram``, else
+    ``DIR/NAME.EXT.ac`` / ``DIR/NAME.EXT.ngram`` (a name equal to the list is skipped).
 
     Raises:
         DataError: the list does not exist, or a score file is missing (the message
@@ -151,16 +130,14 @@ def _read_utt_ids(path) -> Dict[str, str]:
         idx, utt = fields
         if not (idx.isascii() and idx.isdigit()):
             raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
-                            f"expected '<utterance-index> <utterance-id>' (e.g. '0 "
-                            f"abcr0004-000')")
+                            f"expected '<utterance-index> <utterance-id>' (e.g. '0 abcr0004-000')")
         check_key(utt, loc, "utterance id")
         if idx in ids:
-            raise DataError(f"{loc}: utterance index {idx} is listed twice (first on line "
-                            f"{line_of[idx]}); each index needs exactly one utterance id")
+            raise DataError(f"{loc}: utterance index {idx} is listed twice (first on line {line_of[idx]}); "
+                            f"each index needs exactly one utterance id")
         if utt in index_of:
-            raise DataError(f"{loc}: utterance id {utt!r} is given to index {idx} and to "
-                            f"index {index_of[utt]} (line {line_of[index_of[utt]]}); each "
-                            f"utterance needs its own id")
+            raise DataError(f"{loc}: utterance id {utt!r} is given to index {idx} and to index {index_of[utt]} "
+                            f"(line {line_of[index_of[utt]]}); each utterance needs its own id")
         ids[idx] = utt
         line_of[idx] = line_no
         index_of[utt] = idx
@@ -222,6 +199,7 @@ class _PlainInput:
         if not os.path.isfile(os.fspath(path)):
             raise DataError(f"{path}: plain N-best file not found")
         self.nbest, self.costs, self.utt_ids = path, scores_are_costs, utt_ids
+        self.kind = "cost" if scores_are_costs else "score"  # how messages name the values
         self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)
         self.id_of = None if utt_ids is None else _read_utt_ids(utt_ids)
         self.doc_map, self.doc_lines, self.doc_file = _doc_map(utt2doc)
@@ -265,9 +243,8 @@ class _PlainInput:
     def not_parallel(self) -> DataError:
         """The error for score files not line-parallel to the list (all counted)."""
         n = sum(1 for _ in iter_plain_hyps(self.nbest))
-        kind = "cost" if self.costs else "score"
         for path, desc in ((self.ac, "acoustic"), (self.ngram, "n-gram")):
-            m = sum(1 for _ in iter_values(path, f"{desc} {kind}"))
+            m = sum(1 for _ in iter_values(path, f"{desc} {self.kind}"))
             if m != n:
                 return DataError(f"{path} has {m} score lines but {self.nbest} has {n} hypothesis lines; "
                                  f"the files must be parallel")
@@ -291,8 +268,7 @@ class _PlainInput:
 def _rows(plain: _PlainInput) -> Iterator[Tuple[int, str, Words, float, float]]:
     """``(line, index, words, acoustic value, n-gram value)`` per hypothesis line, the
     score files read in lock-step with the list (values as written)."""
-    kind = "cost" if plain.costs else "score"
-    ac, ng = iter_values(plain.ac, f"acoustic {kind}"), iter_values(plain.ngram, f"n-gram {kind}")
+    ac, ng = iter_values(plain.ac, f"acoustic {plain.kind}"), iter_values(plain.ngram, f"n-gram {plain.kind}")
     n = 0
     for line_no, idx, words in iter_plain_hyps(plain.nbest):
         a, g = next(ac, None), next(ng, None)
@@ -359,19 +335,16 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
         path: hypotheses, ``<utterance-index> w1 ... <eos>`` per line.
         ac_path, ngram_path: one number per line, parallel to the hypothesis lines;
             ``None``: found beside ``path`` by name (:func:`find_plain_score_files`).
-        scores_are_costs: False: natural-log scores, negated into costs; True: costs,
-            kept (see the module docstring, also for the sign warning).
+        scores_are_costs: False: natural-log scores, negated into costs; True: costs.
         utt2doc: a ``<utterance-id or index> <document-id>`` file (or a mapping); its
             keys are the ids, or the indices when the first utterance's id is not a
             key but its index is. None: the whole file is one document (the file name).
         utt_ids: a ``<utterance-index> <utterance-id>`` file (entries for other indices
             allowed); None: the utterance id is the index string (module docstring).
-        log: called with one line describing what was read, and with any warning
-            (default: the line goes to the module logger at INFO).
+        log: called with the line describing what was read and any warning (default:
+            the module logger at INFO).
 
-    Returns an :class:`NbestSet` in file order (ids and keys as in the module
-    docstring), float64 costs (negated natural log), zero ``graph_cost``,
-    ``doc_source`` ``"utt2doc"`` or ``"file"``.
+    Returns an :class:`NbestSet` in file order, float64 costs, zero ``graph_cost``.
 
     Raises:
         DataError: a missing file, or a score file not found by name (the names tried);

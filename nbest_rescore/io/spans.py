@@ -1,19 +1,13 @@
 """Spans: runs of whole documents, the unit in which ``score`` and ``tune`` read,
-score and write large N-best sets.
+score and write large N-best sets (peak memory follows the largest span).
 
-The 1-best history never crosses a document and the utterances of a document are
-consecutive in the lists (the readers check it), so a set can be processed one span at
-a time: :func:`plan_spans` takes documents in order while the span's hypotheses stay
-within a budget, and a document larger than the budget is a span of its own. Peak
-memory then follows the largest span, not the number of hypotheses.
-
-An N-best *source* is anything with an :class:`NbestIndex` (``index``) and a
-``spans(max_hyps)`` method yielding the spans as :class:`~nbest_rescore.types.NbestSet`
-values in order: :class:`SetSource` for a set already in memory, or
-:class:`StreamSource` for lists read from files by a reader's generator
-(:func:`~.kaldi_nbest.iter_kaldi_nbest`, :func:`~.plain_nbest.iter_plain_nbest`): a
-counting pass over it first (it checks everything), then one read per pass over the
-spans (:func:`iter_spans`).
+The 1-best history never crosses a document and a document's utterances are
+consecutive (the readers check it), so :func:`plan_spans` can cut a set into spans of
+whole documents. An N-best *source* has an :class:`NbestIndex` (``index``) and
+``spans(max_hyps)`` yielding the spans as :class:`~nbest_rescore.types.NbestSet`:
+:class:`SetSource` for a set in memory, :class:`StreamSource` for a reader's generator
+(:func:`~.kaldi_nbest.iter_kaldi_nbest`, :func:`~.plain_nbest.iter_plain_nbest`): one
+checking pass, then one read per pass over the spans (:func:`iter_spans`).
 """
 from __future__ import annotations
 

@@ -3,58 +3,24 @@
 K memory cells ("memcells") m^(i) and a controller u are GRUs over the same input
 x_t (eq. 4.1, 4.6); attention alpha_t = softmax(u_t . m_t^(i) / T) (eq. 4.7, 4.19);
 output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
-
-* Attention annealing (4.3.2): T starts at ``anneal_t0`` and is multiplied by
-  ``anneal_gamma`` after every epoch, floored at 1 (``anneal_t0 = 1``: no annealing).
-  With ``anneal_fraction`` f the schedule follows the training's progress p (the
-  share of the planned steps or of the time budget done, whichever is larger; the
-  trainer reports it before every step): T = T0^(1 - p / f) while p < f, then 1. The
-  thesis anneals "with each epoch" and then trains on at T = 1; tying T to the plan
-  keeps that shape for any training length, including time budgets shorter than an
-  epoch. At epoch boundaries of an E-epoch plan it equals the per-epoch factor
-  gamma = T0^(-1 / (f E)). The current T is a buffer, saved with the weights.
-* Dropout (4.3.3) on the input-to-hidden path only, a fresh mask per time step and
-  per memcell: ``dropout_mode`` ``none``, ``contr`` (Drop-Contr), ``mem`` (Drop-Mem)
-  or ``all`` (Drop-All), probability ``dropout``.
-* Implicit-target loss, ITL (4.4.2, eq. 4.32): ``itl_weight * sum_i alpha^(i)
-  ||o_t - m^(i)||^2``, returned as the auxiliary loss. The thesis does not say how it
-  is normalised against the per-token cross-entropy; ``itl_reduction`` picks a
-  reading: ``sum``/``mean`` over the H hidden units of ``||.||^2``, then ``token``
-  (mean over time steps and streams, like the cross-entropy) or ``sequence`` (sum
-  over the segment's time steps, mean over streams): ``mean-token`` (the default; chosen on
-  the benchmark, README "Keeping memcells distinct"), ``sum-token``, ``sum-sequence``,
-  ``mean-sequence``. With ``itl_ramp_fraction`` r > 0
-  the ITL is off while T > 1 (p < f) and its weight then rises linearly to
-  ``itl_weight`` over the next r of the planned training (a warm start, so that flat
-  attention during annealing does not pull the memcells together); it needs
-  ``anneal_fraction`` when ``anneal_t0`` > 1, and without annealing the ramp starts
-  at p = 0. 0 = full weight from the start.
-* Beyond the thesis (issue 26), each off by default: ``anneal_floor`` > 1 keeps T
-  above 1 for good; ``itl_detach_attention`` stops the ITL's gradient into the
-  attention (it then only pulls each memcell towards o_t, weighted by alpha, and
-  cannot sharpen alpha); ``balance_weight`` adds a load-balancing term on the
-  segment-mean attention, ``K sum_i abar_i^2 - 1`` (:func:`balance_loss`);
-  ``input_projection`` P > 0 puts one linear map E -> P, shared by the controller and
-  every memcell, before the K + 1 GRUs (narrower input weights: wider memcells at
-  the same cost per word).
-* Padding: the trainer passes the real-token mask (:meth:`AMNLM.token_mask`), and the
-  ITL, the balance term and the health report leave padded positions out.
-* Memcell health (:meth:`AMNLM.end_diagnostics`, reported by the trainer at every
-  validation): attention per memcell, its entropy, memcell cosine similarity.
+Attention annealing (4.3.2; ``anneal_t0``, ``anneal_gamma``, ``anneal_fraction``; the
+current T is a buffer saved with the weights), input-only dropout (4.3.3;
+``dropout_mode`` ``none``/``contr``/``mem``/``all``), the implicit-target loss (ITL,
+4.4.2, eq. 4.32; ``itl_weight``, ``itl_reduction``, ``itl_ramp_fraction``, returned as
+the auxiliary loss) and the options beyond the thesis (issue 26: ``anneal_floor``,
+``itl_detach_attention``, ``balance_weight`` (:func:`balance_loss`),
+``input_projection``) are defined in docs/models.md ("AMN options beyond the thesis").
+The trainer passes the real-token mask (:meth:`AMNLM.token_mask`), so the ITL, the
+balance term and the memcell health (:meth:`AMNLM.end_diagnostics`) leave padding out.
 
 The K + 1 GRUs (index 0 = controller) share one implementation: their input
 projections for a whole segment are one matrix product, and the recurrences one
 batched matrix product per step. State: ``(h,)`` float [B, K + 1, H].
 
-Analysis hooks (``000`` section 6.2; used by :mod:`nbest_rescore.evaluation.analysis`),
-all off by default and free when off:
-
-* ``record_attention``: each forward appends alpha float [B, T, K] to the list
-  ``recorded_attention``;
-* ``record_memcells``: each forward appends the memcell states m_t^(i) float
-  [B, T, K, H] to the list ``recorded_memcells``;
-* ``force_memcell = k``: alpha = one-hot(k), so o_t = m_t^(k) (perplexity of one memcell
-  alone, ``000`` section 6.2.4).
+Analysis hooks (``000`` section 6.2; :mod:`nbest_rescore.evaluation.analysis`), off
+by default: ``record_attention`` appends alpha float [B, T, K] to
+``recorded_attention``; ``record_memcells`` appends m_t^(i) float [B, T, K, H] to
+``recorded_memcells``; ``force_memcell = k`` sets alpha = one-hot(k) (section 6.2.4).
 """
 from __future__ import annotations
 
@@ -93,7 +59,7 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
     Args:
         alpha: attention float [K, B, T]; o: output float [B, T, H]; cells: memcell
             states m^(i) float [K, B, T, H].
-        reduction: one of ``ITL_REDUCTIONS`` (see the module docstring; ``sum-token`` is
+        reduction: one of ``ITL_REDUCTIONS`` (docs/models.md; ``sum-token`` is
             eq. 4.32 as written).
         weight: float [B, T], 1 for a real token and 0 for padding (None: all real);
             padding adds nothing.
@@ -115,7 +81,7 @@ def implicit_target_loss(alpha: Tensor, o: Tensor, cells: Tensor, reduction: str
 
 
 def balance_loss(alpha: Tensor, weight: Optional[Tensor] = None) -> Tensor:
-    """The load-balancing term ``K * sum_i abar_i^2 - 1`` of the module docstring (0 for
+    """The load-balancing term ``K * sum_i abar_i^2 - 1`` (issue 26; 0 for
     equal shares, K - 1 when one memcell takes all), ``abar_i`` the mean of alpha^(i)
     [K, B, T] over the real tokens (weight float [B, T] or None: all). A scalar tensor."""
     k = alpha.shape[0]
@@ -147,7 +113,7 @@ def memcell_health_sums(alpha: Tensor, cells: Tensor, weight: Optional[Tensor] =
 @dataclass
 class AMNConfig(ModelConfig):
     """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15);
-    the fields are described in the module docstring, their ranges in ``_RANGES``."""
+    the fields are described in docs/models.md, their ranges in ``_RANGES``."""
 
     hidden_size: int = 256
     num_memcells: int = 5
@@ -241,7 +207,7 @@ class AMNLM(LanguageModel):
 
     def on_progress(self, fraction: float) -> None:
         """Annealing and ITL warm start at progress ``fraction`` p in [0, 1] (the schedules
-        of the module docstring); buffers written in place only on a change (CUDA-graph safe)."""
+        of docs/models.md); buffers written in place only on a change (CUDA-graph safe)."""
         c = self.config
         t, scale = self._scheduled
         if c.anneal_fraction is not None and c.anneal_t0 > 1:

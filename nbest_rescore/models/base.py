@@ -164,26 +164,16 @@ class ModelConfig:
     [0, 1)); a family declares other ranges / choices in ``_RANGES`` / ``_CHOICES`` and
     cross-field rules in its ``__post_init__`` (after ``super().__post_init__()``).
 
-    embedding_dim: size of the word embeddings.
-    dropout_emb, dropout_out: dropout on the embeddings / on the output layer's input.
-    tie_weights: share the embedding matrix with the output layer (a projection is
-        added when the features are not ``embedding_dim`` wide).
-    output: ``"softmax"`` (a full linear layer + softmax over the vocabulary) or
-        ``"adaptive"``: the adaptive softmax of Grave et al. 2017 (torch's
-        ``nn.AdaptiveLogSoftmaxWithLoss``; exactly normalised, a target in the head
-        costs O(D (c_0 + n_clusters)) instead of O(D V); :mod:`.adaptive_output`). Word
-        ids must be ordered by decreasing frequency (the trainer's vocabulary is). Not
-        combinable with ``tie_weights``.
-    adaptive_cutoffs: increasing word-id boundaries of the clusters (the head is ids
-        < cutoffs[0]); None: chosen by the trainer from the training word frequencies
-        (:func:`default_adaptive_cutoffs`) and stored in the checkpoint.
-    adaptive_div_value: each tail cluster i projects to D / div_value**(i+1) units.
-    direction: ``"forward"`` or ``"backward"`` (:data:`DIRECTIONS`): a backward model is
-        the same network reading each document reversed, ``</s> rev(s_n) </s> ..
-        rev(s_1) </s>``, its state running from the last sentence to the first. The
-        model code ignores this field: the data is reversed by training
-        (:func:`~nbest_rescore.training.streams.model_documents`), ``ppl`` and rescoring
-        (:mod:`~nbest_rescore.rescoring.backward`). A checkpoint without it is forward.
+    Fields (defined in docs/models.md, "Options shared by all models" and "Backward
+    LMs"): ``embedding_dim``, ``dropout_emb``/``dropout_out`` (on the embeddings / on the
+    output layer's input), ``tie_weights`` (a projection when the features are not
+    ``embedding_dim`` wide), ``output`` ``"softmax"`` or ``"adaptive"`` (Grave et al.
+    2017, :mod:`.adaptive_output`; word ids by decreasing frequency; not with
+    ``tie_weights``), ``adaptive_cutoffs`` (None: :func:`default_adaptive_cutoffs` by
+    the trainer, stored in the checkpoint), ``adaptive_div_value`` (tail cluster i gets
+    D / div_value**(i+1) units), ``direction`` (:data:`DIRECTIONS`; ignored by the model
+    code: training, ``ppl`` and rescoring reverse the data; a checkpoint without it is
+    forward).
     """
 
     embedding_dim: int = 256
@@ -210,10 +200,6 @@ class ModelConfig:
         if cuts is not None and (not cuts or list(cuts) != sorted(set(cuts))):
             raise DataError(f"model_config.adaptive_cutoffs must be a non-empty list of strictly increasing "
                             f"integers, got {cuts!r}; e.g. adaptive_cutoffs: [2000, 10000]")
-
-
-#: former name of :class:`ModelConfig` (kept for imports elsewhere)
-OutputLayerConfig = ModelConfig
 
 
 def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> List[int]:
@@ -255,8 +241,7 @@ def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> Li
 
 def _fallback_cutoffs(v: int) -> List[int]:
     """Cutoffs when no word counts are known: head ~ V/8 (at least 1), one tail split."""
-    cuts = sorted({max(1, min(v - 1, v // 8)), max(1, min(v - 1, v // 2))})
-    return cuts
+    return sorted({max(1, min(v - 1, v // 8)), max(1, min(v - 1, v // 2))})
 
 
 class LanguageModel(nn.Module):

@@ -1,37 +1,20 @@
 """Neural continuous cache: an inference-time wrapper around any trained LM
-(``003`` section 5.2, citing Grave et al. 2017); no training, no new weights.
+(``003`` section 5.2, citing Grave et al. 2017; docs/models.md "Neural cache"); no
+training, no new weights. The cache holds the last M pairs (h_i, w_{i+1}) of output
+features (float [D]) and next word; p(w) = (1 - lambda) p_model(w) + lambda p_cache(w),
+and p = p_model while the cache is empty. The pair (h_{t-1}, w_t) enters the cache
+before w_{t+1} is predicted.
 
-The cache holds the last M pairs (h_i, w_{i+1}): the wrapped model's output features
-h_i (float [D], the inputs of its softmax layer) and the word that followed them.
-At position t, with query h_t,
+:meth:`CachedLM.forward` returns as ``features`` the mixed natural-log probabilities
+float32 [B, T, V] (:meth:`CachedLM.logits` returns them unchanged). The state is the
+wrapped model's followed by keys float [B, S, D], word ids int64 [B, S] (oldest
+first), validity bool [B, S] (S <= M: the slots filled so far; :func:`~.base.cat_states`
+pads in front), the previous features float [B, D] and whether they exist, bool [B];
+the generic state helpers of :mod:`.base` therefore apply. A call's attention runs
+over M + T slots rounded up to :data:`SLOT_MULTIPLE` (:mod:`.rows`).
 
-    p_cache(w) = sum_i [w_{i+1} = w] exp(theta h_t . h_i) / sum_i exp(theta h_t . h_i)
-    p(w)       = (1 - lambda) p_model(w) + lambda p_cache(w)
-
-and p = p_model while the cache is empty (the first input of a document). When the
-input w_t arrives, the pair (h_{t-1}, w_t) enters the cache before w_{t+1} is
-predicted, so the cache at position t holds the pairs of positions t-M+1 .. t.
-
-The wrapper keeps the stateful interface of :class:`~.base.LanguageModel`, so
-rescoring, perplexity and the stream code need no change:
-
-* :meth:`CachedLM.forward` returns as ``features`` the mixed natural-log
-  probabilities float32 [B, T, V], and :meth:`CachedLM.logits` returns them unchanged
-  (log-softmax of a log-distribution is the same distribution).
-* The state is the wrapped model's state followed by the cache, all batch-first:
-  keys float [B, S, D] and word ids int64 [B, S] (oldest first, newest last),
-  validity bool [B, S], where S <= M is the number of slots filled so far in the
-  batch (the cache grows with the inputs, so an empty or short cache costs no state
-  memory for M slots; :func:`~.base.cat_states` pads shorter caches in front with
-  empty slots), the previous position's features float [B, D] and whether they exist,
-  bool [B]. :func:`~.base.select_state`, :func:`~.base.expand_state` and
-  :func:`~.base.reset_state` therefore work as for any model: in rescoring the cache
-  is filled from the 1-best history like the recurrent state, and it is emptied at
-  document starts. A call's attention runs over M + T slots rounded up to
-  :data:`SLOT_MULTIPLE` (:mod:`.rows`).
-
-It is not a registered model name: build it with :func:`with_cache` from a loaded
-model. It cannot be trained nor saved as a checkpoint (save the wrapped model).
+Not a registered model name: build it with :func:`with_cache` from a loaded model; it
+cannot be trained nor saved as a checkpoint (save the wrapped model).
 """
 from __future__ import annotations
 

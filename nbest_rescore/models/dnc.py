@@ -37,7 +37,6 @@ from .registry import register
 
 DEALLOCATIONS = ("none", "md", "fmd")
 EPS = 1e-6
-# controller h and c, memory, usage, link, precedence, read and write weights, read vectors
 STATE_FIELDS = ("h", "c", "memory", "usage", "link", "precedence", "read_weights",
                 "write_weights", "read_vectors")
 # state-sized tensors alive at once in a step (old state, new state, temporaries)

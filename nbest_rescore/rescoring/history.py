@@ -2,21 +2,12 @@
 
 Each utterance of a document is scored from the state the LM reached after reading the
 chosen 1-best of the previous utterances of the same document (each followed by
-``</s>``). The history policy decides which 1-best is read:
-
-* ``first-pass``: acoustic + n-gram (``lambda = 1``; option 1 of the thesis). The
-  histories are known in advance, so all utterances are scored in large batches.
-* ``rescored``: acoustic + NN LM only (``lambda = 0``; option 2).
-* ``interpolated``: the full interpolated score (option 3).
-* ``none``: every utterance from the document-start state (no history).
-
-For ``rescored`` and ``interpolated`` the documents advance in parallel, one
-utterance position at a time. The final 1-best always uses the full weights.
-
-A backward model (``model_config.direction: backward``) conditions each utterance on
-the FOLLOWING utterances of its document: the reversed set of
-:func:`~.backward.reverse_nbest` is rescored with the same machinery, and the costs
-and 1-bests mapped back to the original keys.
+``</s>``). The policies (:data:`HISTORY_MODES`, docs/scoring.md) are the thesis'
+options 1-3, ``first-pass`` (all utterances batched, the histories known in advance),
+``rescored`` and ``interpolated`` (documents advancing in parallel, one utterance
+position at a time), and ``none``; the final 1-best always uses the full weights. A
+backward model conditions each utterance on the FOLLOWING utterances of its document
+(the reversed set of :func:`~.backward.reverse_nbest`, results mapped back).
 """
 from __future__ import annotations
 

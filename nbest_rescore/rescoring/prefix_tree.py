@@ -1,37 +1,28 @@
 """Prefix trees of N-best hypotheses: each distinct prefix is run through the LM once.
 
-Hypotheses of an N-best list differ in a few words, so they share long prefixes. For
-the hypotheses handed to :meth:`NnScorer.costs <nbest_rescore.rescoring.scorer.NnScorer.costs>`
-(many utterances at once) :func:`build_forest` makes one tree per start-state row:
-node = a distinct prefix ``w_1 .. w_k`` of the hypotheses starting from that row, the
-root = the empty prefix. Every node is read by the LM exactly once (the root reads
-``</s>``, any other node its last word) and its output distribution gives
-log P(w | prefix) for the words of all its children and log P(``</s>`` | prefix) for the
-hypotheses that end there. A hypothesis' cost is minus the sum along its path. This is
-the batching of ``000`` chapter 5 (hypotheses of an utterance share a start state)
-with every shared prefix computed once. On the abc-nbest dev lists (839 utterances,
-one tree each) the trees hold 0.66M nodes for 1.81M list tokens (words and ``</s>``):
-2.7 times fewer (3.1 with a 5000-word vocabulary, where ``<unk>`` merges prefixes).
+For the hypotheses handed to :meth:`NnScorer.costs <nbest_rescore.rescoring.scorer.NnScorer.costs>`
+:func:`build_forest` makes one tree per start-state row: node = a distinct prefix
+``w_1 .. w_k``, root = the empty prefix. Every node is read by the LM exactly once (the
+root reads ``</s>``, any other node its last word) and its output distribution gives
+log P(w | prefix) for the words of its children and log P(``</s>`` | prefix) for the
+hypotheses that end there; a hypothesis' cost is minus the sum along its path. This is
+the batching of ``000`` chapter 5 (hypotheses of an utterance share a start state) with
+every shared prefix computed once (2.7x fewer positions than the lists on abc-nbest
+dev; docs/performance.md).
 
 :func:`score_forest` walks the forest level by level with batched model calls, states
-gathered from the parent nodes with :func:`~nbest_rescore.models.base.select_state` and
+gathered from the parent nodes (:func:`~nbest_rescore.models.base.select_state`) and
 kept only for the current frontier. A chain of nodes with one child each can be read
-as one multi-token *segment* (``max_segment`` > 1, "compressed chains"): fewer, longer
-calls with padding, which pays off when a model call has a large fixed overhead
-(a GPU); one token per call (``max_segment = 1``) wastes no computation and is the
-fastest on CPU. Only the stateful interface of
-:class:`~nbest_rescore.models.base.LanguageModel` is used (``model(tokens, state,
-lengths)``, ``model.logits``); a ``logits`` that already returns log-probabilities
-is fine (log_softmax leaves them unchanged).
+as one multi-token *segment* (``max_segment`` > 1): fewer, longer calls with padding,
+for a large fixed cost per call (a GPU); ``max_segment = 1`` is the fastest on CPU.
+Only ``model(tokens, state, lengths)`` and ``model.logits`` are used (a ``logits``
+returning log-probabilities is fine).
 
-Output layer (the variants: :mod:`.scorer`): only the (node, word) pairs are scored,
-the children's words and ``</s>`` where a hypothesis ends. The exact layers (the fused
-full softmax, the adaptive softmax; ``model.log_probs_at``) do not hold up the walk:
-the features of successive levels are queued and scored together once
-:data:`OUTPUT_ROWS` nodes are pending, so their products run on hundreds of rows even
-where the levels are a few dozen nodes wide (the recurrence itself must go level by
-level). ``softmax_impl = "plain"`` takes ``log_softmax`` of the whole [rows, V] product
-per call; ``self_normalized`` the pairs' target logits (O(D) per pair).
+Output layer (the variants: :mod:`.scorer`): only the (node, word) pairs are scored.
+The exact layers (``model.log_probs_at``) queue the features of successive levels and
+score them once :data:`OUTPUT_ROWS` nodes are pending (products on hundreds of rows);
+``softmax_impl = "plain"`` takes ``log_softmax`` of the whole [rows, V] product per
+call; ``self_normalized`` the pairs' target logits (O(D) per pair).
 """
 from __future__ import annotations
 

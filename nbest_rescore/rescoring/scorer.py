@@ -1,38 +1,23 @@
 """Neural LM costs of hypotheses from given start states, on any device.
 
 :class:`NnScorer` owns the model, its vocabulary and the device; it never reads
-files. Costs are negated natural-log probabilities of the words and ``</s>``.
+files. Costs are negated natural-log probabilities of the words and ``</s>``. Three
+``mode`` s compute the same costs: ``tree`` (default; one prefix tree per start state,
+every distinct prefix read once, :mod:`.prefix_tree`; 4-6x the words/s of ``padded``
+on CPU, ``benchmarks/rescore_speed.py``), ``padded`` (sorted by length, padded into
+batches, :mod:`.batching`) and ``single`` (one hypothesis per pass, the reference).
 
-Three ways to compute the same costs (``mode``):
-
-* ``tree`` (default): one prefix tree per start state over all hypotheses of the call
-  (:mod:`.prefix_tree`); every distinct prefix is read once, level by level, in
-  batched one-token steps. Fastest: 2.7x fewer tokens than the lists on abc-nbest dev,
-  4-6x the words/s of ``padded`` on CPU (``benchmarks/rescore_speed.py``).
-* ``padded``: hypotheses sorted by length and padded into batches (:mod:`.batching`).
-* ``single``: one hypothesis per forward pass (the slow reference).
-
-All three are exact without the [positions, V] distribution: the adaptive softmax
-(``output: adaptive``) runs a tail cluster only where a target lies in it (``tree``:
-each node's head once for all its children,
-:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`; with the 43k
-vocabulary of the CPU recipe most nodes never touch a tail); the full softmax goes
-through vocabulary blocks with an online log-sum-exp (``softmax_impl="fused"``,
+All three are exact without the [positions, V] distribution: the adaptive softmax runs
+a tail cluster only where a target lies in it
+(:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`), the full
+softmax goes through vocabulary blocks (``softmax_impl="fused"``,
 :mod:`~nbest_rescore.models.fused_output`; ``"plain"``: ``log_softmax`` of the whole
-product, the same costs to about 1e-6 nats).
-
-Faster, approximate options (any mode; recorded in ``wer.json`` by ``score``):
-
-* ``output="self-normalized"``: the target word's logit as its natural-log probability
-  (:meth:`~nbest_rescore.models.base.LanguageModel.self_normalized_log_probs`; ``tree``
-  computes it only for the (node, word) pairs it needs). Costs are then the exact
-  costs minus the sum of log Z along the hypothesis: close to exact only for a model
-  trained with ``optim.self_norm_weight > 0`` (a warning is logged otherwise). With
-  the neural cache or the adaptive softmax the costs stay normalised.
-* ``quantize="int8"`` (CPU only) and ``dtype``: :mod:`~nbest_rescore.models.quantize`;
-  CPU ``bfloat16`` casts only the output product, and only where the CPU has bfloat16
-  dot-product instructions (float32 with a warning elsewhere, emulated bfloat16 being
-  slower); on CUDA ``bfloat16``/``float16`` cast the whole model.
+product, the same costs to about 1e-6 nats). The faster, approximate options
+(``output="self-normalized"``, ``quantize="int8"``, ``dtype``; recorded in ``wer.json``)
+are described in docs/performance.md ("Fast, approximate scoring") and
+:mod:`~nbest_rescore.models.quantize`; self-normalized costs are the exact costs minus
+the sum of log Z along the hypothesis (a warning is logged for a model trained without
+``optim.self_norm_weight``).
 """
 from __future__ import annotations
 
