@@ -14,7 +14,7 @@ from nbest_rescore.api import TuneJob
 from nbest_rescore.api.inputs import open_nbest
 from nbest_rescore.api.tune_job import _grid, cost_file_names, plot_title, read_tune_data, write_tune_outputs
 from nbest_rescore.errors import DataError
-from nbest_rescore.evaluation.tuning import _prepare
+from nbest_rescore.evaluation.tuning import tune_data
 from nbest_rescore.io.score_ark import read_cost_ark, write_cost_ark
 
 
@@ -40,7 +40,7 @@ def costs(ci_nbest, tmp_path_factory):
 def test_span_by_span_data_equals_the_whole_set_preparation(ci_nbest, costs, DATA):
     refs = nr.load_references(DATA / "ci" / "ref.txt")
     maps = [read_cost_ark(p) for p in costs[0]]
-    want = _prepare(ci_nbest, refs, maps, ["a", "b"], None)
+    want = tune_data(ci_nbest, refs, maps, ["a", "b"], None)
     for paths in (costs[0], [costs[1], costs[0][1]]):  # read alongside, and (shuffled) whole
         for span in (1, 800, None):
             got = read_tune_data(open_nbest(DATA / "ci"), refs, paths, ("a", "b"), ["x", "y"], span_hyps=span)
