@@ -511,6 +511,15 @@ class _Training:
     valid: Optional[Streams]
 
 
+def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> Streams:
+    """The training streams of one epoch: documents (shuffled with ``seed``, in order
+    when None) dealt to ``batch_size`` streams, each starting on a multiple of ``bptt``;
+    documents longer than a stream's fair share are cut at sentence ends, so that no
+    stream grows past it (``benchmarks/train_speed.py`` deals its streams the same way)."""
+    share = -(-sum(len(d) - 1 for d in encoded) // batch_size)
+    return make_streams(encoded, batch_size, align=bptt, max_piece=max(bptt, share), seed=seed)
+
+
 def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start: float) -> EpochStats:
     """The updates of one epoch over freshly dealt streams, the learning rate set from
     the schedule before each, stopping when ``optim.max_seconds`` is spent; unless that
@@ -518,10 +527,7 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     keep the best weights, log and add the epoch's history entry."""
     o = t.cfg.optim
     t.world.seed_epoch(o.seed, epoch)
-    # documents longer than a stream's fair share are cut at sentence ends: no stream grows past it
-    share = -(-sum(len(d) - 1 for d in t.encoded) // o.batch_size)
-    streams = make_streams(t.encoded, o.batch_size, align=o.bptt, max_piece=max(o.bptt, share),
-                           seed=o.seed + epoch if o.shuffle else None)
+    streams = epoch_streams(t.encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
     if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
         run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
     schedule = LRSchedule(o, run.planned_steps)
