@@ -135,10 +135,11 @@ def test_help_imports_neither_torch_nor_numpy():
 
 def test_jobs_take_their_options_from_the_option_classes():
     from nbest_rescore.api import AnalyzeJob, KaldiScoreJob, PerplexityJob, ScoreJob, TrainJob, TuneJob
+    from nbest_rescore.api.shards import MergeJob, SplitJob
 
     for job, cls in ((ScoreJob, opt.ScoreOptions), (PerplexityJob, opt.PplOptions), (TrainJob, opt.TrainOptions),
                      (AnalyzeJob, opt.AnalyzeOptions), (KaldiScoreJob, opt.KaldiScoreOptions),
-                     (TuneJob, opt.TuneOptions)):
+                     (TuneJob, opt.TuneOptions), (SplitJob, opt.SplitOptions), (MergeJob, opt.MergeOptions)):
         assert issubclass(job, cls)
         own = {f.name: f for f in dataclasses.fields(job)}
         assert all(own[f.name] is f for f in dataclasses.fields(cls)), job  # the job's fields are the options'

@@ -25,6 +25,7 @@ from ..io.atomic import atomic_dir, atomic_write, check_output_dir
 from ..io.kaldi_nbest import split_hyp_key
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
+from ..options import MergeOptions, SplitOptions
 from ..types import NbestSet, Words
 from .inputs import load_nbest, load_references, read_json_key, run_settings
 from .score_job import SCORE_OUTPUTS, cost_files
@@ -163,16 +164,16 @@ def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
 
 
 @dataclass(frozen=True)
-class SplitJob:
-    """``nbest-rescore split`` as a value; ``nj`` and ``out`` are checked on
-    construction, before anything is read."""
+class SplitJob(SplitOptions):
+    """``nbest-rescore split`` as a value (options: :class:`SplitOptions`); ``nj`` and
+    ``out`` are checked on construction, before anything is read."""
 
     nbest: str
     out: str
-    nj: int
 
     def __post_init__(self):
         _check_nj(self.nj)
+        super().__post_init__()
         if not os.path.exists(self.nbest):
             raise DataError(f"NBEST_DIR {self.nbest}: no such file or folder")
         check_output_dir(self.out, _split_outputs(self.nj), option="OUT_DIR")
@@ -411,15 +412,14 @@ def _utt_of(key: str, job_dir: str) -> str:
 
 
 @dataclass(frozen=True)
-class MergeJob:
-    """``nbest-rescore merge`` as a value: the job folders, ``ref`` and ``out`` are
-    checked on construction, before anything is read."""
+class MergeJob(MergeOptions):
+    """``nbest-rescore merge`` as a value (options: :class:`MergeOptions`): the job
+    folders, ``ref`` and ``out`` are checked on construction, before anything is read."""
 
     jobs: Tuple[str, ...]
-    out: str
-    ref: Optional[str] = None
 
     def __post_init__(self):
+        super().__post_init__()
         object.__setattr__(self, "jobs", tuple(os.fspath(j) for j in self.jobs))
         _check_jobs(self.jobs)
         if self.ref is not None and not os.path.isfile(self.ref):
