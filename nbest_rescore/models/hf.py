@@ -1,0 +1,231 @@
+"""Pretrained Hugging Face causal LMs as rescoring LMs (``--lm hf:PATH``).
+
+``hf:PATH`` names a local directory that ``transformers`` loads with
+``AutoModelForCausalLM`` and ``AutoTokenizer`` (``save_pretrained`` output), or a model
+id already in the local Hugging Face cache. Nothing is downloaded: loading passes
+``local_files_only=True``. ``transformers`` is the optional ``hf`` extra
+(``pip install -e '.[hf]'``).
+
+Words to tokens (:class:`HfText`, docs/models.md "Hugging Face LMs"): a sentence is
+its words joined by single spaces, encoded without special tokens; when the tokenizer
+encodes a word at the start of a text differently from the same word after a space
+(GPT-2's byte-level BPE: ``hello`` vs ``Ġhello``), one space is put in front, so every
+word is encoded as it is inside running text (a SentencePiece tokenizer that adds its
+own ``▁`` needs none). A sentence ends with the tokenizer's EOS token (or, for a
+tokenizer without one, the encoding of :data:`SEPARATOR`); a document starts with its
+BOS token (else EOS, else the separator). A hypothesis' cost is -log P(its tokens and
+the end | the context), natural log: the same quantity as the word-level LMs' cost of
+the words and ``</s>``, so it combines with the n-gram in the same way.
+
+Safety: ``trust_remote_code`` only when asked (``--trust-remote-code``); weights are
+read from safetensors files, and pickled ``pytorch_model.bin`` weights (which can run
+code when loaded) are refused unless ``allow_pickle`` (``--allow-pickle``).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from ..errors import DataError
+
+log = logging.getLogger(__name__)
+
+#: The prefix of an ``--lm`` value naming a Hugging Face model.
+HF_PREFIX = "hf:"
+#: The sentence separator of a tokenizer without an EOS token.
+SEPARATOR = "\n"
+#: Our facts beside the ``save_pretrained`` files (training info, the text convention).
+METADATA_FILE = "nbest_rescore.json"
+INSTALL_HINT = "pip install -e '.[hf]' (or pip install transformers tokenizers)"
+
+
+def is_hf_lm(spec) -> bool:
+    """Whether the ``--lm`` value ``spec`` names a Hugging Face model (``hf:PATH``)."""
+    return isinstance(spec, str) and spec.startswith(HF_PREFIX)
+
+
+def hf_name(spec: str) -> str:
+    """The directory or model id of ``hf:PATH``. Raises DataError when it is empty."""
+    name = spec[len(HF_PREFIX):]
+    if not name:
+        raise DataError(f"--lm {spec}: expected hf:PATH, a local directory written by save_pretrained or a model id "
+                        f"in the local Hugging Face cache, e.g. hf:exp/gpt")
+    return name
+
+
+def import_transformers():
+    """The ``transformers`` module. Raises DataError naming the extra when it is missing."""
+    try:
+        import transformers
+    except ImportError:
+        raise DataError(f"--lm hf:...: the Hugging Face transformers package is not installed: {INSTALL_HINT}") from None
+    return transformers
+
+
+class HfText:
+    """The word <-> token convention of one tokenizer (module docstring).
+
+    Attributes:
+        tokenizer: the ``transformers`` tokenizer.
+        prefix: ``" "`` or ``""``, put before a sentence's first word.
+        end_ids: the tokens ending a sentence (``[eos]`` or the separator's).
+        start_ids: the tokens a document starts with.
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.prefix = " " if self._needs_prefix() else ""
+        eos, bos = tokenizer.eos_token_id, tokenizer.bos_token_id
+        self.end_ids: List[int] = [eos] if eos is not None else self._ids(SEPARATOR)
+        if not self.end_ids:
+            raise DataError("the tokenizer has no EOS token and encodes a newline as nothing: it cannot mark "
+                            "sentence ends; use a tokenizer with an eos_token")
+        self.start_ids: List[int] = [bos] if bos is not None else list(self.end_ids)
+
+    def _ids(self, text: str) -> List[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _needs_prefix(self) -> bool:
+        """A word at a text's start encoded unlike the same word after a space, while a
+        leading space makes it equal (byte-level BPE)."""
+        probe, lead = "hello", "the"
+        inside = self._ids(f"{lead} {probe}")[len(self._ids(lead)):]
+        return self._ids(probe) != inside and self._ids(" " + probe) == inside
+
+    def sentences(self, sentences: Sequence[Sequence[str]]) -> List[List[int]]:
+        """Token ids of each sentence (words), its end tokens included: [S] lists."""
+        if not sentences:
+            return []
+        texts = [self.prefix + " ".join(words) if words else "" for words in sentences]
+        enc = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [list(ids) + self.end_ids for ids in enc]
+
+    def settings(self) -> dict:
+        """What ``wer.json`` records of the convention."""
+        return {"prefix_space": bool(self.prefix), "end_ids": self.end_ids, "start_ids": self.start_ids}
+
+
+@dataclass(frozen=True, eq=False)
+class HfLM:
+    """A loaded Hugging Face causal LM, ready for :class:`~nbest_rescore.rescoring.hf_scorer.HfScorer`.
+
+    Attributes:
+        model: the ``transformers`` model (eval mode, float32, on the CPU until a scorer moves it).
+        text: its :class:`HfText`.
+        source: the ``hf:PATH`` it was loaded from.
+        context_tokens: the most history tokens an utterance is scored after.
+        info: :data:`METADATA_FILE`'s ``info`` (training facts), {} without it.
+    """
+
+    model: object
+    text: HfText
+    source: str
+    context_tokens: int
+    info: dict = field(default_factory=dict, repr=False)
+    name = "hf"
+    direction = "forward"
+
+    @property
+    def max_positions(self) -> Optional[int]:
+        """The model's longest input in tokens (None when its config does not say)."""
+        cfg = self.model.config
+        for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+
+def _weights_kwargs(name: str, allow_pickle: bool) -> dict:
+    """``from_pretrained`` arguments for the weights of a local directory ``name``:
+    safetensors when there are any; pickled weights only with ``allow_pickle``.
+    Raises DataError for pickled-only weights without it, or a directory without weights."""
+    if not os.path.isdir(name):  # a cache id: transformers finds the files; safetensors unless allowed
+        return {} if allow_pickle else {"use_safetensors": True}
+    if glob.glob(os.path.join(name, "*.safetensors")):
+        return {"use_safetensors": True}
+    pickled = sorted(os.path.basename(p) for p in glob.glob(os.path.join(name, "*.bin")))
+    if pickled and not allow_pickle:
+        raise DataError(f"--lm hf:{name}: the weights are pickled ({', '.join(pickled)}), which can run code when "
+                        f"loaded; convert them to safetensors (model.save_pretrained(dir)), or pass --allow-pickle "
+                        f"if you trust their source")
+    if not pickled:
+        raise DataError(f"--lm hf:{name}: the directory holds no model weights (*.safetensors or pytorch_model.bin); "
+                        f"give a directory written by save_pretrained")
+    return {"use_safetensors": False}
+
+
+def _check_causal(transformers, name: str, kwargs: dict) -> None:
+    """Raise DataError unless ``name`` holds a config of a causal LM."""
+    try:
+        config = transformers.AutoConfig.from_pretrained(name, **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"--lm hf:{name}: no Hugging Face model config there ({_first_line(exc)}); give a local "
+                        f"directory written by save_pretrained, or a model id in the local cache (nothing is "
+                        f"downloaded: on a machine with network access run huggingface-cli download ID first)") from None
+    if getattr(config, "is_encoder_decoder", False) or \
+            type(config) not in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise DataError(f"--lm hf:{name}: the model ({type(config).__name__}) is not a causal LM that "
+                        f"AutoModelForCausalLM loads; give a decoder-only LM (GPT-2, Llama, ...)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool = False,
+               allow_pickle: bool = False) -> HfLM:
+    """Load ``hf:PATH`` (module docstring) in float32 on the CPU, in eval mode.
+
+    Args:
+        spec: ``hf:`` + a local directory or a cached model id.
+        context_tokens: the most history tokens kept (>= 1).
+        trust_remote_code, allow_pickle: the safety switches (module docstring).
+    Raises:
+        DataError: transformers missing, nothing loadable at PATH, not a causal LM,
+            pickled weights without ``allow_pickle``, a tokenizer that cannot mark ends.
+    """
+    transformers = import_transformers()
+    name = hf_name(spec)
+    if os.path.exists(name) and not os.path.isdir(name):
+        raise DataError(f"--lm {spec}: {name} is a file; hf: takes the directory save_pretrained wrote")
+    if context_tokens < 1:
+        raise DataError(f"--context-tokens {context_tokens}: expected an integer >= 1")
+    common = {"local_files_only": True, "trust_remote_code": trust_remote_code}
+    _check_causal(transformers, name, common)
+    weights = _weights_kwargs(name, allow_pickle)
+    import torch
+
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name, **common)
+        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **weights, **common)
+    except (OSError, ValueError, KeyError, ImportError) as exc:
+        raise DataError(f"--lm {spec}: transformers could not load the model or its tokenizer: {_first_line(exc)}; "
+                        f"give a directory written by save_pretrained (model and tokenizer)") from None
+    model.eval()
+    return HfLM(model, HfText(tokenizer), spec, context_tokens, _read_info(name))
+
+
+def _read_info(name: str) -> dict:
+    """The ``info`` of :data:`METADATA_FILE` in directory ``name``, or {}."""
+    path = os.path.join(name, METADATA_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    info = data.get("info") if isinstance(data, dict) else None
+    return info if isinstance(info, dict) else {}
+
+
+def write_metadata(directory, info: dict) -> None:
+    """Write :data:`METADATA_FILE` (``{"format": 1, "info": info}``) into ``directory``
+    (beside ``save_pretrained``'s files)."""
+    with open(os.path.join(directory, METADATA_FILE), "w", encoding="utf-8") as f:
+        json.dump({"format": 1, "info": info}, f, indent=2, sort_keys=True)
+        f.write("\n")
