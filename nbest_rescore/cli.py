@@ -102,6 +102,7 @@ _SCORE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids
           "ref lm_weight interp nn_weights weights_file ngram_arpa history device batch_size max_tokens span_hyps "
           "scoring output quantize dtype softmax_impl threads")
 _CACHE = "cache_size cache_theta cache_lambda"
+_HF = "context_tokens trust_remote_code allow_pickle"
 _TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids acoustic_scale word_ins_penalty ref "
          "nn_cost search restarts interps lm_weights word_ins_penalties folds fold_seed replications out")
 
@@ -126,11 +127,13 @@ def train(obj, no_progress, **kw):
 
 
 @main.command(short_help="Corpus-level perplexity and OOV rate of a text.")
-@options_of(PplOptions, f"lm text device batch_size max_words threads {_CACHE}")
+@options_of(PplOptions, f"lm text device batch_size max_words threads {_CACHE} {_HF}")
 @_no_progress
 def ppl(no_progress, **kw):
     """Corpus-level perplexity (natural log inside; the state is carried within a
-    document and reset between documents) and the OOV rate. Prints JSON."""
+    document and reset between documents) and the OOV rate; for an hf: LM, per word
+    (every word and one end per sentence, as the word-level LMs count) after the
+    document's previous sentences (--context-tokens), with its tokens per word. Prints JSON."""
     from .api import PerplexityJob
 
     bar = Progress("tok", no_progress)
@@ -174,7 +177,7 @@ def _check_score_usage(ctx, kw) -> None:
 @main.command(short_help="Rescore N-best lists with one or several neural LMs.", epilog=SCORE_FORMULA)
 @options_of(ScoreOptions, _SCORE)
 @_no_progress
-@options_of(ScoreOptions, _CACHE)
+@options_of(ScoreOptions, f"{_CACHE} {_HF}")
 @click.pass_obj
 def score(obj, no_progress, **kw):
     """Rescore N-best lists with one or several neural LMs conditioned on the 1-best

@@ -30,6 +30,18 @@ class _Checked:
         return number
 
 
+class LmPath(click.ParamType):
+    """``--lm``: ``hf:PATH`` as given (loading checks it), else an existing file like
+    ``click.Path(exists=True, dir_okay=False)``."""
+
+    name = "lm"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.startswith("hf:"):
+            return value
+        return click.Path(exists=True, dir_okay=False).convert(value, param, ctx)
+
+
 #: ``click.IntRange`` / ``click.FloatRange`` with the bounds of a range spec (``">= 1"``, ``"[0, 0.999999]"``).
 IntRange = type("IntRange", (_Checked, click.IntRange), {"base": click.INT, "kind": "int"})
 FloatRange = type("FloatRange", (_Checked, click.FloatRange), {"base": click.FLOAT, "kind": "float"})
@@ -41,7 +53,7 @@ def click_type(f: dataclasses.Field):
     if m["choices"]:
         return click.Choice(list(m["choices"]))
     if m["path"] is not None:
-        return click.Path(**m["path"])
+        return LmPath() if m["path"].get("lm") else click.Path(**m["path"])
     if m["kind"] in ("int", "float") and m["range"]:
         return (IntRange if m["kind"] == "int" else FloatRange)(f.name, m["range"])
     return {"int": int, "float": float}.get(m["kind"])

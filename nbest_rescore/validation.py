@@ -224,7 +224,8 @@ def check_options(obj) -> None:
 
 
 def check_paths(obj, names) -> None:
-    """Every path attribute ``names`` of ``obj`` that is set (one path or a sequence) exists.
+    """Every path attribute ``names`` of ``obj`` that is set (one path or a sequence) exists
+    (an ``hf:PATH`` LM is checked when it is loaded).
 
     Raises:
         DataError: ``--name PATH: no such file or folder``.
@@ -232,5 +233,5 @@ def check_paths(obj, names) -> None:
     for name in names:
         value = getattr(obj, name)
         for path in value if isinstance(value, (list, tuple)) else (value,):
-            if path is not None and not os.path.exists(path):
+            if path is not None and not str(path).startswith("hf:") and not os.path.exists(path):
                 raise DataError(f"{flag(name)} {path}: no such file or folder")

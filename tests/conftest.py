@@ -91,6 +91,24 @@ def tiny_lm(DATA, example_config, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def hf_lm(DATA, tmp_path_factory):
+    """``hf_lm(family)``: directory of a tiny random ``gpt2`` or ``llama`` Hugging Face LM
+    with a BPE tokenizer trained on lm_train.txt (tests/hf_models.py), made once per
+    session; skips without transformers."""
+    pytest.importorskip("transformers")
+    from hf_models import make_hf_lm
+
+    made = {}
+
+    def get(family: str = "gpt2") -> Path:
+        if family not in made:
+            made[family] = make_hf_lm(family, tmp_path_factory.mktemp(f"hf-{family}"), DATA / "lm" / "lm_train.txt")
+        return made[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def ci_nbest(DATA):
     from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 

@@ -7,7 +7,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
@@ -18,6 +18,10 @@ from ..io.spans import NbestSource
 from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
+from ..models.hf import HF_PREFIX, HfLM, is_hf_lm, load_hf_lm
+from ..options import CONTEXT_TOKENS, ScorerOptions
+from ..rescoring.hf_scorer import HfScorer
+from ..rescoring.scorer import NnScorer
 from ..names import unique_names
 from ..rescoring.combine import WEIGHT_SUM_TOL, Weights
 from ..threads import thread_policy
@@ -93,35 +97,58 @@ def load_references(path) -> Dict[str, Words]:
 
 @dataclass(frozen=True)
 class LoadedLM:
-    """A neural LM ready to score: ``model`` (eval mode, on ``device``), its
-    ``vocab``, the checkpoint's ``info`` (training config and history) and ``path``."""
+    """A neural LM ready to score: ``model`` (eval mode, on ``device``; an
+    :class:`~nbest_rescore.models.hf.HfLM` for ``hf:PATH``), its ``vocab`` (None for an
+    hf: LM, which reads tokens), the checkpoint's ``info`` (training config and
+    history) and ``path`` (as given)."""
 
-    model: LanguageModel
-    vocab: Vocabulary
+    model: Union[LanguageModel, HfLM]
+    vocab: Optional[Vocabulary]
     info: dict = field(repr=False)
     device: object
     path: str
 
     @property
     def name(self) -> str:
-        """The model family (``gru``, ``amn`` ...)."""
+        """The model family (``gru``, ``amn`` ..., ``hf``)."""
         return getattr(self.model, "name", type(self.model).__name__)
 
+    def scorer(self, options: Optional[ScorerOptions] = None):
+        """The scorer of this LM: :class:`~nbest_rescore.rescoring.scorer.NnScorer`, or
+        :class:`~nbest_rescore.rescoring.hf_scorer.HfScorer` for an hf: LM (the same
+        interface). Raises DataError for knobs the model cannot take."""
+        if isinstance(self.model, HfLM):
+            return HfScorer(self.model, self.device, options)
+        return NnScorer(self.model, self.vocab, self.device, options, model_info=self.info)
 
-def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3,
-            cache_lambda: float = 0.1) -> LoadedLM:
-    """Load a checkpoint written by ``train``.
+
+def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3, cache_lambda: float = 0.1,
+            context_tokens: int = CONTEXT_TOKENS, trust_remote_code: bool = False,
+            allow_pickle: bool = False) -> LoadedLM:
+    """Load a checkpoint written by ``train``, or a Hugging Face causal LM (``hf:PATH``).
 
     Args:
-        path: the ``.pt`` checkpoint.
+        path: the ``.pt`` checkpoint, or ``hf:`` + a save_pretrained directory or a
+            model id in the local Hugging Face cache (:mod:`nbest_rescore.models.hf`).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device`.
-        cache_size, cache_theta, cache_lambda: the fields of :class:`~nbest_rescore.options.CacheOptions`.
+        cache_size, cache_theta, cache_lambda: the fields of :class:`~nbest_rescore.options.CacheOptions`
+            (checkpoints only).
+        context_tokens, trust_remote_code, allow_pickle: the fields of
+            :class:`~nbest_rescore.options.HfOptions` (hf: LMs only).
     Raises:
-        DataError: unreadable checkpoint, unavailable device, bad cache settings.
+        DataError: unreadable checkpoint or model, unavailable device, bad cache
+            settings, a neural cache asked for an hf: LM.
     """
     from ..device import resolve_device
 
     dev = resolve_device(str(device))
+    if is_hf_lm(path):
+        if cache_size:
+            raise DataError(f"--cache-size {cache_size}: the neural cache is for nbest-rescore's own checkpoints, "
+                            f"not --lm {path}; drop --cache-size or score that LM without it")
+        lm = load_hf_lm(path, context_tokens=context_tokens, trust_remote_code=trust_remote_code,
+                        allow_pickle=allow_pickle)
+        return LoadedLM(lm, None, lm.info, dev, path)
     model, vocab, info = load_model(path, dev)
     model = with_cache(model, cache_size, cache_theta, cache_lambda)
     model.eval()
@@ -129,10 +156,15 @@ def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3
 
 
 def lm_names(paths: Sequence) -> Tuple[str, ...]:
-    """Names of NN LMs from their checkpoint paths, in order: the file name without its
-    suffix (``gru`` for ``exp/gru.pt``), a repeated name made unique as ``gru_2``,
-    ``gru_3`` ... These name the ``nn_cost.<name>`` outputs and the ``nn`` weights."""
-    return unique_names([Path(os.fspath(p)).stem or "lm" for p in paths])
+    """Names of NN LMs from their ``--lm`` values, in order: the file name without its
+    suffix (``gru`` for ``exp/gru.pt``; ``gpt`` for ``hf:exp/gpt``), a repeated name made
+    unique as ``gru_2``, ``gru_3`` ... These name the ``nn_cost.<name>`` outputs and the
+    ``nn`` weights."""
+    def stem(p):
+        p = os.fspath(p)
+        return Path(p[len(HF_PREFIX):]).name if is_hf_lm(p) else Path(p).stem
+
+    return unique_names([stem(p) or "lm" for p in paths])
 
 
 #: The keys of a weights file's ``weights`` block (``tune.json``).

@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 from ..config import TrainConfig, load_train_config, validate_train_config
 from ..errors import DataError
 from ..evaluation.analysis import Analysis, analyze_model, write_analysis
-from ..evaluation.perplexity import PerplexityReport, corpus_perplexity
+from ..evaluation.perplexity import PerplexityReport, corpus_perplexity, history_perplexity
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.lm_text import read_lm_text
 from ..models.cache import cache_settings
@@ -48,6 +48,8 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
     docs = _documents(text, max_words)
     if not any(docs):
         raise DataError(f"{text if isinstance(text, (str, os.PathLike)) else 'the text'}: no sentences to score")
+    if lm.vocab is None:  # an hf: LM: each sentence after its document's previous ones, as in rescoring
+        return history_perplexity(lm.scorer(), docs, progress=progress)
     return corpus_perplexity(lm.model, lm.vocab, docs, batch_size=batch_size, device=lm.device, progress=progress)
 
 
@@ -63,7 +65,7 @@ class PerplexityJob(PplOptions):
     def run(self, progress: Optional[Progress] = None) -> Tuple[PerplexityReport, Optional[dict]]:
         """(the report, the cache settings or None)."""
         set_threads(self.threads)
-        lm = load_lm(self.lm, self.device, **self.cache_kwargs())
+        lm = load_lm(self.lm, self.device, **self.cache_kwargs(), **self.hf_kwargs())
         rep = perplexity(lm, self.text, batch_size=self.batch_size, max_words=self.max_words, progress=progress)
         return rep, cache_settings(lm.model)
 

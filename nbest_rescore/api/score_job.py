@@ -186,7 +186,7 @@ class ScoreJob(ScoreOptions):
         refs = load_references(self.ref) if self.ref else None
         if refs is not None:
             check_references(source.index, refs, self.ref)
-        lms = [load_lm(p, self.device, **self.cache_kwargs()) for p in self.lm_paths]
+        lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
                      ngram_arpa=self.ngram_arpa, progress=progress)
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}

@@ -79,9 +79,7 @@ class ScoreResult:
         if (sc["output"], sc["quantize"], sc["dtype"]) != ("softmax", "none", "float32"):
             lines.append(f"approximate NN costs: output {sc['output']}, quantize {sc['quantize']}, dtype {sc['dtype']}")
         for name, lm in s.get("per_lm", {"": s}).items():
-            lines.append(f"{name + ': ' if name else ''}N-best words outside the NN vocabulary (scored as <unk>): "
-                         f"{lm['nn_oov_rate']:.2f}% of tokens, "
-                         f"{100 - lm['nn_vocab_coverage_of_list_words']:.2f}% of distinct words")
+            lines.append(f"{name + ': ' if name else ''}" + _coverage_line(lm))
         if len(self.names) > 1:
             lines.append(f"weights: n-gram {self.weights.interp:g}, " + ", ".join(
                 f"{n} {w:g}" for n, w in zip(self.names, self.weights.lm_weights_per_model)))
@@ -98,3 +96,11 @@ class ScoreResult:
         if self.wer is not None:
             out["wer"] = {name: r.to_dict() for name, r in self.wer.items()}
         return out
+
+
+def _coverage_line(stats: dict) -> str:
+    """How an LM covered the list words: out-of-vocabulary rates, or tokens per word (hf:)."""
+    if "nn_tokens_per_word" in stats:
+        return f"{stats['nn_tokens_per_word']:.2f} tokens per N-best word (subword LM: no out-of-vocabulary words)"
+    return (f"N-best words outside the NN vocabulary (scored as <unk>): {stats['nn_oov_rate']:.2f}% of tokens, "
+            f"{100 - stats['nn_vocab_coverage_of_list_words']:.2f}% of distinct words")

@@ -42,14 +42,6 @@ def wer_span_counts(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cos
             "oracle": wer_counts(refs, oracle_choice(nbest, refs, part=True))}
 
 
-def _vocab_stats(counts: Counter, vocab) -> dict:
-    """The NN vocabulary's coverage of the list words ``counts`` (word -> tokens)."""
-    tokens = sum(counts.values())
-    oov = sum(c for w, c in counts.items() if w not in vocab)
-    return {"nn_oov_rate": 100.0 * oov / max(1, tokens),
-            "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in vocab) / max(1, len(counts))}
-
-
 def _rescore_lm(nbest: NbestSet, scorer: NnScorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
                 progress: Optional[Callable[[int], None]]):
     """The one-LM path over the lists ``nbest``: ``lm``'s costs and 1-best at the
@@ -97,7 +89,7 @@ class _SpanRun:
         self.lms, self.weights, self.histories, self.refs = list(lms), weights, histories, refs
         self.ngram_arpa = ngram_arpa
         self.ngram = None if ngram_arpa is None else NgramScorer(ngram_arpa)
-        self.scorers = [NnScorer(lm.model, lm.vocab, lm.device, opts, model_info=lm.info) for lm in self.lms]
+        self.scorers = [lm.scorer(opts) for lm in self.lms]
         self.progress, self.total = progress, total_hyps
         if progress is not None:  # the clock starts now: the first line (or bar) before any scoring
             progress(0, len(self.lms) * total_hyps)
@@ -158,7 +150,7 @@ class _SpanRun:
     def _records(self, names, source: str):
         """``(stats, settings)`` of the run: as ever for one LM; with several, the
         lists' counts, the total time and, per LM, its records (``per_lm``, ``lms``)."""
-        vocab = [_vocab_stats(self.words, lm.vocab) for lm in self.lms]
+        vocab = [sc.word_stats(self.words) for sc in self.scorers]
         lm_set = [{"lm": lm.path, "model": lm.name, "cache": cache_settings(lm.model), "scoring": sc.settings()}
                   for lm, sc in zip(self.lms, self.scorers)]
         k, first, seconds = len(self.lms), lm_set[0], sum(self.seconds)

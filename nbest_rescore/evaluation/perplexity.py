@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Optional, Sequence
+
+import torch
 
 from ..corpus import encode_document, make_streams, model_documents, nll_of_streams
 from ..models.base import LanguageModel
@@ -17,7 +19,8 @@ class PerplexityReport:
     """perplexity over all ``tokens`` (words + ``</s>``; ``<unk>`` tokens included and
     scored with the ``<unk>`` probability), ``nll`` total negative natural-log
     likelihood in nats, ``oov_rate`` percent of words (not ``</s>``) outside the
-    vocabulary, ``documents`` count."""
+    vocabulary, ``documents`` count; ``lm_tokens``: for a subword LM (hf:) the tokens it
+    read (sentence ends included), else None."""
 
     perplexity: float
     nll: float
@@ -25,6 +28,7 @@ class PerplexityReport:
     words: int
     oov_words: int
     documents: int
+    lm_tokens: Optional[int] = None
 
     @property
     def oov_rate(self) -> float:
@@ -32,8 +36,10 @@ class PerplexityReport:
         return 100.0 * self.oov_words / max(1, self.words)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict including ``oov_rate``."""
-        return {**asdict(self), "oov_rate": self.oov_rate}
+        """JSON-ready dict including ``oov_rate`` (and, for a subword LM, ``tokens_per_word``:
+        its tokens, ends included, per word + ``</s>``)."""
+        extra = {} if self.lm_tokens is None else {"tokens_per_word": self.lm_tokens / max(1, self.tokens)}
+        return {**asdict(self), "oov_rate": self.oov_rate, **extra}
 
 
 def count_oov(documents, vocab: Vocabulary):
@@ -66,3 +72,32 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
     model.train(was_training)
     tokens = streams.num_tokens
     return PerplexityReport(math.exp(nll / tokens), nll, tokens, words, oov, len(encoded))
+
+
+def history_perplexity(scorer, documents: Sequence, progress=None) -> PerplexityReport:
+    """Perplexity of ``documents`` (lists of word-tuple sentences) under a scorer with
+    the rescoring interface (:class:`~nbest_rescore.rescoring.hf_scorer.HfScorer`):
+    each sentence's cost after the previous sentences of its document, exactly as an
+    utterance is scored after its 1-best history; documents advance in parallel, one
+    sentence position at a time. Per word: exp(nll / (words + sentences)).
+    ``progress(done, total)`` counts sentences. Raises ValueError if there is nothing to score."""
+    docs = [[tuple(s) for s in d] for d in documents if d]
+    if not docs:
+        raise ValueError("no sentences to score")
+    total, done, nll = sum(len(d) for d in docs), 0, 0.0
+    tokens_before = scorer.tokens
+    state = scorer.initial_state(len(docs))
+    for pos in range(max(len(d) for d in docs)):
+        active = [i for i, d in enumerate(docs) if pos < len(d)]
+        sents = [docs[i][pos] for i in active]
+        rows = torch.as_tensor(active, device=state[0].device)
+        cur = tuple(s.index_select(0, rows) for s in state)
+        nll += float(scorer.costs(cur, list(range(len(active))), sents).sum())
+        new = scorer.advance(cur, sents)
+        state = tuple(s.index_copy(0, rows, n) for s, n in zip(state, new))
+        done += len(active)
+        if progress is not None:
+            progress(done, total)
+    words = sum(len(s) for d in docs for s in d)
+    lm_tokens = scorer.tokens - tokens_before + total * len(scorer.text.end_ids)
+    return PerplexityReport(math.exp(nll / (words + total)), nll, words + total, words, 0, len(docs), lm_tokens)

@@ -160,7 +160,11 @@ def _weights_kwargs(name: str, allow_pickle: bool) -> dict:
 
 
 def _check_causal(transformers, name: str, kwargs: dict) -> None:
-    """Raise DataError unless ``name`` holds a config of a causal LM."""
+    """Raise DataError unless ``name`` holds a config of a causal LM (and, for a model
+    shipping its own code, unless ``trust_remote_code`` is set)."""
+    if not kwargs["trust_remote_code"] and "auto_map" in _read_json(os.path.join(name, "config.json")):
+        raise DataError(f"--lm hf:{name}: the model ships its own Python code (auto_map in config.json), which "
+                        f"nbest-rescore does not run unless asked: pass --trust-remote-code if you trust its source")
     try:
         config = transformers.AutoConfig.from_pretrained(name, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
@@ -191,6 +195,7 @@ def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool 
             pickled weights without ``allow_pickle``, a tokenizer that cannot mark ends.
     """
     transformers = import_transformers()
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every run
     name = hf_name(spec)
     if os.path.exists(name) and not os.path.isdir(name):
         raise DataError(f"--lm {spec}: {name} is a file; hf: takes the directory save_pretrained wrote")
@@ -211,15 +216,19 @@ def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool 
     return HfLM(model, HfText(tokenizer), spec, context_tokens, _read_info(name))
 
 
-def _read_info(name: str) -> dict:
-    """The ``info`` of :data:`METADATA_FILE` in directory ``name``, or {}."""
-    path = os.path.join(name, METADATA_FILE)
+def _read_json(path: str) -> dict:
+    """The JSON object in ``path``, or {} (missing, unreadable, not an object)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return {}
-    info = data.get("info") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _read_info(name: str) -> dict:
+    """The ``info`` of :data:`METADATA_FILE` in directory ``name``, or {}."""
+    info = _read_json(os.path.join(name, METADATA_FILE)).get("info")
     return info if isinstance(info, dict) else {}
 
 

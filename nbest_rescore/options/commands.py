@@ -9,8 +9,8 @@ from typing import Optional, Sequence, Tuple, Union
 
 from .base import Options, option
 from .parse import parse_grid
-from .score import (_FILE, CacheOptions, DecoderWeights, DeviceOption, NbestOptions, ScoringOptions, ThreadsOption,
-                    WeightOptions)
+from .score import (_FILE, LM_PATH, CacheOptions, DecoderWeights, DeviceOption, HfOptions, NbestOptions,
+                    ScoringOptions, ThreadsOption, WeightOptions)
 
 _DIR_OUT = {"file_okay": False}
 #: ``train --dtype`` (optim.dtype).
@@ -22,13 +22,14 @@ REPLICATIONS = 10000
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions):
+class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions, HfOptions):
     """``score``: the LMs, the outputs, the references, the n-gram source and the groups."""
 
     lm: Union[str, Sequence[str]] = option(
-        help="Checkpoint (.pt); repeat for several NN LMs, each scored in its own pass. An LM is named by its file "
-             "name (exp/gru.pt: gru; a repeated name gets _2, _3 ...): its costs go to OUT/nn_cost.NAME when "
-             "there are several.", multiple=True, path=_FILE)
+        help="Checkpoint (.pt), or hf:PATH (a Hugging Face causal LM: a save_pretrained directory or a cached model "
+             "id); repeat for several NN LMs, each scored in its own pass. An LM is named by its file name "
+             "(exp/gru.pt: gru; hf:exp/gpt: gpt; a repeated name gets _2, _3 ...): its costs go to OUT/nn_cost.NAME "
+             "when there are several.", multiple=True, path=LM_PATH)
     out: Optional[str] = option(None, "Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; "
                                 "nn_cost.NAME per LM with several --lm) and wer.json; replaced as a whole. Without it "
                                 "the new 1-best is printed to stdout (Kaldi text).", path=_DIR_OUT)
@@ -107,10 +108,10 @@ class TextOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PplOptions(TextOptions, DeviceOption, ThreadsOption, CacheOptions):
+class PplOptions(TextOptions, DeviceOption, ThreadsOption, CacheOptions, HfOptions):
     """``ppl``."""
 
-    lm: str = option(help="Checkpoint (.pt).", path=_FILE)
+    lm: str = option(help="Checkpoint (.pt), or hf:PATH (a Hugging Face causal LM).", path=LM_PATH)
     batch_size: int = option(16, "Documents scored in parallel.", kind="int", range=">= 1", unit="documents")
 
 

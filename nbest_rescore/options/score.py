@@ -26,6 +26,10 @@ HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
 SPAN_HYPS = 10_000
 
 _FILE = {"exists": True, "dir_okay": False}
+#: ``--lm``: a checkpoint file, or ``hf:PATH`` (click type: :class:`nbest_rescore.cli_options.LmPath`).
+LM_PATH = {"lm": True}
+#: ``--context-tokens`` by default: the history tokens an hf: LM reads before an utterance.
+CONTEXT_TOKENS = 512
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,3 +149,21 @@ class CacheOptions(Options):
     def cache_kwargs(self) -> dict:
         """The cache options as :func:`~nbest_rescore.api.inputs.load_lm` takes them."""
         return {"cache_size": self.cache_size, "cache_theta": self.cache_theta, "cache_lambda": self.cache_lambda}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HfOptions(Options):
+    """Hugging Face LMs (``--lm hf:PATH``, :mod:`nbest_rescore.models.hf`)."""
+
+    context_tokens: int = option(CONTEXT_TOKENS, "hf: LMs: the last N tokens of the document's 1-best history (and "
+                                 "its start token) are the context of each utterance.", kind="int", range=">= 1",
+                                 unit="tokens")
+    trust_remote_code: bool = option(False, "hf: LMs: let transformers run the Python code shipped with the model "
+                                     "(only for a model whose source you trust).", is_flag=True)
+    allow_pickle: bool = option(False, "hf: LMs: load pickled weights (pytorch_model.bin, which can run code) when "
+                                "the directory has no safetensors (only from a source you trust).", is_flag=True)
+
+    def hf_kwargs(self) -> dict:
+        """The hf: options as :func:`~nbest_rescore.api.inputs.load_lm` takes them."""
+        return {"context_tokens": self.context_tokens, "trust_remote_code": self.trust_remote_code,
+                "allow_pickle": self.allow_pickle}

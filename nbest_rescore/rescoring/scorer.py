@@ -154,6 +154,15 @@ class NnScorer:
                 "softmax_impl": self.softmax_impl,
                 "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment}
 
+    def word_stats(self, counts) -> dict:
+        """The vocabulary's coverage of the list words ``counts`` (word -> occurrences):
+        ``nn_oov_rate`` (percent of occurrences) and ``nn_vocab_coverage_of_list_words``
+        (percent of distinct words)."""
+        tokens = sum(counts.values())
+        oov = sum(c for w, c in counts.items() if w not in self.vocab)
+        return {"nn_oov_rate": 100.0 * oov / max(1, tokens),
+                "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in self.vocab) / max(1, len(counts))}
+
     def _log_probs(self, inputs, targets, state, lengths=None):
         """``model.log_probs`` or, with self-normalised output, the target logits."""
         if self.self_normalized:

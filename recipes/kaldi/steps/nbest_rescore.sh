@@ -156,8 +156,14 @@ IFS=, read -r -a lms <<< "$lm"
 [ ${#lms[@]} -ge 1 ] || die "no LM checkpoint given"
 lm_names=()
 for f in "${lms[@]}"; do
-  [ -f "$f" ] || die "the LM checkpoint $f does not exist"
-  stem=$(basename "$f"); stem=${stem%.*}; name=$stem; i=1
+  if [[ $f == hf:* ]]; then  # a Hugging Face model directory (or a cached model id): named by its last part
+    [ -n "${f#hf:}" ] || die "--lm hf: needs a path, e.g. hf:exp/nnlm/gpt"
+    stem=$(basename "${f#hf:}")
+  else
+    [ -f "$f" ] || die "the LM checkpoint $f does not exist"
+    stem=$(basename "$f"); stem=${stem%.*}
+  fi
+  name=$stem; i=1
   while [[ " ${lm_names[*]} " == *" $name "* ]]; do i=$((i + 1)); name=${stem}_$i; done
   lm_names+=("$name")
 done

@@ -1,0 +1,338 @@
+"""Costs of hypotheses under a Hugging Face causal LM, after the document's 1-best history.
+
+:class:`HfScorer` has :class:`~.scorer.NnScorer`'s interface (``initial_state``,
+``advance``, ``costs``, ``settings``), so :func:`~.history.rescore` runs every history
+policy with it unchanged. Its state is the context: int64 ``[n, K]`` token ids of the
+last K = ``context_tokens`` tokens of each document stream so far (the start tokens,
+then each chosen 1-best and its end tokens; -1 pads on the left), so the context is cut
+to its last K tokens and reset at document starts.
+
+Modes (``--scoring``), the same costs to float rounding:
+
+* ``tree`` (default): per pass, several utterances' contexts are run once (left-padded
+  rows, their key/value cache kept); then the prefix tree of each utterance's
+  hypotheses (:func:`~.prefix_tree.build_forest` over token ids, every distinct prefix
+  one position) is run in one row after its context, each node attending to the
+  context and its own ancestors only (a 4-D attention mask; positions = context length
+  + depth). The context is thus computed once per utterance and shared by all its
+  hypotheses without copying its cache. A pass holds at most ``max_tokens`` padded
+  positions (rows x (context + nodes)), or one utterance when that is larger.
+* ``padded``: each hypothesis with its full context as an independent sequence,
+  length-sorted and padded into batches of at most ``batch_size`` rows and
+  ``max_tokens`` positions: the way NeMo's neural rescorer scores (plus the context);
+  the reference of ``benchmarks/hf_scoring.py``.
+* ``single``: one sequence per pass.
+
+When the model ignores or refuses the 4-D mask, ``tree`` would be wrong: the scorer
+checks ``tree`` against ``padded`` on a probe when it is made and falls back to
+``padded`` with a warning if they differ. Log-probabilities are taken in float32
+(``log_softmax`` of the float32 logits) and summed in float64, whatever ``dtype``.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..errors import DataError
+from ..models.hf import HfLM
+from ..models.quantize import cpu_has_fast_bfloat16
+from ..options import ScorerOptions
+from .prefix_tree import build_forest
+
+log = logging.getLogger(__name__)
+
+State = Tuple[torch.Tensor]
+#: Largest difference (nats) between ``tree`` and ``padded`` on the probe before ``tree`` is refused.
+PROBE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.1, "float16": 0.05}
+
+
+def check_hf_options(device, options: ScorerOptions) -> None:
+    """Refuse the scorer knobs that only nbest-rescore's own models have. Raises DataError."""
+    if options.quantize != "none":
+        raise DataError("--quantize int8 is for nbest-rescore's own checkpoints; with an hf: LM use --dtype bfloat16")
+    if options.output != "softmax":
+        raise DataError("--output self-normalized needs a model trained for it; an hf: LM has a full softmax: "
+                        "use --output softmax")
+    if options.dtype == "float16" and str(device).startswith("cpu"):
+        raise DataError("--dtype float16 is for CUDA only: use --dtype bfloat16 on the CPU, or --device cuda")
+
+
+class HfScorer:
+    """Scores hypotheses with a Hugging Face causal LM (module docstring).
+
+    Args:
+        lm: the loaded model (:func:`~nbest_rescore.models.hf.load_hf_lm`).
+        device: torch device.
+        options: :class:`~nbest_rescore.options.ScorerOptions` (``scoring``,
+            ``batch_size``, ``max_tokens``, ``dtype``; ``softmax_impl`` is not used).
+    Raises:
+        DataError: ``quantize``/``output`` other than the defaults, float16 on the CPU,
+            a context as long as the model's positions.
+    """
+
+    def __init__(self, lm: HfLM, device="cpu", options: ScorerOptions = None):
+        opts = options or ScorerOptions()
+        check_hf_options(device, opts)
+        self.lm, self.model, self.text = lm, lm, lm.text  # ``model``: what rescore() reads (direction)
+        self.device = torch.device(device)
+        self.dtype = opts.dtype
+        net = lm.model.to(self.device).eval()
+        if self.dtype == "bfloat16" and self.device.type == "cpu" and not cpu_has_fast_bfloat16():
+            log.warning("--dtype bfloat16: this CPU has no bfloat16 dot-product instructions; scoring in float32")
+            self.dtype = "float32"
+        if self.dtype != "float32":
+            net = net.to(getattr(torch, self.dtype))
+        self.net = net
+        params = inspect.signature(net.forward).parameters
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.keep_arg = "logits_to_keep" in params
+        self.context_tokens, self.max_positions = lm.context_tokens, lm.max_positions
+        if self.max_positions is not None and self.context_tokens >= self.max_positions:
+            raise DataError(f"--context-tokens {self.context_tokens}: {lm.source} reads at most {self.max_positions} "
+                            f"positions, which must hold the context and a hypothesis: give at most "
+                            f"{self.max_positions // 2} or so")
+        self.mode, self.batch_size, self.max_tokens = opts.scoring, opts.batch_size, opts.max_tokens
+        self.words = self.tokens = 0
+        if self.mode == "tree" and not self._tree_agrees():
+            self.mode = "padded"
+
+    def settings(self) -> dict:
+        """What ``score`` records in ``wer.json``."""
+        return {"direction": "forward", "mode": self.mode, "output": "softmax", "quantize": "none",
+                "dtype": self.dtype, "dtype_scope": "none" if self.dtype == "float32" else "model",
+                "batch_size": self.batch_size,
+                "max_tokens": self.max_tokens, "context_tokens": self.context_tokens, **self.text.settings()}
+
+    def word_stats(self, counts) -> dict:
+        """Tokens per word of the hypotheses scored so far (no out-of-vocabulary words:
+        any word has tokens). ``counts``: unused (the word-level LMs' coverage)."""
+        return {"nn_tokens_per_word": self.tokens / max(1, self.words)}
+
+    # -- state ---------------------------------------------------------------------
+    def initial_state(self, n: int) -> State:
+        """The document-start context for ``n`` streams: int64 [n, K], the start tokens
+        right-aligned, -1 before them."""
+        start = self.text.start_ids[-self.context_tokens:]
+        ids = torch.full((n, self.context_tokens), -1, dtype=torch.int64)
+        ids[:, self.context_tokens - len(start):] = torch.tensor(start, dtype=torch.int64)
+        return (ids.to(self.device),)
+
+    def advance(self, states: State, hyps: Sequence[Sequence[str]]) -> State:
+        """Contexts after each row's hypothesis and its end tokens, cut to the last K tokens."""
+        ctx = states[0].cpu().numpy()
+        out = np.full_like(ctx, -1)
+        for i, seq in enumerate(self.text.sentences(hyps)):
+            row = np.concatenate([ctx[i][ctx[i] >= 0], np.asarray(seq, dtype=np.int64)])[-ctx.shape[1]:]
+            out[i, ctx.shape[1] - len(row):] = row
+        return (torch.from_numpy(out).to(self.device),)
+
+    # -- costs ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def costs(self, states: State, rows: Sequence[int], hyps: Sequence[Sequence[str]], sort: bool = True) -> np.ndarray:
+        """float64 [H] costs (-log P, natural log) of the hypotheses ``hyps`` [H] (word
+        tuples; empty allowed), hypothesis i after the context of row ``rows[i]`` of
+        ``states`` (int64 [U, K]). Raises DataError when a context and a hypothesis do
+        not fit the model's positions."""
+        seqs = self.text.sentences(hyps)
+        self.words += sum(len(h) for h in hyps)
+        self.tokens += sum(len(s) for s in seqs) - len(seqs) * len(self.text.end_ids)
+        contexts = _contexts(states[0].cpu().numpy())
+        self._check_fits(contexts, rows, seqs)
+        if self.mode == "tree":
+            return self._tree_costs(contexts, rows, seqs)
+        return self._padded_costs(contexts, rows, seqs, 1 if self.mode == "single" else self.batch_size)
+
+    def _check_fits(self, contexts, rows, seqs) -> None:
+        if self.max_positions is None or not seqs:
+            return
+        need = max(len(contexts[r]) + len(s) for r, s in zip(rows, seqs))
+        if need > self.max_positions:
+            raise DataError(f"an hf: LM context and hypothesis take {need} tokens but the model reads at most "
+                            f"{self.max_positions} positions: lower --context-tokens (now {self.context_tokens})")
+
+    def _forward(self, ids: np.ndarray, mask, positions: np.ndarray, cache=None, last_only: bool = False):
+        """The model on numpy inputs moved to the device: ``ids`` int64 [B, T], ``mask``
+        (a 2-D 0/1 numpy mask, or a 4-D additive float tensor), ``positions`` int64
+        [B, T], after ``cache`` if given -> (float32 logits [B, T, V] (``last_only``:
+        at least the last position's, [B, :, V]), the cache)."""
+        dev = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(self.device)  # noqa: E731
+        kw = {self.cache_arg: cache} if cache is not None else {}
+        if last_only and self.keep_arg:
+            kw["logits_to_keep"] = 1
+        mask = dev(mask) if isinstance(mask, np.ndarray) else mask.to(self.device)
+        out = self.net(input_ids=dev(ids), attention_mask=mask, position_ids=dev(positions), use_cache=True, **kw)
+        cache_out = out.get("cache") if "cache" in out else out.get("past_key_values")
+        return out.logits.float(), cache_out
+
+    def _padded_costs(self, contexts, rows, seqs, batch_size: int) -> np.ndarray:
+        """``padded``/``single``: context + hypothesis as one sequence each, in batches."""
+        full = [contexts[r] + s for r, s in zip(rows, seqs)]
+        out = np.zeros(len(seqs), dtype=np.float64)
+        order = sorted(range(len(full)), key=lambda i: -len(full[i]))
+        for batch in _budget_batches([(len(full[i]), 0) for i in order], batch_size, self.max_tokens):
+            items = [order[j] for j in batch]
+            t = len(full[items[0]])
+            ids = np.zeros((len(items), t), dtype=np.int64)
+            mask = np.zeros((len(items), t), dtype=np.int64)
+            target = np.zeros((len(items), t - 1), dtype=bool)  # position p predicts a hypothesis token p + 1
+            for b, i in enumerate(items):
+                n, c = len(full[i]), len(contexts[rows[i]])
+                ids[b, :n], mask[b, :n] = full[i], 1
+                target[b, c - 1:n - 1] = True
+            logits, _ = self._forward(ids, mask, np.tile(np.arange(t), (len(items), 1)))
+            logp = _target_log_probs(logits[:, :-1], torch.from_numpy(ids[:, 1:]).to(self.device))
+            logp = torch.where(torch.from_numpy(target).to(self.device), logp, torch.zeros_like(logp))
+            out[items] = -logp.double().sum(1).cpu().numpy()
+        return out
+
+    def _tree_costs(self, contexts, rows, seqs) -> np.ndarray:
+        """``tree``: per pass, contexts once, then each utterance's prefix tree in one row
+        (the hypotheses of a row in pieces of at most ``max_tokens`` positions with their context)."""
+        pieces = _pieces(contexts, rows, seqs, self.max_tokens)
+        row_of_piece = np.empty(int(pieces.max(initial=-1)) + 1, dtype=np.int64)
+        row_of_piece[pieces] = np.asarray(rows, dtype=np.int64)
+        forest = build_forest(seqs, pieces, eos=0)
+        trees = _trees(forest)
+        node_logp = np.zeros(forest.num_nodes, dtype=np.float64)
+        ctx_of = [contexts[row_of_piece[forest.row[r]]] for r in range(forest.num_trees)]
+        order = sorted(range(forest.num_trees), key=lambda r: -(len(ctx_of[r]) + len(trees[r])))
+        for batch in _budget_batches([(len(ctx_of[r]), len(trees[r])) for r in order], 1 << 30, self.max_tokens):
+            roots = [order[j] for j in batch]
+            node_logp[np.concatenate([trees[r] for r in roots])] = self._tree_pass(
+                [ctx_of[r] for r in roots], [trees[r] for r in roots], forest)
+        return -_path_sums(forest, node_logp)
+
+    def _tree_pass(self, ctxs: List[List[int]], trees: List[np.ndarray], forest) -> np.ndarray:
+        """Log-probabilities of the nodes ``trees`` (per row: node numbers of one
+        tree, parents first), row b after context ``ctxs[b]``: float64, nodes in order."""
+        b, c, n = len(ctxs), max(len(x) for x in ctxs), max(len(t) for t in trees)
+        ids = np.zeros((b, c), dtype=np.int64)
+        cmask = np.zeros((b, c), dtype=bool)
+        for i, x in enumerate(ctxs):
+            ids[i, c - len(x):], cmask[i, c - len(x):] = x, True
+        logits_c, cache = self._forward(ids, cmask.astype(np.int64), np.maximum(np.cumsum(cmask, 1) - 1, 0),
+                                        last_only=True)
+        tok, parent, pos, allowed = _tree_layout(trees, forest, cmask, n)
+        dtype = self.net.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(torch.from_numpy(~allowed), torch.finfo(dtype).min)
+        logits_t, _ = self._forward(tok, mask, pos, cache)
+        # the distribution predicting a node: its parent's output; for a first token, the context's last output
+        dist = torch.cat([logits_c[:, -1:], logits_t], 1).reshape(b * (n + 1), -1)  # [B * (1 + N), V]
+        src = torch.from_numpy((parent + 1) + (n + 1) * np.arange(b)[:, None]).reshape(-1).to(self.device)
+        lp = _target_log_probs(dist.index_select(0, src), torch.from_numpy(tok.reshape(-1)).to(self.device))
+        lp = lp.double().cpu().numpy().reshape(b, n)
+        return np.concatenate([lp[i, :len(t)] for i, t in enumerate(trees)])
+
+    def _tree_agrees(self) -> bool:
+        """Whether ``tree`` gives ``padded``'s costs on a probe (module docstring)."""
+        probe = [("the", "cat"), ("the", "dog", "ran"), ()]
+        state = self.advance(self.initial_state(1), [("a", "b", "c")])
+        try:
+            tree = self.costs(state, [0, 0, 0], probe)
+            self.mode = "padded"
+            padded = self.costs(state, [0, 0, 0], probe)
+        except Exception as exc:  # noqa: BLE001  (any failure of the 4-D mask path means: do not use it)
+            log.warning("the hf: LM refused the prefix-tree attention mask (%s); scoring with --scoring padded", exc)
+            return False
+        finally:
+            self.words = self.tokens = 0
+            self.mode = "tree"
+        gap = float(np.max(np.abs(tree - padded)))
+        if not gap <= PROBE_TOLERANCE[self.dtype]:
+            log.warning("the hf: LM gives other costs with the prefix-tree attention mask (%.3g nats off): it "
+                        "ignores 4-D masks; scoring with --scoring padded", gap)
+            return False
+        return True
+
+
+def _contexts(ctx: np.ndarray) -> List[List[int]]:
+    """The real (non -1) tokens of each context row."""
+    return [row[row >= 0].tolist() for row in ctx]
+
+
+def _pieces(contexts, rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
+    """int64 [H]: a piece number per hypothesis: the hypotheses of one start row, in
+    order, cut where their tokens and the row's context would pass ``max_tokens`` (at
+    least one hypothesis a piece), so that one prefix tree never holds more."""
+    piece = np.empty(len(rows), dtype=np.int64)
+    open_piece: Dict[int, Tuple[int, int]] = {}  # row -> (piece, tokens so far)
+    count = 0
+    for i, (r, s) in enumerate(zip(rows, seqs)):
+        p, used = open_piece.get(r, (-1, 0))
+        if p < 0 or used + len(s) + len(contexts[r]) > max_tokens:
+            p, used, count = count, 0, count + 1
+        open_piece[r] = (p, used + len(s))
+        piece[i] = p
+    return piece
+
+
+def _budget_batches(sizes: Sequence[Tuple[int, int]], max_rows: int, max_tokens: int):
+    """Consecutive index lists over ``sizes`` ((context, rest) lengths, longest first):
+    each batch's rows x (longest context + longest rest) <= ``max_tokens``, at most
+    ``max_rows`` rows, at least one row."""
+    batch, c, n = [], 0, 0
+    for i, (ci, ni) in enumerate(sizes):
+        wide_c, wide_n = max(c, ci), max(n, ni)
+        if batch and ((len(batch) + 1) * (wide_c + wide_n) > max_tokens or len(batch) >= max_rows):
+            yield batch
+            batch, wide_c, wide_n = [], ci, ni
+        batch.append(i)
+        c, n = wide_c, wide_n
+    if batch:
+        yield batch
+
+
+def _target_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target], natural log: float32 [...] from float32 logits
+    [..., V] and int64 targets [...]."""
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+
+
+def _trees(forest) -> Dict[int, np.ndarray]:
+    """Per tree (root index r), its non-root nodes in breadth-first order (parents first)."""
+    nonroot = np.arange(forest.num_trees, forest.num_nodes)
+    tree_of = np.searchsorted(forest.row[:forest.num_trees], forest.row[nonroot])
+    order = np.argsort(tree_of, kind="stable")
+    bounds = np.searchsorted(tree_of[order], np.arange(forest.num_trees + 1))
+    return {r: nonroot[order[bounds[r]:bounds[r + 1]]] for r in range(forest.num_trees)}
+
+
+def _tree_layout(trees: List[np.ndarray], forest, cmask: np.ndarray, n: int):
+    """Row layout of the trees of one pass after contexts ``cmask`` (bool [B, C], real
+    positions): (tokens [B, N], local parent index or -1 [B, N], positions [B, N],
+    allowed bool [B, 1, N, C + N]: the real context, the node's ancestors and itself)."""
+    b, c = cmask.shape
+    tok = np.zeros((b, n), dtype=np.int64)
+    parent = np.full((b, n), -1, dtype=np.int64)
+    pos = np.zeros((b, n), dtype=np.int64)
+    allowed = np.zeros((b, 1, n, c + n), dtype=bool)
+    allowed[:, 0, :, :c] = cmask[:, None, :]
+    allowed[:, 0, np.arange(n), c + np.arange(n)] = True  # itself (a padding node: only itself)
+    depth = forest.depth
+    for i, nodes in enumerate(trees):
+        k = len(nodes)
+        local = np.full(forest.num_nodes, -1, dtype=np.int64)
+        local[nodes] = np.arange(k)
+        tok[i, :k] = forest.word[nodes]
+        parent[i, :k] = local[forest.parent[nodes]]  # the forest's roots map to -1
+        pos[i, :k] = int(cmask[i].sum()) + depth[nodes] - 1
+        anc = allowed[i, 0, :, c:]
+        for d in range(2, int(depth[nodes].max()) + 1):  # one level at a time: what its parent sees
+            sel = np.flatnonzero(depth[nodes] == d)
+            anc[sel] |= anc[parent[i, sel]]
+    return tok, parent, pos, allowed
+
+
+def _path_sums(forest, node_logp: np.ndarray) -> np.ndarray:
+    """float64 [H]: the sum of ``node_logp`` along each hypothesis' path (roots: 0),
+    one numpy pass per depth."""
+    cum = np.zeros(forest.num_nodes, dtype=np.float64)
+    offs = forest.level_offsets
+    for d in range(1, len(offs) - 1):
+        a, b = offs[d], offs[d + 1]
+        cum[a:b] = cum[forest.parent[a:b]] + node_logp[a:b]
+    return cum[forest.end_node]

@@ -1,0 +1,58 @@
+"""Tiny Hugging Face causal LMs for the tests, made here: a byte-level BPE tokenizer
+trained with ``tokenizers`` on the first lines of the benchmark's ``lm_train.txt``, and
+a GPT-2 or a Llama-style model of random weights built from its config, both written
+with ``save_pretrained`` so that ``--lm hf:DIR`` loads them."""
+from itertools import islice
+from pathlib import Path
+
+GPT2 = {"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 1024}
+LLAMA = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "max_position_embeddings": 1024}
+
+
+def train_bpe(text: Path, vocab_size: int = 400, lines: int = 3000):
+    """A ``PreTrainedTokenizerFast``: byte-level BPE, ``<|endoftext|>`` as BOS and EOS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    with open(text, encoding="utf-8") as f:
+        sample = list(islice(f, lines))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(sample, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def make_hf_lm(family: str, out: Path, text: Path, seed: int = 0, **config) -> Path:
+    """Write a random ``gpt2`` or ``llama`` model and its tokenizer into ``out``."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    tok = train_bpe(text)
+    ids = {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
+    torch.manual_seed(seed)
+    if family == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(**GPT2, **ids, **config))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**LLAMA, **ids, **config))
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def plain_cost(model, text, history, hyp, context_tokens: int) -> float:
+    """-log P(hyp and its end | the document's start and history, cut to the last
+    ``context_tokens`` tokens): one plain ``transformers`` forward of context + hypothesis,
+    no cache, no padding (the reference of the scorer's costs)."""
+    import torch
+
+    ids = list(text.start_ids)
+    for words in history:
+        ids += text.sentences([words])[0]
+    ids = ids[-context_tokens:]
+    seq = text.sentences([hyp])[0]
+    with torch.no_grad():
+        logp = model(torch.tensor([ids + seq])).logits[0].double().log_softmax(-1)
+    return -sum(float(logp[len(ids) - 1 + i, t]) for i, t in enumerate(seq))
