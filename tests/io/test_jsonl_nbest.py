@@ -230,3 +230,24 @@ def test_ci_jsonl_reads_like_the_kaldi_dir(DATA, ci_records, tmp_path):
             assert np.array_equal(getattr(got, name), getattr(ref, name)), (got.utt_id, name)
         assert got.ac_cost.tolist() == [h["scores"]["ac_cost"] for h in rec["hypotheses"]]
     assert np.array_equal(s.flat().num_words, k.flat().num_words)
+
+
+def test_documented_schema_and_example_agree_with_the_reader(DATA, ci_records, tmp_path):
+    from pathlib import Path
+
+    from nbest_rescore.io import jsonl_nbest as j
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text(encoding="utf-8")
+    schema = json.loads(text.split("JSON Schema (draft 2020-12) of one line:")[1].split("```json\n")[1].split("```")[0])
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert tuple(schema["properties"]) == j._FIELDS and schema["required"] == ["utt_id", "hypotheses"]
+    items = schema["properties"]["hypotheses"]["items"]
+    assert tuple(items["properties"]) == j._HYP_FIELDS and items["required"] == list(j._HYP_FIELDS)
+    scores = items["properties"]["scores"]
+    assert scores["required"] == list(j.REQUIRED_SCORES)
+    assert tuple(scores["properties"]) == j.REQUIRED_SCORES + j.OPTIONAL_SCORES
+    example = text.split("one line\nof ci:\n\n```json\n")[1].split("\n```")[0]
+    first = dict(ci_records[0], hypotheses=ci_records[0]["hypotheses"][:2])
+    assert example == json.dumps(first)
+    (u,) = read_jsonl_nbest(write(tmp_path, example), log=quiet).utterances
+    assert u.utt_id == "abcr0004-000" and len(u) == 2
