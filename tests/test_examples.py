@@ -141,4 +141,5 @@ def test_nbest_from_kaldi_script_on_ci(DATA, tmp_path):
     assert f"60 utterances in {out}" in res.stdout
     s, k = read_jsonl_nbest(out), read_kaldi_nbest_dir(DATA / "ci")
     assert s.utt_ids == k.utt_ids and s.documents() == k.documents()
-    assert all(a.hyps == b.hyps and a.ac_cost.tolist() == b.ac_cost.tolist() for a, b in zip(s.utterances, k.utterances))
+    for a, b in zip(s.utterances, k.utterances):
+        assert (a.hyps, a.ac_cost.tolist(), a.lm_cost.tolist()) == (b.hyps, b.ac_cost.tolist(), b.lm_cost.tolist())

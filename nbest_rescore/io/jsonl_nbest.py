@@ -105,11 +105,22 @@ def _unknown(obj: dict, allowed: Tuple[str, ...], loc: str, what: str) -> None:
                         f"(misspelt? other scores go inside 'scores')")
 
 
+def _token(value) -> bool:
+    """Whether ``value`` is a non-empty string without (ASCII) white space that UTF-8
+    can encode (JSON's ``\\ud800`` escapes give lone surrogates, which it cannot)."""
+    if not isinstance(value, str) or not value or split_fields(value) != [value]:
+        return False
+    try:
+        return value.isascii() or bool(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+
+
 def _id(obj: dict, name: str, loc: str) -> str:
     """``obj[name]`` checked as an id: a non-empty string without white space or
     invisible characters (it names keys and Kaldi files)."""
     value = obj[name]
-    if not isinstance(value, str) or not value or split_fields(value) != [value]:
+    if not _token(value):
         raise DataError(f"{loc}: '{name}' must be a non-empty string without white space, found {value!r}; "
                         f"e.g. \"{name}\": \"abcr0004-000\"")
     return check_key(value, loc, name)
@@ -121,7 +132,7 @@ def _words(hyp: dict, loc: str, where: str) -> Words:
         raise DataError(f"{loc}: {where}: 'words' must be a list of strings, found {type(words).__name__} "
                         f"{words!r:.40}; e.g. \"words\": [\"some\", \"farmers\"] ([] for an empty hypothesis)")
     for w in words:
-        if not isinstance(w, str) or not w or split_fields(w) != [w]:
+        if not _token(w):
             raise DataError(f"{loc}: {where}: word {w!r} must be a non-empty string without white space; "
                             f"write one word per list item, e.g. [\"some\", \"farmers\"]")
     return tuple(words)

@@ -108,6 +108,8 @@ BAD = [
     ("word-space", [json.dumps(utt("u1", hyp(["a b"])))], 1, ["word 'a b'", "one word per list item"]),
     ("word-empty", [json.dumps(utt("u1", hyp([""])))], 1, ["word ''"]),
     ("word-number", [json.dumps(utt("u1", hyp([3])))], 1, ["word 3"]),
+    ("word-lone-surrogate", ['{"utt_id": "u1", "hypotheses": [{"words": ["a\\ud800"], "scores": {}}]}'], 1,
+     ["word 'a\\ud800'"]),
     ("scores-list", [json.dumps(utt("u1", {"words": [], "scores": [1, 2]}))], 1, ["'scores' must be an object"]),
     ("no-ac-cost", [json.dumps(utt("u1", {"words": [], "scores": {"lm_cost": 2}}))], 1,
      ["has no 'ac_cost'", "ac_cost = -log p"]),
