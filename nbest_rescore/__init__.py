@@ -12,9 +12,9 @@ __version__ = "0.1.0"
 
 # The public API (nbest_rescore.api) is re-exported lazily, so that ``nbest-rescore
 # --help`` does not import torch: ``nbest_rescore.score`` is ``nbest_rescore.api.score``.
-_API = ("AnalyzeJob", "KaldiScoreJob", "KaldiScoreResult", "LoadedLM", "NbestList", "NbestSet", "PerplexityJob",
+_API = ("AnalyzeJob", "ConvertJob", "ConvertResult", "KaldiScoreJob", "KaldiScoreResult", "LoadedLM", "NbestList", "NbestSet", "PerplexityJob",
         "PerplexityReport", "ScoreJob", "ScoreResult", "TrainJob", "TrainResult", "TuneJob", "TuneResult", "Weights",
-        "WerReport", "compute_wer", "load_lm", "load_nbest", "load_references", "perplexity", "read_weights_file",
+        "WerReport", "compute_wer", "convert_nbest", "load_lm", "load_nbest", "load_references", "perplexity", "read_weights_file",
         "score", "train", "tune", "write_score_outputs", "write_tune_outputs")
 __all__ = ["__version__", *_API]
 

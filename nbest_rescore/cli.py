@@ -18,8 +18,8 @@ import click
 
 from .cli_options import options_of
 from .errors import DataError
-from .options import (AnalyzeOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions, ScoreOptions,
-                      SplitOptions, TableOptions, TrainOptions, TuneOptions)
+from .options import (AnalyzeOptions, ConvertOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
+                      ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .progress import Progress, log as progress_log
 from .threads import prefer_passive_wait
 
@@ -251,6 +251,18 @@ def merge(out, ref, job_dirs):
 
     job = MergeJob(jobs=tuple(job_dirs), out=out, ref=ref)
     click.echo(job.run().report(job.out))
+
+
+@main.command("convert", short_help="Convert N-best lists between Kaldi, plain and JSON Lines.")
+@options_of(ConvertOptions, "nbest to out plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids")
+def convert(**kw):
+    """Read the N-best lists --nbest (a Kaldi N-best directory, a JSON Lines file or a
+    plain N-best file, as score reads them) and write them --to kaldi, plain or jsonl
+    at --out, as one set (docs/formats.md). Costs are kept exactly, except that the
+    Kaldi files hold 6 decimals."""
+    from .api.convert_job import ConvertJob
+
+    click.echo(ConvertJob(**kw).run().report())
 
 
 @main.command("kaldi-score", short_help="Kaldi's steps/score_kaldi.sh over N-best lists (LMWT x WIP sweep).")

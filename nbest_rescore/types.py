@@ -60,8 +60,9 @@ class NbestSet:
     """All N-best lists of a data set, in spoken order (documents, then utterances).
 
     ``doc_source`` says where the grouping came from: ``utt2doc``, ``utt2spk``,
-    ``file`` (a plain list without ``utt2doc``: the whole file is one document) or
-    ``none`` (one document per utterance).
+    ``document fields`` (a JSON Lines file's ``document``), ``file`` (a plain list
+    without ``utt2doc``: the whole file is one document) or ``none`` (one document per
+    utterance).
     """
 
     utterances: Tuple[NbestList, ...]

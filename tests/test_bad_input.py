@@ -3,6 +3,7 @@ each ends with the expected exit status (1 bad input, 2 usage error), one clear
 message naming the file/option and value, no traceback, and no output left behind."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -331,3 +332,34 @@ def test_train_bad_amn_options(change, words, tmp_path, DATA):
     conf.write_text(yaml.safe_dump(cfg))
     res = invoke(["train", "--config", conf, "--out", tmp_path / "m.pt", "--no-progress"])
     assert_clean_failure(res, 1, "amn_bad.yaml", *words)
+
+
+# --- JSON Lines N-best lists: one line naming file:line, exit 1, nothing written ---------
+
+_HYP = {"words": ["a"], "scores": {"ac_cost": 1.5, "lm_cost": 2.5}}
+_LINE = json.dumps({"utt_id": "u0", "document": "d0", "hypotheses": [_HYP]})
+BAD_JSONL = [
+    ("wrong-type", [_LINE.replace('"lm_cost": 2.5', '"lm_cost": "2.5"')], 1, ["'lm_cost' must be a finite number"]),
+    ("missing-field", ['{"utt_id": "u0"}'], 1, ["no 'hypotheses' field"]),
+    ("missing-cost", [_LINE.replace('"ac_cost": 1.5, ', "")], 1, ["has no 'ac_cost'"]),
+    ("duplicate-id", [_LINE, _LINE], 2, ["duplicate utt_id 'u0' (first on line 1)"]),
+    ("non-utf8", [_LINE, '{"utt_id": "u\udce91"}'], 2, ["not valid UTF-8"]),
+    ("invalid-json", [_LINE, _LINE[:-1]], 2, ["invalid JSON"]),
+    ("document-not-contiguous", [_LINE, _LINE.replace("u0", "u1").replace("d0", "d1"), _LINE.replace("u0", "u2")],
+     3, ["document 'd0' reappears", "last seen at {p}:1"]),
+]
+
+
+@pytest.mark.parametrize("command", ["convert", "score"])
+@pytest.mark.parametrize("lines,line,words", [b[1:] for b in BAD_JSONL], ids=[b[0] for b in BAD_JSONL])
+def test_bad_jsonl_nbest(command, lines, line, words, tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes("".join(ln + "\n" for ln in lines).encode("utf-8", "surrogateescape"))
+    lm = tmp_path / "never-read.pt"
+    lm.write_bytes(b"not a checkpoint")
+    args = (["convert", "--to", "kaldi"] if command == "convert" else ["score", "--lm", lm]) + \
+        ["--nbest", p, "--out", tmp_path / "out"]
+    res = invoke(args)
+    assert_clean_failure(res, 1, f"{p}:{line}: ", *(w.format(p=p) for w in words))
+    assert len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / "out").exists()

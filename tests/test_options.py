@@ -134,12 +134,13 @@ def test_help_imports_neither_torch_nor_numpy():
 
 
 def test_jobs_take_their_options_from_the_option_classes():
-    from nbest_rescore.api import AnalyzeJob, KaldiScoreJob, PerplexityJob, ScoreJob, TrainJob, TuneJob
+    from nbest_rescore.api import AnalyzeJob, ConvertJob, KaldiScoreJob, PerplexityJob, ScoreJob, TrainJob, TuneJob
     from nbest_rescore.api.shards import MergeJob, SplitJob
 
     for job, cls in ((ScoreJob, opt.ScoreOptions), (PerplexityJob, opt.PplOptions), (TrainJob, opt.TrainOptions),
                      (AnalyzeJob, opt.AnalyzeOptions), (KaldiScoreJob, opt.KaldiScoreOptions),
-                     (TuneJob, opt.TuneOptions), (SplitJob, opt.SplitOptions), (MergeJob, opt.MergeOptions)):
+                     (TuneJob, opt.TuneOptions), (SplitJob, opt.SplitOptions), (MergeJob, opt.MergeOptions),
+                     (ConvertJob, opt.ConvertOptions)):
         assert issubclass(job, cls)
         own = {f.name: f for f in dataclasses.fields(job)}
         assert all(own[f.name] is f for f in dataclasses.fields(cls)), job  # the job's fields are the options'

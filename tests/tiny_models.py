@@ -14,3 +14,21 @@ EXTRA = {
     "dnc": {"memory_slots": 5, "memory_width": 4, "read_heads": 2, "deallocation": "fmd"},
     "lstm": {"num_layers": 2},
 }
+
+
+def random_checkpoint(nbest, path, family: str = "gru"):
+    """Save a random model of ``family`` (SMALL sizes, seed 0) over the 300 most frequent
+    words of the lists ``nbest`` to ``path``; returns ``path``."""
+    from collections import Counter
+
+    import torch
+
+    from nbest_rescore.models import build_model, save_model
+    from nbest_rescore.vocab import Vocabulary
+
+    counts = Counter(w for u in nbest.utterances for h in u.hyps for w in h)
+    vocab = Vocabulary(["</s>", "<unk>"] + sorted(w for w, _ in counts.most_common(300)))
+    torch.manual_seed(0)
+    save_model(path, build_model(family, {**SMALL, **EXTRA.get(family, {})}, len(vocab)).eval(), vocab,
+               {"note": "random, for tests"})
+    return path

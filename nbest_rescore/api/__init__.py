@@ -1,6 +1,6 @@
 """The public Python API: one function per job, and each CLI command as a frozen
 job value (``ScoreJob``, ``TuneJob``, ``PerplexityJob``, ``TrainJob``, ``AnalyzeJob``,
-``KaldiScoreJob``) whose options are checked on construction, before anything is read.
+``KaldiScoreJob``, ``ConvertJob``) whose options are checked on construction, before anything is read.
 Example: docs/api.md (``examples/python_api.py``, run by the tests).
 """
 from ..evaluation.perplexity import PerplexityReport
@@ -11,6 +11,7 @@ from ..models import MODEL_REGISTRY
 from ..rescoring.combine import Weights
 from ..training.trainer import TrainResult
 from ..types import NbestList, NbestSet
+from .convert_job import ConvertJob, ConvertResult, convert_nbest
 from .inputs import LoadedLM, load_lm, load_nbest, load_references, read_weights_file
 from .kaldi_score_job import KaldiScoreJob, KaldiScorePoint, KaldiScoreResult
 from .lm_jobs import AnalyzeJob, PerplexityJob, TrainJob, perplexity, train

@@ -11,6 +11,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
+from ..io.jsonl_nbest import is_jsonl, open_jsonl_nbest, read_jsonl_nbest
 from ..io.kaldi_nbest import open_kaldi_nbest, read_kaldi_nbest_dir
 from ..io.plain_nbest import open_plain_nbest, read_plain_nbest
 from ..io.references import read_references
@@ -35,33 +36,51 @@ Progress = Callable[[int, int], None]
 
 def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
                utt_ids=None) -> NbestSet:
-    """Read N-best lists: a Kaldi N-best directory, or a plain N-best file.
+    """Read N-best lists: a Kaldi N-best directory, a JSON Lines file or a plain N-best
+    file (the rule: :func:`nbest_format`).
 
     Args:
         path, ac, ngram, scores_are_costs, utt2doc, utt_ids: the ``nbest``, ``plain_ac``,
             ``plain_ngram``, ``plain_costs``, ``plain_utt2doc`` and ``plain_utt_ids``
             fields of :class:`~nbest_rescore.options.NbestOptions`
-            (nbest_rescore/options/score.py; plain format: :mod:`nbest_rescore.io.plain_nbest`).
+            (nbest_rescore/options/score.py; plain format: :mod:`nbest_rescore.io.plain_nbest`,
+            JSON Lines: :mod:`nbest_rescore.io.jsonl_nbest`).
     Returns:
         the lists, in spoken order (documents, then utterances).
     Raises:
-        DataError: missing or malformed files (file and line named).
+        DataError: missing or malformed files (file and line named); plain-format
+            options with a Kaldi directory or a JSON Lines file.
     """
-    return _read_nbest(read_kaldi_nbest_dir, read_plain_nbest, path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
+    return _read_nbest((read_kaldi_nbest_dir, read_jsonl_nbest, read_plain_nbest), path, ac, ngram,
+                       scores_are_costs, utt2doc, utt_ids)
 
 
-def _read_nbest(kaldi, plain, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
-    """``kaldi(path)`` or ``plain(path, ...)`` after the checks of :func:`load_nbest`."""
+def nbest_format(path) -> str:
+    """``kaldi`` (a folder), ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a
+    name ending in ``.jsonl``, or ``{`` as the first byte that is not white space) or
+    ``plain`` (any other file): how :func:`load_nbest` and :func:`open_nbest` read ``path``."""
+    if os.path.isdir(path):
+        return "kaldi"
+    return "jsonl" if is_jsonl(path) else "plain"
+
+
+def _read_nbest(readers, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
+    """The one dispatch: ``readers`` = (Kaldi, JSON Lines, plain) reader, the one of
+    :func:`nbest_format` called after the checks of :func:`load_nbest`."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory or a plain N-best file")
-    if os.path.isdir(path):
+        raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory, a JSON Lines file or a "
+                        f"plain N-best file")
+    kaldi, jsonl, plain = readers
+    fmt = nbest_format(path)
+    if fmt != "plain":
         given = [n for n, v in (("ac", ac), ("ngram", ngram), ("utt2doc", utt2doc), ("utt_ids", utt_ids)) if v]
         if given or scores_are_costs:
-            raise DataError(f"{path} is a Kaldi N-best directory: the plain-format options "
+            what = "a Kaldi N-best directory" if fmt == "kaldi" else "a JSON Lines file"
+            raise DataError(f"{path} is {what}: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-        return kaldi(path, log=log.info)
+        return (kaldi if fmt == "kaldi" else jsonl)(path, log=log.info)
     return plain(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids, log=log.info)
 
 
@@ -72,11 +91,13 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
     utterance) comes from one checking pass over the files now, which reports any
     error before long work starts; its ``spans(max_hyps)`` read the files again, one
     utterance at a time (:func:`~nbest_rescore.io.kaldi_nbest.iter_kaldi_nbest`,
+    :func:`~nbest_rescore.io.jsonl_nbest.iter_jsonl_nbest`,
     :func:`~nbest_rescore.io.plain_nbest.iter_plain_nbest`).
 
     Arguments, checks and errors as :func:`load_nbest`.
     """
-    return _read_nbest(open_kaldi_nbest, open_plain_nbest, path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
+    return _read_nbest((open_kaldi_nbest, open_jsonl_nbest, open_plain_nbest), path, ac, ngram, scores_are_costs,
+                       utt2doc, utt_ids)
 
 
 #: The plain-format path options a job may carry (``plain_ac`` ...).

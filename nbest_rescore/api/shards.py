@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -22,7 +21,7 @@ from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
 from ..io.atomic import atomic_dir, atomic_write, check_output_dir
-from ..io.kaldi_nbest import split_hyp_key
+from ..io.kaldi_nbest import split_hyp_key, write_kaldi_nbest_files
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
 from ..options import MergeOptions, SplitOptions
@@ -114,20 +113,6 @@ def _split_outputs(nj: int) -> List[str]:
     return [str(i) for i in range(1, nj + 1)]
 
 
-def _write_shard(folder: Path, nbest: NbestSet, refs: Optional[Mapping[str, Words]], with_graph: bool) -> None:
-    folder.mkdir()
-    utts = nbest.utterances
-    write_kaldi_text(folder / "text", ((k, h) for u in utts for k, h in zip(u.keys, u.hyps)))
-    columns = {"ac_cost": "ac_cost", "lmwt.lmonly": "lm_cost", "lmwt.nolm": "graph_cost"} if with_graph else \
-        {"ac_cost": "ac_cost", "lm_cost": "lm_cost"}
-    for name, attr in columns.items():
-        write_cost_ark(folder / name, ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist())))
-    with atomic_write(folder / "utt2doc") as f:
-        f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
-    if refs is not None:
-        write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
-
-
 def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
     """Split the lists at ``nbest_dir`` (anything :func:`~nbest_rescore.api.load_nbest`
     reads with defaults) into ``nj`` shards of whole documents in ``out_dir`` (replaced
@@ -158,7 +143,8 @@ def split_nbest(nbest_dir, out_dir, nj: int) -> SplitResult:
         for i, (a, b) in enumerate(runs, 1):
             part = NbestSet(tuple(nbest.utterances[j] for d in docs[a:b] for j in d), nbest.doc_source,
                             f"{nbest.source} shard {i}/{nj}")
-            _write_shard(tmp / str(i), part, refs, with_graph)
+            (tmp / str(i)).mkdir()
+            write_kaldi_nbest_files(tmp / str(i), part, refs, with_graph)
             counts.append((b - a, len(part), part.num_hyps()))
     return SplitResult(os.fspath(out_dir), *zip(*counts), nbest.doc_source, refs is not None)
 

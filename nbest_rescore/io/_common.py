@@ -71,7 +71,8 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
             except UnicodeDecodeError as e:
                 raise DataError(
                     f"{format_location(path, line_no)}: not valid UTF-8 text "
-                    f"(byte {e.start + 1} of the line)") from None
+                    f"(byte {e.start + 1} of the line); expected UTF-8: convert the file, e.g. "
+                    f"`iconv -f LATIN1 -t UTF-8`") from None
 
 
 def parse_cost(token: str, loc: str, what: str) -> float:
@@ -144,9 +145,10 @@ def check_key(key: str, loc: str, what: str = "key") -> str:
 
 class DocumentOrder:
     """Checks, utterance by utterance in list order, that each document's utterances
-    are consecutive: history is carried through a document in list order, so a
-    document that reappears after another one (A, B, A) would make it skip or
-    interleave utterances. ``doc_path``: the file the documents came from
+    are consecutive (the one check of every reader): history is carried through a
+    document in list order, so a document that reappears after another one (A, B, A)
+    would make it skip or interleave utterances; the message names where it reappears
+    and where it was last seen. ``doc_path``: the file the documents came from
     (``utt2doc``/``utt2spk``, or a description); ``list_desc``: the N-best file that
     fixes the order. :attr:`count` is the number of documents so far."""
 
@@ -155,6 +157,7 @@ class DocumentOrder:
         self.closed: set = set()
         self.current: Optional[str] = None
         self.last_utt: Optional[str] = None
+        self.last_at: dict = {}  # document -> where its latest utterance is (for messages)
         self.count = 0
 
     def add(self, utt: str, doc: str, doc_line: Optional[int] = None, utt_loc: Optional[str] = None) -> None:
@@ -171,7 +174,8 @@ class DocumentOrder:
                 raise DataError(
                     f"{format_location(self.doc_path, doc_line)}: document {doc!r} reappears at "
                     f"utterance {utt!r}{at} after utterances of document {self.current!r} "
-                    f"(last one {self.last_utt!r}); the utterances of a document must be "
+                    f"(last one {self.last_utt!r}), and {doc!r} was last seen at {self.last_at[doc]}; "
+                    f"the utterances of a document must be "
                     f"consecutive in the order of {self.list_desc}, else the 1-best history "
                     f"would skip the utterances in between; fix: reorder {self.list_desc} so "
                     f"that each document's utterances are consecutive (in spoken order), "
@@ -181,6 +185,7 @@ class DocumentOrder:
             self.current = doc
             self.count += 1
         self.last_utt = utt
+        self.last_at[doc] = utt_loc or format_location(self.doc_path, doc_line)
 
 
 def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> None:
@@ -197,3 +202,25 @@ def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable
                 raise DataError(f"{who}: duplicate key {key!r}")
             seen.add(key)
             fh.write(line(key, value))
+
+
+def float_text(value) -> str:
+    """The shortest decimal text that reads back as the same float64 (Python's
+    ``repr``: ``922.9875``, ``-0.5``, ``1e-07``), a negative zero written as ``0.0``.
+    What the writers of the plain and JSON Lines formats use, so values survive exactly."""
+    return repr(float(value) + 0.0)  # -0.0 + 0.0 == 0.0
+
+
+def check_ranked_keys(utt_id: str, keys, what: str) -> None:
+    """Formats that do not store hypothesis keys (plain, JSON Lines) rebuild them as
+    ``<utt_id>-1 .. <utt_id>-N`` in list order; refuse to write a list whose keys are
+    other ones (``what`` names the format), since they would not survive.
+
+    Raises:
+        DataError: naming the utterance, the first key that differs and the fix.
+    """
+    for n, key in enumerate(keys, start=1):
+        if key != f"{utt_id}-{n}":
+            raise DataError(f"utterance {utt_id!r}: hypothesis {n} has the key {key!r}, but {what} rebuilds keys as "
+                            f"'<utt_id>-<rank>' ({utt_id}-{n}), so it would change; renumber the keys 1..N in list "
+                            f"order first, or convert to kaldi, which keeps them")

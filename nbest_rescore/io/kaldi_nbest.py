@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import groupby
 from operator import itemgetter
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -23,10 +24,13 @@ from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet
 from ._common import DocumentOrder, check_key, iter_lines, split_fields
 from .cost_column import CostColumn
-from .kaldi_text import iter_kaldi_text
+from .atomic import atomic_write
+from .kaldi_text import iter_kaldi_text, write_kaldi_text
+from .score_ark import write_cost_ark
 from .spans import StreamSource, open_stream
 
-__all__ = ["iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_nbest_dir", "read_utt_map", "split_hyp_key"]
+__all__ = ["KALDI_WRITTEN", "iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_nbest_dir", "read_utt_map",
+           "split_hyp_key", "write_kaldi_nbest_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -365,3 +369,42 @@ def open_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
     files = kaldi_files(path, lm_cost_name)
     return open_stream(partial(iter_kaldi_nbest, path, log=log, lm_cost_name=lm_cost_name), files.doc_source,
                        files.directory, f"{files.directory}: the N-best files changed while they were read")
+
+
+#: Every file :func:`write_kaldi_nbest_files` may write.
+KALDI_WRITTEN = ("text", "ac_cost", "lm_cost", "lmwt.lmonly", "lmwt.nolm", "utt2doc", "ref.txt")
+
+
+def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str, Words]] = None,
+                            with_graph: Optional[bool] = None) -> Tuple[str, ...]:
+    """Write ``nbest`` into the existing ``folder`` in the benchmark layout that
+    :func:`read_kaldi_nbest_dir` reads back: ``text`` (the keys as they are),
+    ``ac_cost`` and ``lm_cost`` (or, with a graph cost, ``lmwt.lmonly`` and
+    ``lmwt.nolm``), ``utt2doc``, and ``ref.txt`` (the lines of ``refs`` for these
+    utterances) when ``refs`` is given. Costs (negated natural logs) have 6 decimals
+    (``%.6f``, :func:`~.score_ark.cost_ark_line`). Each file is written atomically;
+    callers that need the set to appear as a whole write into
+    :func:`~.atomic.atomic_dir`'s folder.
+
+    Args:
+        with_graph: write the graph cost files; None: when any graph cost is non-zero.
+    Returns:
+        the names written, in order.
+    Raises:
+        DataError: a key, word or id that is empty or holds white space, a repeated
+            key, a cost that is not finite (nothing more is written then).
+    """
+    folder, utts = Path(folder), nbest.utterances
+    if with_graph is None:
+        with_graph = any(np.any(u.graph_cost) for u in utts)
+    write_kaldi_text(folder / "text", ((k, h) for u in utts for k, h in zip(u.keys, u.hyps)))
+    columns = {"ac_cost": "ac_cost", "lmwt.lmonly": "lm_cost", "lmwt.nolm": "graph_cost"} if with_graph else \
+        {"ac_cost": "ac_cost", "lm_cost": "lm_cost"}
+    for name, attr in columns.items():
+        write_cost_ark(folder / name, ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist())))
+    with atomic_write(folder / "utt2doc") as f:
+        f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
+    if refs is None:
+        return ("text", *columns, "utt2doc")
+    write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
+    return ("text", *columns, "utt2doc", "ref.txt")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import abc
+from contextlib import ExitStack
 from functools import partial
 from itertools import groupby
 from operator import itemgetter
@@ -23,11 +24,14 @@ import numpy as np
 
 from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import DocumentOrder, check_key, iter_lines, parse_cost, split_fields
+from ._common import DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, parse_cost, split_fields
+from .atomic import atomic_write
 from .kaldi_nbest import read_utt_map_lines
+from .kaldi_text import kaldi_text_line
 from .spans import StreamSource, open_stream
 
-__all__ = ["find_plain_score_files", "iter_plain_nbest", "open_plain_nbest", "read_plain_nbest"]
+__all__ = ["PLAIN_WRITTEN", "find_plain_score_files", "iter_plain_nbest", "open_plain_nbest", "read_plain_nbest",
+           "write_plain_nbest_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -374,3 +378,48 @@ def open_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
                    utt2doc=utt2doc, utt_ids=utt_ids, log=log)
     return open_stream(read, "file" if utt2doc is None else "utt2doc", os.fspath(path),
                        f"{path}: the plain N-best files changed while they were read")
+
+
+#: The files :func:`write_plain_nbest_files` writes, in order.
+PLAIN_WRITTEN = ("nbest.txt", "nbest.ac", "nbest.ngram", "utt_ids", "utt2doc")
+
+
+def _plain_lines(i: int, u: NbestList) -> Iterator[Tuple[str, str, str]]:
+    """``(list line, acoustic score line, n-gram score line)`` of each hypothesis of
+    utterance ``u`` written as index ``i`` (scores = -cost, :func:`float_text`)."""
+    check_ranked_keys(u.utt_id, u.keys, "the plain format")
+    if np.any(u.graph_cost):
+        raise DataError(f"utterance {u.utt_id!r}: has a graph cost (lmwt.nolm), which the plain format cannot hold; "
+                        f"convert to kaldi or jsonl instead")
+    for words, ac, lm in zip(u.hyps, u.ac_cost.tolist(), u.lm_cost.tolist()):
+        yield kaldi_text_line(str(i), tuple(words) + ("<eos>",)), float_text(-ac) + "\n", float_text(-lm) + "\n"
+
+
+def write_plain_nbest_files(folder, nbest: NbestSet) -> Tuple[str, ...]:
+    """Write ``nbest`` into the existing ``folder`` in the plain format, as
+    :data:`PLAIN_WRITTEN`: ``nbest.txt`` (``<i> w1 ... <eos>``, i = 0, 1, ... the
+    utterance's position), ``nbest.ac`` and ``nbest.ngram`` (natural-log **scores**,
+    i.e. -cost, one per hypothesis line, shortest round-trip decimals:
+    :func:`~._common.float_text`), ``utt_ids`` (``<i> <utt_id>``) and ``utt2doc``
+    (``<utt_id> <doc_id>``). ``read_plain_nbest(folder/"nbest.txt",
+    utt_ids=folder/"utt_ids", utt2doc=folder/"utt2doc")`` reads the same lists back
+    (the same float64 costs). Each file is written atomically; callers that need the
+    set to appear as a whole write into :func:`~.atomic.atomic_dir`'s folder.
+
+    Returns:
+        :data:`PLAIN_WRITTEN`.
+    Raises:
+        DataError: a non-zero graph cost (the format has none), keys other than
+            ``<utt_id>-1 .. <utt_id>-N`` (the format rebuilds them), an id or word that
+            is empty or holds white space (nothing more is written then).
+    """
+    folder = os.fspath(folder)
+    with ExitStack() as stack:
+        files = [stack.enter_context(atomic_write(os.path.join(folder, n))) for n in PLAIN_WRITTEN]
+        for i, u in enumerate(nbest.utterances):
+            for lines in _plain_lines(i, u):
+                for fh, line in zip(files, lines):
+                    fh.write(line)
+            files[3].write(kaldi_text_line(str(i), (u.utt_id,)))
+            files[4].write(kaldi_text_line(u.utt_id, (u.doc_id,)))
+    return PLAIN_WRITTEN

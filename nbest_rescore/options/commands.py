@@ -17,6 +17,8 @@ _DIR_OUT = {"file_okay": False}
 TRAIN_DTYPES = ("float32", "bfloat16")
 #: ``tune --search``.
 SEARCHES = ("grid", "line")
+#: ``convert --to``: the N-best formats written (docs/formats.md).
+NBEST_FORMATS = ("kaldi", "plain", "jsonl")
 #: Bootstrap replications by default (:data:`nbest_rescore.evaluation.bootstrap.REPLICATIONS`).
 REPLICATIONS = 10000
 
@@ -151,6 +153,18 @@ class SplitOptions(Options):
     """``split``."""
 
     nj: int = option(help="Number of shards (1 .. the number of documents); a document is never split.", kind="int")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertOptions(NbestOptions):
+    """``convert``: the lists (any format ``score`` reads, with the plain-format
+    options), the format to write and where."""
+
+    to: str = option(help="Format to write: kaldi (a folder: text, ac_cost, lm_cost or lmwt.lmonly + lmwt.nolm, "
+                          "utt2doc; costs with 6 decimals), plain (a folder: nbest.txt, nbest.ac, nbest.ngram, "
+                          "utt_ids, utt2doc) or jsonl (one file, one utterance per line).", choices=NBEST_FORMATS)
+    out: str = option(help="Output: a folder for kaldi and plain (replaced as a whole), a file for jsonl (written "
+                           "atomically).", path={})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,8 +37,9 @@ class NbestOptions(Options):
     """Where the N-best lists are and how plain-format lists are read."""
 
     nbest: str = option(help="A Kaldi N-best directory (text | words_text | words + words.txt; ac_cost | acwt; lm_cost "
-                        "| lmwt.*; utt2doc or utt2spk for documents), or a plain N-best file (lines '<utterance-index> "
-                        "w1 w2 ... <eos>') with its score files NAME.ac and NAME.ngram beside it (or "
+                        "| lmwt.*; utt2doc or utt2spk for documents), a JSON Lines file (NAME.jsonl, or any file "
+                        "starting with '{': one utterance per line), or a plain N-best file (lines "
+                        "'<utterance-index> w1 w2 ... <eos>') with its score files NAME.ac and NAME.ngram beside it (or "
                         "--plain-ac/--plain-ngram).", path={"exists": True})
     plain_ac: Optional[str] = option(None, "Plain format: acoustic log-likelihood scores, one per hypothesis line "
                                            "(default: NAME.ac beside the list).", path=_FILE)

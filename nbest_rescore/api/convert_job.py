@@ -1,0 +1,106 @@
+"""``convert``: N-best lists from any format the jobs read (Kaldi directory, JSON Lines,
+plain; :func:`~.inputs.nbest_format`) written as a Kaldi directory, a plain-format
+folder or a JSON Lines file (docs/formats.md). The lists are read whole, then written
+as one set: a folder through :func:`~nbest_rescore.io.atomic.atomic_dir`, the JSON
+Lines file through :func:`~nbest_rescore.io.atomic.atomic_write`; after an error
+nothing is written."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Tuple
+
+from ..errors import DataError
+from ..io.atomic import atomic_dir, check_output_dir, check_writable_dir
+from ..io.jsonl_nbest import write_jsonl_nbest
+from ..io.kaldi_nbest import KALDI_WRITTEN, write_kaldi_nbest_files
+from ..io.plain_nbest import PLAIN_WRITTEN, write_plain_nbest_files
+from ..options import NBEST_FORMATS, ConvertOptions
+from ..types import NbestSet
+from ..validation import check_choice, check_paths
+from .inputs import PLAIN_PATHS, load_nbest
+
+__all__ = ["ConvertJob", "ConvertResult", "convert_nbest"]
+
+#: The folder writers: format -> (writer(folder, nbest) -> names written, every name it may write).
+_FOLDER_WRITERS = {"kaldi": (write_kaldi_nbest_files, KALDI_WRITTEN), "plain": (write_plain_nbest_files, PLAIN_WRITTEN)}
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What :func:`convert_nbest` wrote: ``out`` in format ``to`` (``files``: the names
+    in the folder, or the file's name for ``jsonl``) and the counts of the set."""
+
+    out: str
+    to: str
+    files: Tuple[str, ...]
+    documents: int
+    utterances: int
+    hypotheses: int
+    doc_source: str
+
+    def report(self) -> str:
+        """One line: what was written where."""
+        what = f"{self.out} ({self.to})" if self.to == "jsonl" else f"{self.out}/{{{','.join(self.files)}}}"
+        return (f"wrote {self.utterances} utterances, {self.hypotheses} hypotheses, {self.documents} documents "
+                f"(documents from {self.doc_source}) to {what}")
+
+
+def _check_out(to: str, out) -> None:
+    """``out`` can take format ``to``: a folder (:func:`check_output_dir`), or for
+    ``jsonl`` a file that is not a folder, in a folder that is or can be made writable."""
+    check_choice("to", to, NBEST_FORMATS)
+    if to != "jsonl":
+        check_output_dir(out, _FOLDER_WRITERS[to][1])
+        return
+    if os.path.isdir(out):
+        raise DataError(f"--out {out}: is a folder, but --to jsonl writes one file; give a file name such as "
+                        f"{os.path.join(out, 'nbest.jsonl')}")
+    check_writable_dir(os.path.dirname(os.path.abspath(out)))
+
+
+def convert_nbest(nbest: NbestSet, to: str, out) -> ConvertResult:
+    """Write ``nbest`` in format ``to`` (one of :data:`~nbest_rescore.options.NBEST_FORMATS`)
+    at ``out``: ``kaldi`` (:func:`~nbest_rescore.io.kaldi_nbest.write_kaldi_nbest_files`;
+    costs with 6 decimals) or ``plain`` (:func:`~nbest_rescore.io.plain_nbest.write_plain_nbest_files`)
+    into the folder ``out``, replaced as a whole; ``jsonl``
+    (:func:`~nbest_rescore.io.jsonl_nbest.write_jsonl_nbest`) into the file ``out``
+    (its folder made if missing). Plain and JSON Lines keep every float64 cost exactly.
+
+    Raises:
+        DataError: an unknown format; ``out`` unusable (a file where a folder is
+            needed or the reverse, a folder holding other files); a set the format
+            cannot hold (plain: a graph cost; plain and jsonl: keys other than
+            ``<utt_id>-1 .. <utt_id>-N``). Nothing is written then.
+    """
+    _check_out(to, out)
+    out = os.fspath(out)
+    if to == "jsonl":
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        write_jsonl_nbest(nbest, out)
+        files: Tuple[str, ...] = (os.path.basename(out),)
+    else:
+        write, written = _FOLDER_WRITERS[to]
+        settings = {"nbest": nbest.source, "to": to, "doc_source": nbest.doc_source}
+        with atomic_dir(out, written, settings=settings) as tmp:
+            files = tuple(write(tmp, nbest))
+    return ConvertResult(out, to, files, len(nbest.documents()), len(nbest), nbest.num_hyps(), nbest.doc_source)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertJob(ConvertOptions):
+    """``nbest-rescore convert`` as a value (options: :class:`~nbest_rescore.options.ConvertOptions`):
+    the input paths, the plain-format options and ``out`` are checked on construction,
+    before anything is read. Raises DataError."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_paths(self, ("nbest", *PLAIN_PATHS))
+        _check_out(self.to, self.out)
+
+    def run(self) -> ConvertResult:
+        """Read the lists (:func:`~.inputs.load_nbest` with the plain-format options)
+        and write them (:func:`convert_nbest`); returns the :class:`ConvertResult`."""
+        nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
+                           utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
+        return convert_nbest(nbest, self.to, self.out)
