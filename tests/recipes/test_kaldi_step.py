@@ -272,3 +272,27 @@ def test_several_lms_weights_are_checked_before_any_work(kaldi, tmp_path):
     assert res.returncode == 1 and "--interp 0.5 and --nn-weights 0.3,0.3 must sum to 1" in res.stderr
     res = step(tmp_path, f"{lm},{tmp_path}/missing.pt", root / "data", "decode", "out")
     assert res.returncode == 1 and f"the LM checkpoint {tmp_path}/missing.pt does not exist" in res.stderr
+
+
+@pytest.mark.slow
+def test_step_with_an_hf_lm_beside_a_checkpoint(kaldi, ci_nbest, hf_lm):
+    """--lm small.pt,hf:DIR over 3 jobs: the merged per-LM costs and 1-best equal one
+    score run over the whole set with the same two LMs."""
+    root, lm, _ = kaldi
+    hf = f"hf:{hf_lm('gpt2')}"
+    work = root / "hf"
+    work.mkdir()
+    (work / "data").symlink_to(root / "data")
+    lay_out(ci_nbest, work, [0, 23, 44, 60])
+    res = step(work, "--nj", 3, "--nn-weights", "0.25,0.25", *WEIGHTS, f"{lm},{hf}", "data", "decode", "decode_nn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    whole = nr.score(ci_nbest, [nr.load_lm(lm), nr.load_lm(hf)], refs=nr.load_references(root / "data" / "text"),
+                     lm_weight=9.5, interp=0.5, nn_weights=[0.25, 0.25], word_ins_penalty=-0.629606,
+                     history="first-pass")
+    expected = "".join(" ".join((u, *w)) + "\n" for u, w in whole.one_best.items())
+    assert (work / "decode_nn" / "text").read_text() == expected
+    name = hf_lm("gpt2").name
+    nn = {}
+    for j in (1, 2, 3):
+        nn.update(read_ark(work / "decode_nn" / f"archives.{j}" / f"lmwt.nn.{name}"))
+    assert np.allclose([nn[k] for k in whole.keys], whole.nn_costs_by_lm[name], atol=1e-4, rtol=0)
