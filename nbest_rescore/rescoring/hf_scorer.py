@@ -16,7 +16,9 @@ Modes (``--scoring``), the same costs to float rounding:
   context and its own ancestors only (a 4-D attention mask; positions = context length
   + depth). The context is thus computed once per utterance and shared by all its
   hypotheses without copying its cache. A pass holds at most ``max_tokens`` padded
-  positions (rows x (context + nodes)), or one utterance when that is larger.
+  positions (rows x (context + nodes)); an utterance's hypotheses are cut into trees of
+  at most ``max_tokens / 8`` tokens (:data:`TREE_PIECE_FRACTION`), each after its own copy
+  of the context, which bounds the attention scores of a pass.
 * ``padded``: each hypothesis with its full context as an independent sequence,
   length-sorted and padded into batches of at most ``batch_size`` rows and
   ``max_tokens`` positions: the way NeMo's neural rescorer scores (plus the context);
@@ -46,6 +48,11 @@ from .prefix_tree import build_forest
 log = logging.getLogger(__name__)
 
 State = Tuple[torch.Tensor]
+#: A prefix tree holds at most ``max_tokens / TREE_PIECE_FRACTION`` hypothesis tokens
+#: (more hypotheses of one utterance: several trees after the same context), so that a
+#: pass's attention scores, rows x nodes x (context + nodes) per head, stay within
+#: ``max_tokens ** 2 / TREE_PIECE_FRACTION``.
+TREE_PIECE_FRACTION = 8
 #: Largest difference (nats) between ``tree`` and ``padded`` on the probe before ``tree`` is refused.
 PROBE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.1, "float16": 0.05}
 
@@ -192,7 +199,7 @@ class HfScorer:
     def _tree_costs(self, contexts, rows, seqs) -> np.ndarray:
         """``tree``: per pass, contexts once, then each utterance's prefix tree in one row
         (the hypotheses of a row in pieces of at most ``max_tokens`` positions with their context)."""
-        pieces = _pieces(contexts, rows, seqs, self.max_tokens)
+        pieces = _pieces(rows, seqs, max(1, self.max_tokens // TREE_PIECE_FRACTION))
         row_of_piece = np.empty(int(pieces.max(initial=-1)) + 1, dtype=np.int64)
         row_of_piece[pieces] = np.asarray(rows, dtype=np.int64)
         forest = build_forest(seqs, pieces, eos=0)
@@ -254,16 +261,16 @@ def _contexts(ctx: np.ndarray) -> List[List[int]]:
     return [row[row >= 0].tolist() for row in ctx]
 
 
-def _pieces(contexts, rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
+def _pieces(rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
     """int64 [H]: a piece number per hypothesis: the hypotheses of one start row, in
-    order, cut where their tokens and the row's context would pass ``max_tokens`` (at
-    least one hypothesis a piece), so that one prefix tree never holds more."""
+    order, cut where their tokens would pass ``max_tokens`` (at least one hypothesis a
+    piece), so that one prefix tree never has more nodes."""
     piece = np.empty(len(rows), dtype=np.int64)
     open_piece: Dict[int, Tuple[int, int]] = {}  # row -> (piece, tokens so far)
     count = 0
     for i, (r, s) in enumerate(zip(rows, seqs)):
         p, used = open_piece.get(r, (-1, 0))
-        if p < 0 or used + len(s) + len(contexts[r]) > max_tokens:
+        if p < 0 or used + len(s) > max_tokens:
             p, used, count = count, 0, count + 1
         open_piece[r] = (p, used + len(s))
         piece[i] = p
