@@ -217,7 +217,8 @@ def validate_train_config(cfg: TrainConfig, source=None) -> None:
             _check_hf(cfg)
         else:
             if cfg.hf is not None:
-                raise DataError(f"hf: the hf block is for model: {HF_MODEL}, the config trains {cfg.model!r}; remove it")
+                raise DataError(f"hf: the hf block is for model: {HF_MODEL}, the config trains {cfg.model!r}; "
+                                f"remove it")
             config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)
     except DataError as exc:
         if source is None:
@@ -239,7 +240,8 @@ def _check_hf(cfg: TrainConfig) -> None:
         raise DataError("hf: give either hf.pretrained (a save_pretrained directory to fine-tune) or hf.config "
                         "(a new model) with hf.tokenizer" + (", not both" if h.pretrained else ""))
     if h.pretrained is not None and h.tokenizer is not None:
-        raise DataError("hf.tokenizer: only with hf.config; hf.pretrained brings its own tokenizer (remove hf.tokenizer)")
+        raise DataError("hf.tokenizer: only with hf.config; hf.pretrained brings its own tokenizer "
+                        "(remove hf.tokenizer)")
     if h.config is not None and h.tokenizer is None:
         raise DataError("hf.tokenizer: hf.config builds a new model and needs a tokenizer directory "
                         "(save_pretrained files, e.g. from recipes/abc-nbest/local/train_bpe.py)")

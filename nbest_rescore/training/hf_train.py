@@ -43,7 +43,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..config import HF_MODEL, TrainConfig
+from ..config import HF_MODEL, TrainConfig, validate_train_config
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
@@ -167,11 +167,12 @@ class HfFamily:
 
     def check(self, cfg: TrainConfig, out_path, world) -> str:
         """``--out`` is a folder (new, empty, or one an earlier run wrote) and its
-        ``.last.pt`` writable; transformers is installed. Reads left to right."""
+        ``.last.pt`` writable; the ``hf`` block valid (transformers installed). Reads left
+        to right."""
+        validate_train_config(cfg)  # (a TrainConfig built in Python has not been checked)
         if world.main:
             check_output_dir(out_path, option="--out")
             checkpointing.check_writable(checkpointing.last_path(out_path))
-        import_transformers()
         return "forward"
 
     def load_start(self, path, cfg: TrainConfig, resume: bool) -> checkpointing.Loaded:

@@ -215,7 +215,8 @@ def test_train_bpe_script(DATA, tmp_path):
 
     import transformers
 
-    spec = importlib.util.spec_from_file_location("train_bpe", REPO / "recipes" / "abc-nbest" / "local" / "train_bpe.py")
+    path = REPO / "recipes" / "abc-nbest" / "local" / "train_bpe.py"
+    spec = importlib.util.spec_from_file_location("train_bpe", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     out = tmp_path / "bpe"
@@ -243,3 +244,18 @@ def test_encode_documents_lays_out_start_and_sentence_ends(bpe):
     with pytest.raises(DataError, match="start"):
         text.start_ids = [eos, eos]
         hf_train.encode_documents(docs, text)
+
+
+def test_recipe_gpt_conf_has_the_gru_budget_and_validates(repo_data, bpe, tmp_path):
+    """cpu-ablation/gpt.yaml trains on the GRU's text for the GRU's 10 minutes on one thread,
+    validated on the same words; with a tokenizer in place it is a valid config."""
+    conf = REPO / "recipes" / "abc-nbest" / "conf" / "cpu-ablation"
+    gpt, gru = (yaml.safe_load((conf / f"{m}.yaml").read_text()) for m in ("gpt", "gru"))
+    assert gpt["data"] == gru["data"]
+    for key in ("max_seconds", "max_epochs", "threads", "lr_schedule", "clip"):
+        assert gpt["optim"][key] == gru["optim"][key], key
+    gpt["hf"]["tokenizer"] = str(bpe)
+    gpt["data"] = {k: str(REPO / v) if k in ("train", "valid") else v for k, v in gpt["data"].items()}
+    (tmp_path / "gpt.yaml").write_text(yaml.safe_dump(gpt))
+    cfg = load_train_config(tmp_path / "gpt.yaml")
+    assert cfg.model == "hf" and cfg.hf.config["model_type"] == "gpt2"
