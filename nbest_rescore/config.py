@@ -110,16 +110,46 @@ class OptimConfig:
         check_fields(self)
 
 
+#: The ``model`` name of a Hugging Face causal LM trained through ``transformers`` (the ``hf`` block).
+HF_MODEL = "hf"
+
+
+@dataclass
+class HfConfig:
+    """``model: hf`` (docs/training.md "Training a Hugging Face model"): either
+    ``pretrained``, a ``save_pretrained`` directory (model and tokenizer) to fine-tune, or
+    ``config``, a transformers config (``model_type`` and that config's keys) of a new
+    model, with ``tokenizer``, a tokenizer directory. ``context_tokens``: the tokens of a
+    document before each ``optim.bptt`` window that the window is run after (no loss on
+    them; at most ``optim.bptt``)."""
+
+    pretrained: Optional[str] = None
+    config: Optional[dict] = None
+    tokenizer: Optional[str] = None
+    context_tokens: int = 0
+
+    _SECTION = "hf"
+    _RANGES = {"context_tokens": ">= 0"}
+    _EXAMPLES = {"pretrained": "exp/gpt", "tokenizer": "exp/bpe8k",
+                 "config": "{model_type: gpt2, n_embd: 256, n_layer: 4, n_head: 4, n_positions: 256}"}
+
+    def __post_init__(self):
+        _paths_to_str(self, ("pretrained", "tokenizer"))
+        check_fields(self)
+
+
 @dataclass
 class TrainConfig:
     """A training config: model name and its options (``model_config``, see the
-    model's ``Config`` dataclass), data, vocabulary and optimisation sections."""
+    model's ``Config`` dataclass), data, vocabulary and optimisation sections; for
+    ``model: hf`` the ``hf`` block instead of ``model_config`` and ``vocab``."""
 
     model: str = "gru"
     model_config: dict = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    hf: Optional[HfConfig] = None
 
     _SECTION = ""
     _EXAMPLES = {"model_config": "{hidden_size: 512}"}
@@ -130,6 +160,8 @@ class TrainConfig:
             if not isinstance(getattr(self, key), cls):
                 raise DataError(f"{key} must be the {key} section ({cls.__name__}, a mapping in YAML), "
                                 f"got {getattr(self, key)!r}")
+        if self.hf is not None and not isinstance(self.hf, HfConfig):
+            raise DataError(f"hf must be the hf section (HfConfig, a mapping in YAML), got {self.hf!r}")
 
 
 _SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "optim": OptimConfig}
@@ -159,7 +191,8 @@ def _build(cls, values, section: str = ""):
         raise DataError(f"{where}: unknown key(s) {unknown}" + (f" ({'; '.join(hints)})" if hints else "")
                         + f"; valid: {valid}")
     if cls is TrainConfig:
-        values = {k: _build(_SECTIONS[k], v, k) if k in _SECTIONS else {} if k == "model_config" and v is None else v
+        values = {k: _build(_SECTIONS[k], v, k) if k in _SECTIONS else {} if k == "model_config" and v is None else
+                  _build(HfConfig, v, k) if k == "hf" and v is not None else v
                   for k, v in values.items()}
     return cls(**values)
 
@@ -180,11 +213,82 @@ def validate_train_config(cfg: TrainConfig, source=None) -> None:
         for key in _SECTIONS:
             dataclasses.replace(getattr(cfg, key))  # re-runs __post_init__ on the current values
         dataclasses.replace(cfg)
-        config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)
+        if cfg.model == HF_MODEL:
+            _check_hf(cfg)
+        else:
+            if cfg.hf is not None:
+                raise DataError(f"hf: the hf block is for model: {HF_MODEL}, the config trains {cfg.model!r}; "
+                                f"remove it")
+            config_from_dict(get_model_class(cfg.model).Config, cfg.model_config)
     except DataError as exc:
         if source is None:
             raise
         raise DataError(f"{source}: {exc}") from None
+
+
+def _check_hf(cfg: TrainConfig) -> None:
+    """The ``hf`` block of a ``model: hf`` config (:class:`HfConfig`) and how it fits
+    ``optim`` (transformers imported here). Raises DataError naming the key."""
+    h = cfg.hf
+    if h is None:
+        raise DataError(f"hf: model: {HF_MODEL} needs an hf block, e.g. hf: {{config: {HfConfig._EXAMPLES['config']}, "
+                        f"tokenizer: exp/bpe8k}} or hf: {{pretrained: exp/gpt}}")
+    dataclasses.replace(h)
+    if cfg.model_config:
+        raise DataError(f"model_config: not used with model: {HF_MODEL} (the hf block gives the model); remove it")
+    if (h.pretrained is None) == (h.config is None):
+        raise DataError("hf: give either hf.pretrained (a save_pretrained directory to fine-tune) or hf.config "
+                        "(a new model) with hf.tokenizer" + (", not both" if h.pretrained else ""))
+    if h.pretrained is not None and h.tokenizer is not None:
+        raise DataError("hf.tokenizer: only with hf.config; hf.pretrained brings its own tokenizer "
+                        "(remove hf.tokenizer)")
+    if h.config is not None and h.tokenizer is None:
+        raise DataError("hf.tokenizer: hf.config builds a new model and needs a tokenizer directory "
+                        "(save_pretrained files, e.g. from recipes/abc-nbest/local/train_bpe.py)")
+    if h.context_tokens > cfg.optim.bptt:
+        raise DataError(f"hf.context_tokens must be <= optim.bptt ({cfg.optim.bptt}), got {h.context_tokens}: the "
+                        f"context of a window is (part of) the window before it")
+    if h.config is not None:
+        positions = _check_hf_model_config(h.config)
+        if positions is not None and cfg.optim.bptt + h.context_tokens > positions:
+            raise DataError(f"optim.bptt + hf.context_tokens = {cfg.optim.bptt + h.context_tokens} is more than the "
+                            f"model's {positions} positions (hf.config); lower them or raise the positions")
+
+
+def _check_hf_model_config(config: dict) -> Optional[int]:
+    """Check ``hf.config`` against its transformers config class; returns the model's
+    positions when the config gives them (else None). Raises DataError naming the key."""
+    try:
+        import transformers
+    except ImportError:
+        raise DataError(f"model: {HF_MODEL} needs the Hugging Face transformers package: pip install -e '.[hf]' "
+                        f"(or pip install transformers tokenizers)") from None
+    import inspect
+
+    model_type = config.get("model_type")
+    types = list(transformers.CONFIG_MAPPING.keys())
+    if not isinstance(model_type, str) or model_type not in types:
+        close = difflib.get_close_matches(str(model_type), types, n=1)
+        raise DataError(f"hf.config.model_type must be a transformers model type, got {model_type!r}"
+                        + (f" (did you mean {close[0]!r}?)" if close else "") + "; e.g. model_type: gpt2")
+    cls = transformers.CONFIG_MAPPING[model_type]
+    if cls not in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise DataError(f"hf.config.model_type: {model_type!r} is not a causal LM (AutoModelForCausalLM); "
+                        f"e.g. model_type: gpt2 or llama")
+    valid = set(cls().to_dict()) | set(getattr(cls, "attribute_map", {})) | set(inspect.signature(cls).parameters)
+    unknown = sorted(str(k) for k in config if k not in valid)
+    if unknown:
+        hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown
+                 for m in [difflib.get_close_matches(k, sorted(valid), n=1)] if m]
+        raise DataError(f"hf.config: unknown key(s) {unknown} for {cls.__name__}"
+                        + (f" ({'; '.join(hints)})" if hints else ""))
+    try:
+        built = transformers.AutoConfig.for_model(**config)
+    except (TypeError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DataError(f"hf.config: transformers refused it ({first})") from None
+    positions = getattr(built, "max_position_embeddings", None) or getattr(built, "n_positions", None)
+    return positions if isinstance(positions, int) and positions > 0 else None
 
 
 def load_train_config(path) -> TrainConfig:
@@ -201,8 +305,9 @@ def load_train_config(path) -> TrainConfig:
         cfg = _build(TrainConfig, {} if raw is None else raw)
         validate_train_config(cfg)
         base = Path(path).resolve().parent
-        for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file")):
-            val = getattr(obj := getattr(cfg, section), key)
+        for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file"),
+                             ("hf", "pretrained"), ("hf", "tokenizer")):
+            val = getattr(obj := getattr(cfg, section), key) if getattr(cfg, section) is not None else None
             if val:
                 try:
                     setattr(obj, key, resolve_path(val, base))

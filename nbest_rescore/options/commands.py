@@ -84,7 +84,8 @@ class TrainOptions(DeviceOption, ThreadsOption):
 
     config: str = option(help="YAML training config (see examples/ and recipes/abc-nbest/conf/).", path=_FILE)
     out: str = option(help="Checkpoint to write (.pt): the best weights, rewritten after every epoch; the resumable "
-                           "state goes beside it as <name>.last.pt.", path={"dir_okay": False})
+                           "state goes beside it as <name>.last.pt. With model: hf a folder (save_pretrained files "
+                           "and the tokenizer; the state goes to <folder>.last.pt).", path={})
     max_words: Optional[int] = option(None, "Train on the first N words of the training text (overrides "
                                             "data.max_words).", kind="int", range=">= 1", unit="words")
     max_epochs: Optional[int] = option(None, "Override optim.max_epochs.", kind="int", range=">= 1")

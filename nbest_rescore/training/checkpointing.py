@@ -85,11 +85,17 @@ def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dic
     any validation), the optimiser state and the random-number states."""
     best = run.best_state if run.best_state is not None else model.state_dict()
     save_model(out_path, model, vocab, info, state_dict=best)
-    resume = {**dataclasses.asdict(replace(run, history=[], best_state=None)), "best_ppl": run.best_valid_ppl,
-              "history": list(run.history), "best_state": {k: v.detach().cpu().clone() for k, v in best.items()},
-              "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
-              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
-    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume})
+    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best)})
+
+
+def resume_state(run: RunState, opt, best: dict) -> dict:
+    """The ``resume`` entry of a ``.last.pt`` (:func:`restore` reads it back): the
+    :class:`RunState` (``best_ppl`` None before any validation), the best weights
+    ``best``, the optimiser state and the random-number states."""
+    return {**dataclasses.asdict(replace(run, history=[], best_state=None)), "best_ppl": run.best_valid_ppl,
+            "history": list(run.history), "best_state": {k: v.detach().cpu().clone() for k, v in best.items()},
+            "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
 
 
 def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
@@ -147,4 +153,5 @@ def restore(loaded: Loaded, model, opt, device) -> RunState:
                     history=list(r["history"]), best_state=best)
 
 
-__all__ = ["last_path", "check_writable", "RunState", "save_epoch", "load_start", "load_weights", "restore"]
+__all__ = ["last_path", "check_writable", "RunState", "save_epoch", "resume_state", "load_start", "load_weights",
+           "restore"]

@@ -3,6 +3,11 @@
 :mod:`.schedule`, epoch checkpoints of :mod:`.checkpointing`, DDP of :mod:`.distributed`.
 A backward model trains on :func:`~nbest_rescore.corpus.model_documents` (``data.max_words``
 takes its prefix of the text before the reversal).
+
+The steps that depend on the model family (ids of the words, the model, its outputs)
+are a family object's (:class:`WordFamily` for the models of the registry,
+:class:`~.hf_train.HfFamily` for ``model: hf``); the loop, the streams, the schedule,
+the budgets, validation and resuming are shared.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import TrainConfig
+from ..config import HF_MODEL, TrainConfig
 from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
                       segment_tokens)
 from ..errors import DataError
@@ -65,6 +70,16 @@ class StepOptions:
     clip: float = 10.0
     self_norm_weight: float = 0.0
     autocast_dtype: Optional[torch.dtype] = None
+
+
+class Validation(NamedTuple):
+    """The validation text as streams: ``bptt`` the segment length they are scored in,
+    ``words`` the perplexity's denominator (every word and one ``</s>`` per sentence, as
+    :func:`~nbest_rescore.evaluation.perplexity.corpus_perplexity` counts them)."""
+
+    streams: Streams
+    bptt: int
+    words: int
 
 
 class EpochStats(NamedTuple):
@@ -403,17 +418,17 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
            init_from: Optional[str], stop_after_epochs: Optional[int]) -> TrainResult:
     """:func:`train` as one rank of ``world`` (the only one for a single process)."""
     o = cfg.optim
-    direction = _check_start(cfg, out_path, world, resume, init_from)
+    family = family_of(cfg)
+    direction = _check_start(cfg, out_path, world, resume, init_from, family)
     torch.manual_seed(o.seed)
     if o.threads:
         torch.set_num_threads(o.threads)
-    loaded = checkpointing.load_start(resume or init_from, cfg, resume=bool(resume)) if (resume or init_from) else None
+    loaded = family.load_start(resume or init_from, cfg, resume=bool(resume)) if (resume or init_from) else None
     # a backward model reads every document reversed (after the max_words prefix is taken)
     train_docs = model_documents(read_lm_text(cfg.data.train, cfg.data.max_words), direction)
-    vocab = loaded.vocab if loaded else build_vocab(cfg, train_docs)
-    encoded = [encode_document(d, vocab) for d in train_docs]
-    cfg = _with_adaptive_cutoffs(cfg, encoded, len(vocab), loaded)
-    model, params = _build_model(cfg, vocab, loaded, world.device)
+    text = family.text(cfg, train_docs, loaded)  # the vocabulary, or the tokenizer's convention
+    encoded = family.encode(train_docs, text)
+    cfg, model, params = family.build(cfg, text, encoded, loaded, world.device)
     graphs = o.cuda_graph and world.device.type == "cuda" and not world.distributed
     if o.cuda_graph and world.device.type == "cuda" and world.distributed:
         log.info("CUDA graphs are off under DistributedDataParallel (its gradient all-reduce runs outside a graph)")
@@ -422,7 +437,7 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     run = checkpointing.restore(loaded, model, opt, world.device) if resume else checkpointing.RunState()
     ddp = world.wrap(model, functools.partial(segment_forward, model))  # None for one process
     t = _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, encoded,
-                  _valid_streams(cfg, direction, vocab))
+                  _validation(cfg, direction, family, text), _tokens_per_word(encoded, train_docs), family.subword)
     start = time.perf_counter() - run.seconds
     # a resumed run that had already stopped early trains no further epoch
     first_epoch = run.epoch + 1 if run.bad_epochs < o.patience else o.max_epochs + 1
@@ -434,24 +449,72 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
             last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
                     or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
             if world.main and (last or epoch % o.checkpoint_every == 0):
-                checkpointing.save_epoch(out_path, model, vocab, run, opt, _info(cfg, params, run))
+                family.save(out_path, model, text, run, opt, _info(cfg, params, run, t.tokens_per_word))
             if last:
                 break
     if run.best_state is not None:
         model.load_state_dict(run.best_state)
     seconds = time.perf_counter() - start
     return TrainResult(run.epoch, run.best_valid_ppl, run.history[-1]["train_ppl"] if run.history else math.nan,
-                       seconds, run.tokens / max(seconds, 1e-9), run.history, world.rank)
+                       seconds, run.tokens / t.tokens_per_word / max(seconds, 1e-9), run.history, world.rank)
+
+
+class WordFamily:
+    """The family-dependent steps of training for the word-level models of the registry
+    (:class:`~.hf_train.HfFamily` has the same methods for ``model: hf``).
+
+    ``check`` fails before any data is read (an unwritable ``--out``, a bad model config)
+    and returns the reading direction; ``load_start`` reads a ``--resume``/``--init-from``
+    checkpoint; ``text`` is what maps words to ids (here the vocabulary); ``encode`` gives
+    each document's ids (one start token, then every sentence and its end); ``build``
+    returns (the config, with anything filled in, the model on the device, its parameter
+    counts); ``save`` writes an epoch's outputs; ``eval_bptt`` is the validation segment
+    length; ``subword``: ids are pieces of words (perplexity reported per word too).
+    """
+
+    subword = False
+
+    def check(self, cfg: TrainConfig, out_path, world: distributed.World) -> str:
+        if world.main:  # (the only rank that writes)
+            checkpointing.check_writable(out_path)
+        return config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
+
+    def load_start(self, path, cfg: TrainConfig, resume: bool) -> "checkpointing.Loaded":
+        return checkpointing.load_start(path, cfg, resume=resume)
+
+    def text(self, cfg: TrainConfig, train_docs, loaded) -> Vocabulary:
+        return loaded.vocab if loaded else build_vocab(cfg, train_docs)
+
+    def encode(self, docs, vocab: Vocabulary) -> list:
+        return [encode_document(d, vocab) for d in docs]
+
+    def build(self, cfg: TrainConfig, vocab: Vocabulary, encoded, loaded, device):
+        cfg = _with_adaptive_cutoffs(cfg, encoded, len(vocab), loaded)
+        return (cfg, *_build_model(cfg, vocab, loaded, device))
+
+    def save(self, out_path, model, vocab: Vocabulary, run: "checkpointing.RunState", opt, info: dict) -> None:
+        checkpointing.save_epoch(out_path, model, vocab, run, opt, info)
+
+    def eval_bptt(self, cfg: TrainConfig) -> int:
+        return EVAL_BPTT
+
+
+def family_of(cfg: TrainConfig):
+    """The family object of ``cfg.model`` (:class:`WordFamily`, or for ``model: hf``
+    :class:`~.hf_train.HfFamily`, imported only then)."""
+    if cfg.model == HF_MODEL:
+        from .hf_train import HfFamily
+
+        return HfFamily()
+    return WordFamily()
 
 
 def _check_start(cfg: TrainConfig, out_path, world: distributed.World, resume: Optional[str],
-                 init_from: Optional[str]) -> str:
+                 init_from: Optional[str], family) -> str:
     """Fail before reading any data: an unwritable ``out_path`` (checked by the main
     rank, the only one that writes), a bad model config, bfloat16 off CUDA, or both
     ``resume`` and ``init_from``. Returns the model's reading direction."""
-    if world.main:
-        checkpointing.check_writable(out_path)
-    direction = config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
+    direction = family.check(cfg, out_path, world)
     if cfg.optim.dtype == "bfloat16" and world.device.type != "cuda":
         raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
                         f"{world.device}: use --device cuda or --dtype float32")
@@ -487,12 +550,26 @@ def _build_model(cfg: TrainConfig, vocab: Vocabulary, loaded, device):
     return model, params
 
 
-def _valid_streams(cfg: TrainConfig, direction: str, vocab: Vocabulary) -> Optional[Streams]:
-    """The validation text as 64 streams aligned to :data:`EVAL_BPTT` (None without one)."""
+def _validation(cfg: TrainConfig, direction: str, family, text) -> Optional[Validation]:
+    """The validation text as 64 streams aligned to the family's validation segment
+    length (None without one)."""
     if not cfg.data.valid:
         return None
     docs = model_documents(read_lm_text(cfg.data.valid, cfg.data.max_valid_words), direction)
-    return make_streams([encode_document(d, vocab) for d in docs], 64, align=EVAL_BPTT) if docs else None
+    if not docs:
+        return None
+    bptt = family.eval_bptt(cfg)
+    return Validation(make_streams(family.encode(docs, text), 64, align=bptt), bptt, _words(docs))
+
+
+def _words(docs) -> int:
+    """Every word and one ``</s>`` per sentence of the documents."""
+    return sum(len(s) + 1 for d in docs for s in d)
+
+
+def _tokens_per_word(encoded, docs) -> float:
+    """Target ids per word (:func:`_words`) of the encoded documents: 1 for word ids."""
+    return sum(len(e) - 1 for e in encoded) / max(1, _words(docs))
 
 
 @dataclass(frozen=True)
@@ -508,7 +585,9 @@ class _Training:
     graphs: bool
     progress: bool
     encoded: list
-    valid: Optional[Streams]
+    valid: Optional[Validation]
+    tokens_per_word: float = 1.0  # training target ids per word (1 for word ids)
+    subword: bool = False  # ids are pieces of words: also report perplexity per token
 
 
 def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> Streams:
@@ -554,9 +633,12 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
         return stats
     run.step += stats.steps
     run.tokens += stats.tokens
-    train_ppl = math.exp(min(50.0, stats.nll / max(1, stats.tokens)))
+    per_token = stats.nll / max(1, stats.tokens)
+    train_ppl = math.exp(min(50.0, per_token * t.tokens_per_word))  # per word (per subword token below)
     entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
              "lr": float(t.opt.param_groups[0]["lr"]), "steps": run.step, "tokens": run.tokens}
+    if t.subword:
+        entry["train_token_ppl"] = math.exp(min(50.0, per_token))
     if stats.abs_log_z is not None:
         entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
     if t.valid is not None:
@@ -581,11 +663,16 @@ def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
     model.begin_diagnostics()
     # K ranks: each scores its part of the streams, the sum is the same on all
     # ranks (so are the early-stopping decisions); diagnostics are rank 0's part
-    mine = t.valid.rows(world.part(t.valid.inputs.shape[0]))
-    nll = nll_of_streams(model, mine, EVAL_BPTT, world.device) if mine.inputs.shape[0] else 0.0
-    vppl = math.exp(world.sum(nll)[0] / t.valid.num_tokens)
+    valid = t.valid.streams
+    mine = valid.rows(world.part(valid.inputs.shape[0]))
+    nll = nll_of_streams(model, mine, t.valid.bptt, world.device) if mine.inputs.shape[0] else 0.0
+    nll = world.sum(nll)[0]
+    vppl = math.exp(nll / t.valid.words)  # per word: every word and one </s> per sentence
     health = model.end_diagnostics()
     entry["valid_ppl"] = vppl
+    if t.subword:
+        tokens = valid.num_tokens
+        entry.update(valid_token_ppl=math.exp(nll / tokens), valid_tokens_per_word=tokens / t.valid.words)
     log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", entry["epoch"], entry["train_ppl"], vppl,
              entry["lr"], entry["seconds"])
     if health:
@@ -600,9 +687,9 @@ def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
             run.lr_scale *= 0.5
 
 
-def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState") -> dict:
+def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState", tokens_per_word: float = 1.0) -> dict:
     """Training facts stored in the checkpoint (``nbest-rescore info`` reads them)."""
     return {"train_config": dataclasses.asdict(cfg), "parameters": params, "epochs": run.epoch,
             "best_valid_ppl": run.best_valid_ppl,
-            "seconds": run.seconds, "words_per_s": run.tokens / max(run.seconds, 1e-9),
+            "seconds": run.seconds, "words_per_s": run.tokens / tokens_per_word / max(run.seconds, 1e-9),
             "history": list(run.history)}
