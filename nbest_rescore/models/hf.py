@@ -213,7 +213,23 @@ def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool 
         raise DataError(f"--lm {spec}: transformers could not load the model or its tokenizer: {_first_line(exc)}; "
                         f"give a directory written by save_pretrained (model and tokenizer)") from None
     model.eval()
-    return HfLM(model, HfText(tokenizer), spec, context_tokens, _read_info(name))
+    info = _read_info(name)
+    _warn_untrained_positions(spec, info, context_tokens)
+    return HfLM(model, HfText(tokenizer), spec, context_tokens, info)
+
+
+def _warn_untrained_positions(spec: str, info: dict, context_tokens: int) -> None:
+    """Log a warning when ``train`` (its config in ``info``) trained the model on windows
+    shorter than ``context_tokens`` plus a hypothesis: later positions were never trained."""
+    cfg = info.get("train_config") if isinstance(info.get("train_config"), dict) else {}
+    bptt = (cfg.get("optim") or {}).get("bptt")
+    if not isinstance(bptt, int):
+        return
+    window = bptt + int((cfg.get("hf") or {}).get("context_tokens") or 0)
+    if context_tokens + 32 > window:
+        log.warning("--lm %s was trained on windows of %d tokens, so positions past %d were never trained; with "
+                    "--context-tokens %d the hypotheses sit there: use --context-tokens %d or less",
+                    spec, window, window, context_tokens, max(1, window - 32))
 
 
 def _read_json(path: str) -> dict:
