@@ -34,9 +34,9 @@ def make_hf_lm(family: str, out: Path, text: Path, seed: int = 0, **config) -> P
     ids = {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
     torch.manual_seed(seed)
     if family == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(**GPT2, **ids, **config))
+        model = GPT2LMHeadModel(GPT2Config(**{**GPT2, **ids, **config}))
     else:
-        model = LlamaForCausalLM(LlamaConfig(**LLAMA, **ids, **config))
+        model = LlamaForCausalLM(LlamaConfig(**{**LLAMA, **ids, **config}))
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out

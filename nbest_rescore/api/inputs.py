@@ -20,7 +20,7 @@ from ..models import load_model
 from ..models.base import LanguageModel
 from ..models.cache import with_cache
 from ..models.hf import HF_PREFIX, HfLM, is_hf_lm, load_hf_lm
-from ..options import CONTEXT_TOKENS, ScorerOptions
+from ..options import ScorerOptions
 from ..rescoring.hf_scorer import HfScorer
 from ..rescoring.scorer import NnScorer
 from ..names import unique_names
@@ -144,7 +144,7 @@ class LoadedLM:
 
 
 def load_lm(path, device="cpu", *, cache_size: int = 0, cache_theta: float = 0.3, cache_lambda: float = 0.1,
-            context_tokens: int = CONTEXT_TOKENS, trust_remote_code: bool = False,
+            context_tokens: Optional[int] = None, trust_remote_code: bool = False,
             allow_pickle: bool = False) -> LoadedLM:
     """Load a checkpoint written by ``train``, or a Hugging Face causal LM (``hf:PATH``).
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from ..errors import DataError
+from ..options import CONTEXT_TOKENS, HYP_ROOM
 
 log = logging.getLogger(__name__)
 
@@ -182,13 +183,14 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool = False,
+def load_hf_lm(spec: str, *, context_tokens: Optional[int] = None, trust_remote_code: bool = False,
                allow_pickle: bool = False) -> HfLM:
     """Load ``hf:PATH`` (module docstring) in float32 on the CPU, in eval mode.
 
     Args:
         spec: ``hf:`` + a local directory or a cached model id.
-        context_tokens: the most history tokens kept (>= 1).
+        context_tokens: the most history tokens kept (>= 1); None: :data:`~nbest_rescore.options.CONTEXT_TOKENS`,
+            or for a model ``train`` wrote, its training window less :data:`~nbest_rescore.options.HYP_ROOM`.
         trust_remote_code, allow_pickle: the safety switches (module docstring).
     Raises:
         DataError: transformers missing, nothing loadable at PATH, not a causal LM,
@@ -199,7 +201,7 @@ def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool 
     name = hf_name(spec)
     if os.path.exists(name) and not os.path.isdir(name):
         raise DataError(f"--lm {spec}: {name} is a file; hf: takes the directory save_pretrained wrote")
-    if context_tokens < 1:
+    if context_tokens is not None and context_tokens < 1:
         raise DataError(f"--context-tokens {context_tokens}: expected an integer >= 1")
     common = {"local_files_only": True, "trust_remote_code": trust_remote_code}
     _check_causal(transformers, name, common)
@@ -214,22 +216,24 @@ def load_hf_lm(spec: str, *, context_tokens: int = 512, trust_remote_code: bool 
                         f"give a directory written by save_pretrained (model and tokenizer)") from None
     model.eval()
     info = _read_info(name)
-    _warn_untrained_positions(spec, info, context_tokens)
+    window = trained_window(info)
+    if context_tokens is None:
+        context_tokens = CONTEXT_TOKENS if window is None else max(1, window - HYP_ROOM)
+    elif window is not None and context_tokens + HYP_ROOM > window:
+        log.warning("--lm %s was trained on windows of %d tokens, so positions past %d were never trained; with "
+                    "--context-tokens %d the hypotheses sit there: use --context-tokens %d or less",
+                    spec, window, window, context_tokens, max(1, window - HYP_ROOM))
     return HfLM(model, HfText(tokenizer), spec, context_tokens, info)
 
 
-def _warn_untrained_positions(spec: str, info: dict, context_tokens: int) -> None:
-    """Log a warning when ``train`` (its config in ``info``) trained the model on windows
-    shorter than ``context_tokens`` plus a hypothesis: later positions were never trained."""
+def trained_window(info: dict) -> Optional[int]:
+    """The tokens per training window (``optim.bptt`` + ``hf.context_tokens``) of a model
+    ``train`` wrote (its config in ``info``), or None."""
     cfg = info.get("train_config") if isinstance(info.get("train_config"), dict) else {}
     bptt = (cfg.get("optim") or {}).get("bptt")
     if not isinstance(bptt, int):
-        return
-    window = bptt + int((cfg.get("hf") or {}).get("context_tokens") or 0)
-    if context_tokens + 32 > window:
-        log.warning("--lm %s was trained on windows of %d tokens, so positions past %d were never trained; with "
-                    "--context-tokens %d the hypotheses sit there: use --context-tokens %d or less",
-                    spec, window, window, context_tokens, max(1, window - 32))
+        return None
+    return bptt + int((cfg.get("hf") or {}).get("context_tokens") or 0)
 
 
 def _read_json(path: str) -> dict:

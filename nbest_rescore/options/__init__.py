@@ -9,7 +9,7 @@ from .commands import (NBEST_FORMATS, REPLICATIONS, SEARCHES, TRAIN_DTYPES, Anal
                        SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .parse import MAX_GRID_POINTS, check_grid, float_spec, parse_grid, parse_nn_weights, parse_number_list
 from .score import (DTYPES, HISTORY_MODES, OUTPUTS, QUANTIZE, SCORING_MODES, SOFTMAX_IMPLS, SPAN_HYPS,
-                    CONTEXT_TOKENS, CacheOptions, DecoderWeights, DeviceOption, HfOptions, NbestOptions, ScorerOptions, ScoringOptions,
+                    CONTEXT_TOKENS, HYP_ROOM, CacheOptions, DecoderWeights, DeviceOption, HfOptions, NbestOptions, ScorerOptions, ScoringOptions,
                     ThreadsOption, WeightOptions)
 
 __all__ = sorted(n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(base)))

@@ -28,8 +28,11 @@ SPAN_HYPS = 10_000
 _FILE = {"exists": True, "dir_okay": False}
 #: ``--lm``: a checkpoint file, or ``hf:PATH`` (click type: :class:`nbest_rescore.cli_options.LmPath`).
 LM_PATH = {"lm": True}
-#: ``--context-tokens`` by default: the history tokens an hf: LM reads before an utterance.
+#: ``--context-tokens`` by default: the history tokens an hf: LM reads before an utterance
+#: (a model trained by ``train``: its training window less :data:`HYP_ROOM`).
 CONTEXT_TOKENS = 512
+#: Positions left for a hypothesis after the context of a model trained on short windows.
+HYP_ROOM = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,9 +159,10 @@ class CacheOptions(Options):
 class HfOptions(Options):
     """Hugging Face LMs (``--lm hf:PATH``, :mod:`nbest_rescore.models.hf`)."""
 
-    context_tokens: int = option(CONTEXT_TOKENS, "hf: LMs: the last N tokens of the document's 1-best history (and "
-                                 "its start token) are the context of each utterance.", kind="int", range=">= 1",
-                                 unit="tokens")
+    context_tokens: Optional[int] = option(
+        None, f"hf: LMs: the last N tokens of the document's 1-best history (and its start token) are the context of "
+              f"each utterance. Default: {CONTEXT_TOKENS}, or for a model trained by 'train', its training window less "
+              f"{HYP_ROOM} tokens (room for the hypothesis).", kind="int", range=">= 1", unit="tokens")
     trust_remote_code: bool = option(False, "hf: LMs: let transformers run the Python code shipped with the model "
                                      "(only for a model whose source you trust).", is_flag=True)
     allow_pickle: bool = option(False, "hf: LMs: load pickled weights (pytorch_model.bin, which can run code) when "

@@ -142,24 +142,37 @@ class HfScorer:
     def costs(self, states: State, rows: Sequence[int], hyps: Sequence[Sequence[str]], sort: bool = True) -> np.ndarray:
         """float64 [H] costs (-log P, natural log) of the hypotheses ``hyps`` [H] (word
         tuples; empty allowed), hypothesis i after the context of row ``rows[i]`` of
-        ``states`` (int64 [U, K]). Raises DataError when a context and a hypothesis do
-        not fit the model's positions."""
+        ``states`` (int64 [U, K]); where a context and a hypothesis would pass the
+        model's positions, the context is cut further for that hypothesis. Raises
+        DataError for a hypothesis longer than the model's positions."""
         seqs = self.text.sentences(hyps)
         self.words += sum(len(h) for h in hyps)
         self.tokens += sum(len(s) for s in seqs) - len(seqs) * len(self.text.end_ids)
-        contexts = _contexts(states[0].cpu().numpy())
-        self._check_fits(contexts, rows, seqs)
+        contexts, rows = self._fit(_contexts(states[0].cpu().numpy()), rows, seqs, hyps)
         if self.mode == "tree":
             return self._tree_costs(contexts, rows, seqs)
         return self._padded_costs(contexts, rows, seqs, 1 if self.mode == "single" else self.batch_size)
 
-    def _check_fits(self, contexts, rows, seqs) -> None:
-        if self.max_positions is None or not seqs:
-            return
-        need = max(len(contexts[r]) + len(s) for r, s in zip(rows, seqs))
-        if need > self.max_positions:
-            raise DataError(f"an hf: LM context and hypothesis take {need} tokens but the model reads at most "
-                            f"{self.max_positions} positions: lower --context-tokens (now {self.context_tokens})")
+    def _fit(self, contexts, rows, seqs, hyps):
+        """(contexts, rows) where a context and its hypothesis would pass the model's
+        positions: that hypothesis gets a context of its own, cut to what fits. Raises
+        DataError for a hypothesis that alone takes every position."""
+        if self.max_positions is None:
+            return contexts, list(rows)
+        out, new_rows, cut = list(contexts), [], {}
+        for r, s, h in zip(rows, seqs, hyps):
+            room = self.max_positions - len(s)
+            if room < 1:
+                raise DataError(f"a hypothesis of {len(s)} tokens ('{' '.join(h[:8])} ...') does not fit the "
+                                f"{self.max_positions} positions of the hf: LM; it cannot be scored by this model")
+            if len(contexts[r]) <= room:
+                new_rows.append(r)
+                continue
+            if (r, room) not in cut:
+                cut[r, room] = len(out)
+                out.append(contexts[r][-room:])
+            new_rows.append(cut[r, room])
+        return out, new_rows
 
     def _forward(self, ids: np.ndarray, mask, positions: np.ndarray, cache=None, last_only: bool = False):
         """The model on numpy inputs moved to the device: ``ids`` int64 [B, T], ``mask``

@@ -18,7 +18,8 @@
 # $exp/ensemble_table.md (each model alone, each pair, all; the words each model
 # trained on; how often the single models' 1-bests disagree).
 #
-# Each model m trains from $conf/$m.yaml into $exp/$m.pt. A model written "m+cache"
+# Each model m trains from $conf/$m.yaml into $exp/$m.pt (a Hugging Face model, model: hf,
+# into the folder $exp/$m, scored as --lm hf:$exp/$m; its BPE tokenizer is learned first). A model written "m+cache"
 # is the trained m wrapped at scoring time in the neural cache (--cache-size,
 # --cache-theta, --cache-lambda). The model zoo of README.md is
 #
@@ -145,8 +146,13 @@ for d in "${eval_list[@]}"; do
   eval_names+=("$name")
 done
 
-# lm=(--lm checkpoint [cache options]) for model spec $1 ("m" or "m+cache")
+# the output of model m: $exp/m.pt, or the folder $exp/m of a Hugging Face model (model: hf)
+is_hf() { grep -q '^model: *hf *$' "$conf/${1%+cache}.yaml" 2>/dev/null; }
+model_out() { if is_hf "$1"; then echo "$exp/$1"; else echo "$exp/$1.pt"; fi; }
+
+# lm=(--lm checkpoint [cache options]) for model spec $1 ("m" or "m+cache"; hf:$exp/m for model: hf)
 lm_args() {
+  if is_hf "$1"; then lm=(--lm "hf:$exp/$1"); return; fi
   lm=(--lm "$exp/${1%+cache}.pt")
   case "$1" in
     *+cache) lm+=(--cache-size "$cache_size" --cache-theta "$cache_theta" --cache-lambda "$cache_lambda") ;;
@@ -220,9 +226,15 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   [ "$ngpu" -le 1 ] || trainer=(torchrun --standalone --nproc_per_node "$ngpu" -m nbest_rescore)
   for m in "${model_list[@]}"; do
     case "$m" in *+cache) continue ;; esac
-    if [ -f "$exp/$m.pt" ]; then log 1 "$exp/$m.pt exists, skipping"; continue; fi
+    out=$(model_out "$m")
+    if [ -e "$out" ]; then log 1 "$out exists, skipping"; continue; fi
+    if is_hf "$m"; then  # its byte-level BPE first (hf.tokenizer), learned from the training text
+      bpe=$(sed -n 's/^ *tokenizer: *//p' "$conf/$m.yaml" | sed 's/ *#.*//')
+      [ -z "$bpe" ] || [ -d "$bpe" ] || python recipes/abc-nbest/local/train_bpe.py --text "$data/lm/lm_train.txt" \
+        --vocab-size 8000 --out "$bpe"
+    fi
     log 1 "train $m ($conf/$m.yaml)${trainer[1]:+ on $ngpu processes (torchrun)}"
-    "${trainer[@]}" -v train --config "$conf/$m.yaml" --out "$exp/$m.pt" --device "$device" \
+    "${trainer[@]}" -v train --config "$conf/$m.yaml" --out "$out" --device "$device" \
       ${train_seconds:+--max-seconds "$train_seconds"} ${threads:+--threads "$threads"} --no-progress \
       2> "$exp/train_$m.log" > "$exp/train_$m.json"
   done
@@ -282,7 +294,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   nbest-rescore table --baseline "first-pass (3-gram, lw 9.5)" "${rows[@]}" | tee "$exp/wer_table.md"
   log 5 "model sizes and training (parameters with and without embeddings)"
   ckpts=()
-  for m in "${model_list[@]}"; do case "$m" in *+cache) ;; *) ckpts+=("$exp/$m.pt") ;; esac; done
+  for m in "${model_list[@]}"; do case "$m" in *+cache) ;; *) is_hf "$m" || ckpts+=("$exp/$m.pt") ;; esac; done
   nbest-rescore info "${ckpts[@]}" | tee "$exp/model_table.md"
   log 5 "perplexity on lm_valid"
   for m in "${model_list[@]}"; do

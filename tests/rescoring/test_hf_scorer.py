@@ -107,7 +107,7 @@ def test_cli_mixes_a_checkpoint_and_an_hf_lm_and_tunes(hf_lm, tiny_lm, DATA, tmp
     name = hf_lm("gpt2").name
     assert (tmp_path / "both" / f"nn_cost.{name}").read_text() == (tmp_path / "one" / "nn_cost").read_text()
     rec = json.loads((tmp_path / "one" / "wer.json").read_text())
-    assert rec["model"] == "hf" and rec["scoring"]["context_tokens"] == 512
+    assert rec["model"] == "hf" and rec["scoring"]["context_tokens"] == 512  # the default for a model train did not write
     assert rec["nn_tokens_per_word"] > 1 and "tokens per N-best word" in one.output
     tune = CliRunner().invoke(main, ["tune", "--nbest", ci, "--ref", ref, "--nn-cost", str(tmp_path / "one" / "nn_cost"),
                                      "--lm-weights", "9,10", "--replications", "0"])
@@ -185,3 +185,27 @@ def test_remote_code_is_not_run_unless_asked(hf_lm, tmp_path):
     with pytest.raises(DataError) as err:
         nr.load_lm(f"hf:{d}")
     assert "--trust-remote-code" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_long_hypothesis_gets_a_shorter_context(DATA, small_set, tmp_path):
+    """A GPT-2 of 96 positions, context 60: where context + hypothesis pass 96 tokens the
+    context of that hypothesis is cut to what fits (tree and padded alike); a hypothesis
+    of more than 96 tokens is a one-line error."""
+    from hf_models import make_hf_lm
+
+    d = make_hf_lm("gpt2", tmp_path / "short", DATA / "lm" / "lm_train.txt", n_positions=96)
+    lm = nr.load_lm(f"hf:{d}", context_tokens=60)
+    text = lm.model.text
+    res = {m: rescore(small_set, lm.scorer(ScorerOptions(scoring=m)), WEIGHTS, "first-pass") for m in ("tree", "padded")}
+    np.testing.assert_allclose(res["tree"].nn_cost, res["padded"].nn_cost, atol=1e-4, rtol=0)
+    hist, flat = histories(small_set, res["tree"], "first-pass"), small_set.flat()
+    long_ones = [i for i in range(len(flat.hyps)) if len(text.sentences([flat.hyps[i]])[0]) > 40][:15]
+    assert long_ones
+    utt_of = np.searchsorted(flat.offsets, long_ones, side="right") - 1
+    for i, u in zip(long_ones, utt_of):
+        room = min(60, 96 - len(text.sentences([flat.hyps[i]])[0]))
+        ref = plain_cost(lm.model.model, text, hist[u], flat.hyps[i], room)
+        assert res["tree"].nn_cost[i] == pytest.approx(ref, abs=1e-4)
+    scorer = lm.scorer()
+    with pytest.raises(DataError, match="does not fit the 96 positions"):
+        scorer.costs(scorer.initial_state(1), [0], [("word",) * 97])

@@ -117,6 +117,8 @@ def test_output_loads_and_valid_ppl_is_per_word(uninterrupted, DATA):
     lm = load_hf_lm(f"hf:{out}")
     info = json.loads((out / METADATA_FILE).read_text())["info"]
     assert info == lm.info and info["epochs"] == 2 and info["context_tokens"] == CONTEXT
+    assert lm.context_tokens == 1  # scoring's default: the training window (16 + 8) less 32, at least 1
+    assert load_hf_lm(f"hf:{out}", context_tokens=100).context_tokens == 100
     assert info["train_config"]["hf"]["config"] == GPT2 and len(info["history"]) == 2
     best = min(info["history"], key=lambda h: h["valid_ppl"])  # the weights written are the best epoch's
     assert summary["best_valid_ppl"] == info["best_valid_ppl"] == best["valid_ppl"]
