@@ -117,6 +117,8 @@ def parse_args(argv=None):
     p.add_argument("--history", default="first-pass", choices=("first-pass", "none"))
     p.add_argument("--repeat", type=int, default=3, help="runs per (path, context) (medians reported)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu); on CUDA the peak GPU memory "
+                   "is recorded too")
     p.add_argument("--max-other-cores", type=float, default=0.3,
                    help="wait before a run until other processes use at most this many cores (default: 0.3)")
     p.add_argument("--quiet-wait", type=float, default=60.0, help="wait at most this long for that (default: 60 s)")
@@ -200,7 +202,7 @@ def worker(args) -> dict:
     torch.set_num_threads(args.threads)
     path, ctx = args.worker, args.context_tokens[0]
     lists = load_lists(args.nbest, args.max_docs, args.join_docs, args.nbest_size)
-    lm = nr.load_lm(args.lm, context_tokens=ctx)
+    lm = nr.load_lm(args.lm, args.device, context_tokens=ctx)
     scorer = lm.scorer(scorer_options(args, path, lists))
     # the LM positions of every forward pass (padding included): instrumentation only
     positions = [0]
@@ -224,15 +226,23 @@ def worker(args) -> dict:
     scorer.words = scorer.tokens = 0
     startup = time.perf_counter() - _STARTED
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    cuda = torch.device(args.device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     t0, c0 = time.perf_counter(), time.process_time()
     res = rescore(lists, scorer, Weights(), args.history)
+    if cuda:
+        torch.cuda.synchronize()
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     np.save(args.costs_out, res.nn_cost)
     out = {"path": path, "context_tokens": ctx, "documents": len(lists.documents()), "utterances": len(lists),
            "hypotheses": int(len(res.nn_cost)), "words": int(scorer.words), "tokens": int(scorer.tokens),
            "mean_context_tokens": context_sum[0] / max(1, len(res.nn_cost)), "max_context_tokens": context_max[0],
            "lm_positions": positions[0], "seconds": seconds, "cpu_seconds": cpu, "startup_seconds": startup,
-           "rss_before_scoring_mb": rss_before, "threads": torch.get_num_threads(), "settings": scorer.settings()}
+           "rss_before_scoring_mb": rss_before, "threads": torch.get_num_threads(), "settings": scorer.settings(),
+           "device": str(args.device), **({"gpu": torch.cuda.get_device_name(), "gpu_peak_mb":
+                                          torch.cuda.max_memory_allocated() / 2**20} if cuda else {})}
     ref = os.path.join(args.nbest, "ref.txt")
     if os.path.isfile(ref):
         from nbest_rescore.evaluation.wer import compute_wer
@@ -270,7 +280,7 @@ def attempt(args, path: str, ctx: int, lm: str, costs_out: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--lm", lm, "--nbest", args.nbest,
            "--context-tokens", str(ctx), "--max-tokens", str(args.max_tokens), "--batch-size", str(args.batch_size),
            "--dtype", args.dtype, "--history", args.history, "--threads", str(args.threads),
-           "--worker", path, "--costs-out", costs_out]
+           "--device", args.device, "--worker", path, "--costs-out", costs_out]
     if args.max_docs:
         cmd += ["--max-docs", str(args.max_docs)]
     if args.join_docs:
@@ -317,6 +327,8 @@ def summarise(runs, max_other: float = float("inf")) -> dict:
     row["undisturbed_words_per_s"] = first["words"] / row["undisturbed_seconds"] if quiet else None
     if "wer" in first:
         row["wer"] = first["wer"]
+    if "gpu" in first:
+        row.update({"device": first["device"], "gpu": first["gpu"], "gpu_peak_mb": med("gpu_peak_mb")})
     return row
 
 

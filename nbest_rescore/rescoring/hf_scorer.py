@@ -240,12 +240,23 @@ class HfScorer:
         dtype = self.net.dtype
         mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(torch.from_numpy(~allowed), torch.finfo(dtype).min)
         logits_t, _ = self._forward(tok, mask, pos, cache)
-        # the distribution predicting a node: its parent's output; for a first token, the context's last output
-        dist = torch.cat([logits_c[:, -1:], logits_t], 1).reshape(b * (n + 1), -1)  # [B * (1 + N), V]
-        src = torch.from_numpy((parent + 1) + (n + 1) * np.arange(b)[:, None]).reshape(-1).to(self.device)
-        lp = _target_log_probs(dist.index_select(0, src), torch.from_numpy(tok.reshape(-1)).to(self.device))
-        lp = lp.double().cpu().numpy().reshape(b, n)
+        # the distribution predicting a node: its parent's output; for a first token, the context's last
+        lp = self._node_log_probs(logits_c[:, -1], logits_t, parent, tok).double().cpu().numpy()
         return np.concatenate([lp[i, :len(t)] for i, t in enumerate(trees)])
+
+    def _node_log_probs(self, last: torch.Tensor, logits: torch.Tensor, parent: np.ndarray,
+                        tok: np.ndarray) -> torch.Tensor:
+        """float32 [B, N] log P(node token | parent), natural log, from the context's last
+        logits ``last`` [B, V] (for nodes without a parent: ``parent`` -1) and the nodes'
+        logits [B, N, V]: one log-sum-exp per position and the target logits read in
+        place (no copy of the logits)."""
+        b, n, v = logits.shape
+        dev = lambda a: torch.from_numpy(np.ascontiguousarray(a).reshape(-1)).to(self.device)  # noqa: E731
+        rows = np.repeat(np.arange(b)[:, None], n, 1)
+        src = rows * n + np.maximum(parent, 0)  # [B, N] flat position of the parent
+        from_tree = logits.reshape(-1)[dev(src * v + tok)] - torch.logsumexp(logits, -1).reshape(-1)[dev(src)]
+        from_ctx = last.reshape(-1)[dev(rows * v + tok)] - torch.logsumexp(last, -1)[dev(rows)]
+        return torch.where(dev(parent < 0), from_ctx, from_tree).reshape(b, n)
 
     def _tree_agrees(self) -> bool:
         """Whether ``tree`` gives ``padded``'s costs on a probe (module docstring)."""
