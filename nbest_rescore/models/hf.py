@@ -171,7 +171,7 @@ def _check_causal(transformers, name: str, kwargs: dict) -> None:
     except (OSError, ValueError, KeyError) as exc:
         raise DataError(f"--lm hf:{name}: no Hugging Face model config there ({_first_line(exc)}); give a local "
                         f"directory written by save_pretrained, or a model id in the local cache (nothing is "
-                        f"downloaded: on a machine with network access run huggingface-cli download ID first)") from None
+                        f"downloaded: on a machine with network access run 'hf download ID' first)") from None
     if getattr(config, "is_encoder_decoder", False) or \
             type(config) not in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
         raise DataError(f"--lm hf:{name}: the model ({type(config).__name__}) is not a causal LM that "

@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -26,18 +25,9 @@ WEIGHTS = ["--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.62
 def small_checkpoint(nbest, path, family="gru"):
     """A random LM (GRU by default) of tests/tiny_models.py's size over the 300 most
     frequent list words."""
-    import torch
-    from tiny_models import EXTRA, SMALL
+    from tiny_models import random_checkpoint
 
-    from nbest_rescore.models import build_model, save_model
-    from nbest_rescore.vocab import Vocabulary
-
-    counts = Counter(w for u in nbest.utterances for h in u.hyps for w in h)
-    vocab = Vocabulary(["</s>", "<unk>"] + sorted(w for w, _ in counts.most_common(300)))
-    torch.manual_seed(0)
-    save_model(path, build_model(family, {**SMALL, **EXTRA.get(family, {})}, len(vocab)).eval(), vocab,
-               {"note": "random, for tests"})
-    return path
+    return random_checkpoint(nbest, path, family)
 
 
 def env():
