@@ -72,7 +72,8 @@ class HfScorer:
     """Scores hypotheses with a Hugging Face causal LM (module docstring).
 
     Args:
-        lm: the loaded model (:func:`~nbest_rescore.models.hf.load_hf_lm`).
+        lm: the loaded model (:func:`~nbest_rescore.models.hf.load_hf_lm`); moved to
+            ``device`` and cast to ``dtype`` in place (no copy of the weights).
         device: torch device.
         options: :class:`~nbest_rescore.options.ScorerOptions` (``scoring``,
             ``batch_size``, ``max_tokens``, ``dtype``; ``softmax_impl`` is not used).
