@@ -363,3 +363,20 @@ def test_bad_jsonl_nbest(command, lines, line, words, tmp_path):
     assert_clean_failure(res, 1, f"{p}:{line}: ", *(w.format(p=p) for w in words))
     assert len(res.output.strip().splitlines()) == 1, res.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name,kind", [("utt2doc", "dir"), ("lm_cost", "dir"), ("lm_cost", "fifo"),
+                                       ("ac_cost", "fifo")])
+def test_a_list_file_that_is_not_a_regular_file_is_named(name, kind, tiny_lm, tmp_path, DATA):
+    """A directory or a named pipe where an N-best directory's file should be is refused by
+    name before any scoring (a utt2doc directory used to be skipped: every utterance its
+    own document; an lm_cost directory was reported as no n-gram costs)."""
+    import os
+
+    d = _ci_copy(DATA, tmp_path)
+    (d / name).unlink()
+    (d / name).mkdir() if kind == "dir" else os.mkfifo(d / name)
+    res = invoke(["score", "--lm", tiny_lm, "--nbest", d, "--out", tmp_path / "out"])
+    what = "a directory" if kind == "dir" else "a named pipe"
+    assert_clean_failure(res, 1, f"{d / name} is {what}", f"the '{name}' file", "expected a regular file")
+    assert not (tmp_path / "out").exists()

@@ -158,6 +158,27 @@ class KaldiFiles:
         return iter_kaldi_text(self.path(self.words))
 
 
+def is_regular_file(path: str, role: str) -> bool:
+    """Whether ``path`` is a regular file (False when nothing is there). Raises DataError
+    when something else is (a directory, a named pipe, a device), naming it and ``role``:
+    it must not be skipped silently, and the lists are read twice (a checking pass, then
+    the spans), which a pipe cannot give."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read as {role}: {exc.strerror}; check its permissions") from None
+    if stat.S_ISREG(mode):
+        return True
+    kind = "a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a special file"
+    fix = "write what it streams to a regular file first" if stat.S_ISFIFO(mode) else "replace it with a regular file"
+    raise DataError(f"{path} is {kind}, but nbest-rescore reads it as {role}: expected a regular file; {fix} "
+                    f"(or remove it)")
+
+
 def _ngram_files(directory: str, there: Callable[[str], bool], words: str,
                  lm_cost_name: Optional[str]) -> Tuple[str, Optional[str], bool, str]:
     """``(lm, graph, subtract_graph, desc)``: the n-gram (and graph) cost files, first
@@ -192,7 +213,7 @@ def kaldi_files(path, lm_cost_name: Optional[str] = None) -> KaldiFiles:
         raise DataError(f"{directory}: N-best directory not found")
 
     def there(name: str) -> bool:
-        return os.path.isfile(os.path.join(directory, name))
+        return is_regular_file(os.path.join(directory, name), f"the '{name}' file of an N-best directory")
 
     words = next((n for n in ("text", "words_text") if there(n)), None)
     words = words or ("words" if there("words") and there("words.txt") else None)

@@ -286,3 +286,23 @@ def test_step_with_an_hf_lm_beside_a_checkpoint(kaldi, ci_nbest, hf_lm):
     for j in (1, 2, 3):
         nn.update(read_ark(work / "decode_nn" / f"archives.{j}" / f"lmwt.nn.{name}"))
     assert np.allclose([nn[k] for k in whole.keys], whole.nn_costs_by_lm[name], atol=1e-4, rtol=0)
+
+
+@pytest.mark.slow
+def test_archives_beyond_num_jobs_are_refused_before_anything_is_written(kaldi, ci_nbest):
+    """num_jobs 1 beside archives.2/ and archives.3/: Kaldi's scripts would rescore job 1
+    alone and print a [PARTIAL] WER; the step refuses, naming archives.2, and writes no
+    output folder (not even log/)."""
+    root, lm, _ = kaldi
+    work = root / "extra_jobs"
+    work.mkdir()
+    (work / "data").symlink_to(root / "data")
+    decode = lay_out(ci_nbest, work, [0, 23, 44, 60])
+    (decode / "num_jobs").write_text("1\n")
+    res = step(work, *WEIGHTS, lm, "data", "decode", "decode_nn")
+    assert res.returncode == 1
+    assert "num_jobs says 1 but" in res.stderr and "archives.2 exists" in res.stderr, res.stderr
+    assert not (work / "decode_nn").exists()
+    (decode / "num_jobs").write_text("2\n")
+    res = step(work, *WEIGHTS, lm, "data", "decode", "decode_nn")
+    assert res.returncode == 1 and "archives.3 exists" in res.stderr and not (work / "decode_nn").exists()

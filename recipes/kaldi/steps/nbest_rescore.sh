@@ -181,8 +181,7 @@ for f in "${lms[@]}"; do lm_opts+=(--lm "$f"); done
 [ -d "$indir" ] || die "the input decode directory $indir does not exist"
 command -v nbest-rescore >/dev/null || \
   die "nbest-rescore is not on PATH: activate its environment (e.g. . /path/to/nbest-rescore/.venv/bin/activate) in path.sh"
-mkdir -p "$dir/log" || die "cannot create $dir"
-[ "$(cd "$indir" && pwd -P)" != "$(cd "$dir" && pwd -P)" ] || \
+[ ! -d "$dir" ] || [ "$(cd "$indir" && pwd -P)" != "$(cd "$dir" && pwd -P)" ] || \
   die "the output decode directory must differ from the input one ($indir)"
 [ -f "$indir/num_jobs" ] || die "$indir/num_jobs not found: expected a Kaldi decode directory (lat.JOB.gz or archives.JOB/, and num_jobs saying how many jobs)"
 num_jobs=$(cat "$indir/num_jobs")
@@ -218,6 +217,11 @@ if $use_lattices; then
   for b in lattice-to-nbest nbest-to-linear; do command -v $b >/dev/null || missing+=" $b"; done
   [ -z "$missing" ] || die "$indir holds lattices (lat.*.gz) but Kaldi's$missing not on PATH: run from a Kaldi egs directory whose path.sh puts Kaldi's binaries on PATH, or read the N-best archives (archives.JOB/) with --use-lattices false"
 fi
+# Kaldi's scripts trust num_jobs and leave later jobs out (a [PARTIAL] WER): refuse that here
+if $use_lattices; then extra=$indir/lat.$((num_jobs + 1)).gz; else extra=$indir/archives.$((num_jobs + 1)); fi
+[ ! -e "$extra" ] || die "$indir/num_jobs says $num_jobs but $extra exists: jobs after $num_jobs would be left out \
+of the rescoring and the WER; write the number of jobs the decode ran into $indir/num_jobs, or remove the extra ones"
+mkdir -p "$dir/log" || die "cannot create $dir"
 log "input: $(if $use_lattices; then echo "lattices $indir/lat.JOB.gz"; else echo "N-best archives $indir/archives.JOB/"; fi)"
 
 if [ $stage -le 0 ]; then
