@@ -38,8 +38,12 @@ class PerplexityReport:
     def to_dict(self) -> dict:
         """JSON-ready dict including ``oov_rate`` (and, for a subword LM, ``tokens_per_word``:
         its tokens, ends included, per word + ``</s>``)."""
-        extra = {} if self.lm_tokens is None else {"tokens_per_word": self.lm_tokens / max(1, self.tokens)}
-        return {**asdict(self), "oov_rate": self.oov_rate, **extra}
+        out = {**asdict(self), "oov_rate": self.oov_rate}
+        if self.lm_tokens is None:  # a word-level LM: the report as before
+            del out["lm_tokens"]
+        else:
+            out["tokens_per_word"] = self.lm_tokens / max(1, self.tokens)
+        return out
 
 
 def count_oov(documents, vocab: Vocabulary):
