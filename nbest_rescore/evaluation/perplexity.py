@@ -7,10 +7,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
-import torch
+import numpy as np
 
 from ..corpus import encode_document, make_streams, model_documents, nll_of_streams
 from ..models.base import LanguageModel
+from ..rescoring.history import walk_documents
 from ..vocab import Vocabulary
 
 
@@ -88,20 +89,21 @@ def history_perplexity(scorer, documents: Sequence, progress=None) -> Perplexity
     docs = [[tuple(s) for s in d] for d in documents if d]
     if not docs:
         raise ValueError("no sentences to score")
-    total, done, nll = sum(len(d) for d in docs), 0, 0.0
+    sentences = [s for d in docs for s in d]
+    total, done, nll = len(sentences), [0], [0.0]
     tokens_before = scorer.tokens
-    state = scorer.initial_state(len(docs))
-    for pos in range(max(len(d) for d in docs)):
-        active = [i for i, d in enumerate(docs) if pos < len(d)]
-        sents = [docs[i][pos] for i in active]
-        rows = torch.as_tensor(active, device=state[0].device)
-        cur = tuple(s.index_select(0, rows) for s in state)
-        nll += float(scorer.costs(cur, list(range(len(active))), sents).sum())
-        new = scorer.advance(cur, sents)
-        state = tuple(s.index_copy(0, rows, n) for s, n in zip(state, new))
-        done += len(active)
+
+    def read(idx, states):
+        sents = [sentences[i] for i in idx]
+        nll[0] += float(scorer.costs(states, list(range(len(idx))), sents).sum())
+        done[0] += len(idx)
         if progress is not None:
-            progress(done, total)
+            progress(done[0], total)
+        return sents
+
+    starts = np.cumsum([0] + [len(d) for d in docs])
+    walk_documents([list(range(a, a + len(d))) for a, d in zip(starts, docs)], scorer, read)
+    nll = nll[0]
     words = sum(len(s) for d in docs for s in d)
     lm_tokens = scorer.tokens - tokens_before + total * len(scorer.text.end_ids)
     return PerplexityReport(math.exp(nll / (words + total)), nll, words + total, words, 0, len(docs), lm_tokens)

@@ -121,7 +121,7 @@ def _rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
             start_utts.extend(utts)
             return [flat.hyps[fp_best[u]] for u in utts]
 
-        _walk_documents(docs, scorer, read_first_pass)
+        walk_documents(docs, scorer, read_first_pass)
         all_states = cat_states(starts)
         # several utterances per call, sorted by length inside the scorer
         for rows in _chunks(list(range(len(start_utts)))):
@@ -133,7 +133,7 @@ def _rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
             costs.score(utts, cur, list(range(len(utts))))
             return [flat.hyps[c] for c in costs.pick(utts, choose)]
 
-        _walk_documents(docs, scorer, read_chosen)
+        walk_documents(docs, scorer, read_chosen)
     best = segment_argmax(flat_scores(flat, weights, costs.nn_cost), flat.offsets)
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
     return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history)
@@ -144,11 +144,13 @@ def _chunks(items: list, size: int = 64):
     return (items[s:s + size] for s in range(0, len(items), size))
 
 
-def _walk_documents(docs, scorer: NnScorer, visit: Callable) -> None:
+def walk_documents(docs, scorer: NnScorer, visit: Callable) -> None:
     """Read the documents in parallel, one utterance position at a time, from the
     initial state: ``visit(utterance indices, their states)`` is called for the
     documents that have an utterance at the position and returns the words each of
-    them continues with (read with ``scorer.advance``)."""
+    them continues with (read with ``scorer.advance``). ``docs``: lists of utterance
+    (or sentence) indices; ``scorer``: anything with the scorer interface
+    (:class:`~.scorer.NnScorer`, :class:`~.hf_scorer.HfScorer`)."""
     state = scorer.initial_state(len(docs))
     for pos in range(max(len(d) for d in docs)):
         active = [i for i, d in enumerate(docs) if pos < len(d)]
