@@ -199,6 +199,9 @@ def load_hf_lm(spec: str, *, context_tokens: Optional[int] = None, trust_remote_
     transformers = import_transformers()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every run
     name = hf_name(spec)
+    if not os.path.exists(name) and name.startswith(("/", ".", "~")):
+        raise DataError(f"--lm {spec}: no such directory; give a directory written by save_pretrained, or a model "
+                        f"id in the local Hugging Face cache (e.g. hf:gpt2)")
     if os.path.exists(name) and not os.path.isdir(name):
         raise DataError(f"--lm {spec}: {name} is a file; hf: takes the directory save_pretrained wrote")
     if context_tokens is not None and context_tokens < 1:

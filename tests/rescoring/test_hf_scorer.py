@@ -145,7 +145,9 @@ def test_bad_hf_lms_are_one_line_errors(hf_lm, DATA, tmp_path):
 
     ci = str(DATA / "ci")
     score = ["score", "--nbest", ci, "--no-progress", "--lm"]
-    _refuses([*score, f"hf:{tmp_path / 'nothing'}"], "no Hugging Face model config there")
+    _refuses([*score, f"hf:{tmp_path / 'nothing'}"], "no such directory")
+    _refuses([*score, "hf:not-a-cached-model"], "no Hugging Face model config there", "hf download")
+    _refuses([*score, f"hf:{hf_lm('gpt2')}", "--context-tokens", "0"], "--context-tokens must be an integer >= 1")
     _refuses([*score, "hf:"], "expected hf:PATH")
     t5 = tmp_path / "t5"
     T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=8, d_ff=8, num_layers=1, num_heads=2,
