@@ -21,6 +21,7 @@ from .errors import DataError
 from .options import (AnalyzeOptions, ConvertOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
                       ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .progress import Progress, log as progress_log
+from .training.preemption import EXIT_PREEMPTED, Preempted
 from .threads import prefer_passive_wait
 
 prefer_passive_wait()  # before torch is imported: idle OpenMP threads sleep (nbest_rescore.threads)
@@ -45,6 +46,9 @@ class _Main(click.Group):
         except DataError as exc:
             log.debug("bad input", exc_info=True)
             raise click.ClickException(str(exc)) from None
+        except Preempted as exc:  # (train) the state is saved: a distinct status for schedulers and scripts
+            click.echo(f"Stopped: {exc}", err=True)
+            ctx.exit(EXIT_PREEMPTED)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:  # stdout closed early (``| head``): stop quietly, as Unix tools do
@@ -109,12 +113,15 @@ _TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids aco
 
 @main.command(short_help="Train a language model and save a checkpoint.")
 @options_of(TrainOptions, "config out max_words max_epochs max_seconds device dtype threads resume init_from "
-                          "stop_after_epochs")
+                          "stop_after_epochs checkpoint_interval")
 @_no_progress
 @click.pass_obj
 def train(obj, no_progress, **kw):
     """Train a language model at corpus level (state carried within documents) and
-    save a checkpoint. Prints a JSON summary."""
+    save a checkpoint. Prints a JSON summary.
+
+    SIGTERM or SIGINT (Slurm preemption, Ctrl-C) finishes the current step, writes
+    <out>.last.pt and exits with status 75; --resume continues exactly."""
     from .api import TrainJob
 
     job = TrainJob(**kw, seed=obj["seed"] if obj["explicit_seed"] else None)

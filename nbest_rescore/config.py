@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -63,6 +64,44 @@ class VocabConfig:
         check_fields(self)
 
 
+_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*$")
+
+
+@dataclass(frozen=True)
+class CheckpointInterval:
+    """Every ``seconds`` of training or every ``steps`` optimiser steps (at most one
+    set; neither: only the epoch checkpoints)."""
+
+    seconds: Optional[float] = None
+    steps: Optional[int] = None
+
+    @property
+    def off(self) -> bool:
+        return self.seconds is None and self.steps is None
+
+
+def parse_interval(text, key: str = "optim.checkpoint_interval") -> CheckpointInterval:
+    """``"5m"`` -> every 300 s, ``"500steps"`` -> every 500 steps, ``"0"``/``"off"``
+    -> off (units: s, sec, m, min, h, steps).
+
+    Raises:
+        DataError: naming ``key``, for anything else (a bare number other than 0 too:
+            minutes or steps would be a guess).
+    """
+    value = str(text).strip().lower()
+    if value in ("0", "off", "none", "epoch"):
+        return CheckpointInterval()
+    m = _PATTERN.match(value)
+    unit = m.group(2) if m else ""
+    if m and float(m.group(1)) > 0 and unit in ("step", "steps") and float(m.group(1)).is_integer():
+        return CheckpointInterval(steps=int(float(m.group(1))))
+    if m and float(m.group(1)) > 0 and unit in _UNITS:
+        return CheckpointInterval(seconds=float(m.group(1)) * _UNITS[unit])
+    raise DataError(f"{key} must be a time (e.g. 5m, 90s, 1h), a number of optimiser steps (e.g. 500steps) or "
+                    f"off, got {text!r}")
+
+
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 
@@ -95,6 +134,8 @@ class OptimConfig:
     log_interval: int = 50  # steps between reads of the loss for the progress bar
     cuda_graph: bool = True  # on CUDA: replay the training step as one CUDA graph
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch is always saved)
+    # the resumable state also mid-epoch: a time (5m, 90s, 1h), N steps (500steps) or off
+    checkpoint_interval: str = "5m"
     # full softmax: the loss through the fused output layer (vocabulary blocks, no [N, V]
     # logits or gradient kept; one more block product per step), see models/fused_output.py
     fused_softmax: bool = False
@@ -108,6 +149,7 @@ class OptimConfig:
 
     def __post_init__(self):
         check_fields(self)
+        parse_interval(self.checkpoint_interval)
 
 
 #: The ``model`` name of a Hugging Face causal LM trained through ``transformers`` (the ``hf`` block).

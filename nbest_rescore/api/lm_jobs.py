@@ -6,16 +6,17 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
-from ..config import TrainConfig, load_train_config, validate_train_config
+from ..config import TrainConfig, load_train_config, parse_interval, validate_train_config
 from ..errors import DataError
 from ..evaluation.analysis import Analysis, analyze_model, write_analysis
 from ..evaluation.perplexity import PerplexityReport, corpus_perplexity, history_perplexity
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.lm_text import read_lm_text
 from ..models.cache import cache_settings
+from ..training.checkpointing import last_path
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
-from ..options import AnalyzeOptions, PplOptions, TrainOptions
+from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, TrainOptions
 from ..validation import check_option, check_paths
 from .inputs import LoadedLM, Progress, load_lm, seed_everything, set_threads
 
@@ -99,19 +100,29 @@ class TrainJob(TrainOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("config", "resume", "init_from"))
+        check_paths(self, ("config", "init_from") if self.resume == AUTO_RESUME else ("config", "resume", "init_from"))
         self.train_config()
 
     def train_config(self) -> TrainConfig:
         """The config file with this job's overrides applied (raises DataError)."""
         cfg = load_train_config(self.config)
+        if self.checkpoint_interval is not None:
+            parse_interval(self.checkpoint_interval, "--checkpoint-interval")
         for section, key in (("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"),
-                             ("optim", "threads"), ("optim", "dtype"), ("optim", "seed")):
+                             ("optim", "threads"), ("optim", "dtype"), ("optim", "seed"),
+                             ("optim", "checkpoint_interval")):
             value = getattr(self, key)
             if value is not None:
                 setattr(getattr(cfg, section), key, value)
         validate_train_config(cfg, self.config)
         return cfg
+
+    def resume_path(self) -> Optional[str]:
+        """``--resume`` with ``auto`` resolved: ``<out>.last.pt`` when it exists, else None."""
+        if self.resume != AUTO_RESUME:
+            return self.resume
+        last = last_path(self.out)
+        return last if os.path.exists(last) else None
 
     def run(self, progress: bool = True) -> TrainResult:
         """Train and write the checkpoint. Under ``torchrun`` (K > 1 processes) this
@@ -120,7 +131,7 @@ class TrainJob(TrainOptions):
         cfg = self.train_config()
         set_threads(cfg.optim.threads)
         seed_everything(cfg.optim.seed)
-        return train(cfg, self.out, device=self.device, progress=progress, resume=self.resume,
+        return train(cfg, self.out, device=self.device, progress=progress, resume=self.resume_path(),
                      init_from=self.init_from, stop_after_epochs=self.stop_after_epochs)
 
 

@@ -15,6 +15,8 @@ from .score import (_FILE, LM_PATH, CacheOptions, DecoderWeights, DeviceOption, 
 _DIR_OUT = {"file_okay": False}
 #: ``train --dtype`` (optim.dtype).
 TRAIN_DTYPES = ("float32", "bfloat16")
+#: ``train --resume auto``: the run's own ``<out>.last.pt`` when it exists.
+AUTO_RESUME = "auto"
 #: ``tune --search``.
 SEARCHES = ("grid", "line")
 #: ``convert --to``: the N-best formats written (docs/formats.md).
@@ -94,7 +96,11 @@ class TrainOptions(DeviceOption, ThreadsOption):
     dtype: Optional[str] = option(None, "Override optim.dtype: bfloat16 = mixed precision under CUDA autocast.",
                                   choices=TRAIN_DTYPES)
     resume: Optional[str] = option(None, "Continue the run saved in this <out>.last.pt (same optimiser state and "
-                                         "schedule).", path=_FILE)
+                                         "schedule, mid-epoch too); 'auto': that of --out when it exists, else "
+                                         "start afresh (for requeued jobs).", path={"dir_okay": False})
+    checkpoint_interval: Optional[str] = option(None, "Also write <out>.last.pt during an epoch this often: a time "
+                                                      "(5m, 90s, 1h), optimiser steps (500steps) or off (overrides "
+                                                      "optim.checkpoint_interval, default 5m).")
     init_from: Optional[str] = option(None, "Start from this model checkpoint's weights and vocabulary "
                                             "(fine-tuning).", path=_FILE)
     stop_after_epochs: Optional[int] = option(None, "End this run after N epochs (the schedule still plans max_epochs; "

@@ -51,7 +51,8 @@ def check_writable(out_path) -> None:
 
 @dataclass
 class RunState:
-    """The progress of a run that a resume restores."""
+    """The progress of a run that a resume restores: as of the end of epoch ``epoch``,
+    and ``position`` in the next one when the state was written mid-epoch."""
 
     epoch: int = 0
     step: int = 0
@@ -63,6 +64,8 @@ class RunState:
     bad_epochs: int = 0
     history: list = field(default_factory=list)
     best_state: Optional[dict] = None
+    # a mid-epoch state (trainer.EpochPosition as a dict) of epoch ``epoch`` + 1
+    position: Optional[dict] = None
 
     @property
     def best_valid_ppl(self) -> Optional[float]:
@@ -85,15 +88,25 @@ def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dic
     any validation), the optimiser state and the random-number states."""
     best = run.best_state if run.best_state is not None else model.state_dict()
     save_model(out_path, model, vocab, info, state_dict=best)
-    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best)})
+    save_last(out_path, model, vocab, run, opt, info)
 
 
-def resume_state(run: RunState, opt, best: dict) -> dict:
+def save_last(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict,
+              position: Optional[dict] = None) -> None:
+    """Write the resumable state (the current weights, :func:`resume_state`) to
+    :func:`last_path`, atomically; ``position``: written mid-epoch."""
+    best = run.best_state if run.best_state is not None else model.state_dict()
+    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best, position)})
+
+
+def resume_state(run: RunState, opt, best: dict, position: Optional[dict] = None) -> dict:
     """The ``resume`` entry of a ``.last.pt`` (:func:`restore` reads it back): the
     :class:`RunState` (``best_ppl`` None before any validation), the best weights
-    ``best``, the optimiser state and the random-number states."""
-    return {**dataclasses.asdict(replace(run, history=[], best_state=None)), "best_ppl": run.best_valid_ppl,
-            "history": list(run.history), "best_state": {k: v.detach().cpu().clone() for k, v in best.items()},
+    ``best``, the optimiser state, the random-number states and (mid-epoch) the
+    ``position`` in the epoch after ``run.epoch``."""
+    return {**dataclasses.asdict(replace(run, history=[], best_state=None, position=None)),
+            "best_ppl": run.best_valid_ppl, "history": list(run.history),
+            "best_state": {k: v.detach().cpu().clone() for k, v in best.items()}, "position": position,
             "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
 
@@ -147,11 +160,11 @@ def restore(loaded: Loaded, model, opt, device) -> RunState:
     if r.get("cuda_rng") and torch.device(device).type == "cuda":
         torch.cuda.set_rng_state_all(r["cuda_rng"])
     counts = {f.name: type(f.default)(r[f.name]) for f in dataclasses.fields(RunState)
-              if f.name in r and f.name not in ("best_ppl", "history", "best_state")}  # int/float as the defaults
+              if f.name in r and f.name not in ("best_ppl", "history", "best_state", "position")}  # int/float
     best = {k: v.to(device) for k, v in r["best_state"].items()} if r.get("best_state") else None
     return RunState(**counts, best_ppl=math.inf if r.get("best_ppl") is None else float(r["best_ppl"]),
-                    history=list(r["history"]), best_state=best)
+                    history=list(r["history"]), best_state=best, position=r.get("position"))
 
 
-__all__ = ["last_path", "check_writable", "RunState", "save_epoch", "resume_state", "load_start", "load_weights",
+__all__ = ["last_path", "check_writable", "RunState", "save_epoch", "save_last", "resume_state", "load_start", "load_weights",
            "restore"]

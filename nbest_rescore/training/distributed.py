@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -77,6 +77,14 @@ class World:
         torch.distributed.broadcast(t, src=0)
         return t.tolist()
 
+    def gather(self, obj) -> list:
+        """Every rank's ``obj`` (picklable), in rank order, on every rank. Collective."""
+        if not self.distributed:
+            return [obj]
+        out = [None] * self.size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
     def wrap(self, model: torch.nn.Module, forward: Callable) -> Optional[torch.nn.Module]:
         """``DistributedDataParallel`` around ``forward`` (a function of ``model``'s
         parameters, e.g. the trainer's segment forward + loss); None for one process.
@@ -126,20 +134,24 @@ class Clock:
 
     One process: read at every call. K ranks: rank 0's reading, broadcast at the first
     call and then whenever ``step`` has advanced by ``every`` (the trainer's
-    ``log_interval``). Every rank must call it with the same steps.
+    ``log_interval``), with the flags of all ranks (a stop signal). Every rank must call
+    it with the same steps.
     """
 
     def __init__(self, world: World, start: float, every: int):
         self.world, self.start, self.every = world, start, max(1, int(every))
-        self._at, self._value = None, 0.0  # step and value of the last broadcast
+        self._at, self._value, self._flag = None, 0.0, False  # step and values of the last broadcast
 
-    def __call__(self, step: int) -> float:
+    def __call__(self, step: int, flag: bool = False) -> Tuple[float, bool]:
+        """(the seconds, whether ``flag`` is set on any rank; K ranks: as of the last
+        broadcast, so that every rank answers alike)."""
         if not self.world.distributed:
-            return time.perf_counter() - self.start
+            return time.perf_counter() - self.start, flag
         if self._at is None or step - self._at >= self.every:
-            self._value = self.world.from_main(time.perf_counter() - self.start)[0]
-            self._at = step
-        return self._value
+            mine = time.perf_counter() - self.start if self.world.main else 0.0
+            self._value, flags = self.world.from_main(mine, float(flag), reduce=True)
+            self._flag, self._at = flags > 0, step
+        return self._value, self._flag
 
 
 def launched() -> Optional[tuple]:

@@ -239,20 +239,27 @@ class HfFamily:
                  h.context_tokens, cfg.optim.bptt)
         return cfg, model, params
 
-    def save(self, out_path, model: HfTrainModel, text: HfText, run, opt, info: dict) -> None:
+    def save(self, out_path, model: HfTrainModel, text: HfText, run, opt, info: dict,
+             position: Optional[dict] = None) -> None:
         """The best weights as ``out_path`` (save_pretrained, tokenizer, metadata; one
-        atomic folder), then the resumable state as its ``.last.pt``."""
+        atomic folder; not mid-epoch, i.e. with a ``position``), then the resumable state
+        as its ``.last.pt``."""
         best = run.best_state if run.best_state is not None else model.state_dict()
         info = {**info, "hf_text": text.settings(), "context_tokens": model.context_tokens}
-        with atomic_dir(out_path, settings={"model": HF_MODEL, "epochs": run.epoch}) as tmp, _quiet():
+        if position is None:
+            self._save_best(out_path, model, text, best, info, run.epoch)
+        save_checkpoint(checkpointing.last_path(out_path), {
+            "model": HF_MODEL, "config": json.loads(model.lm.config.to_json_string()), "vocab": [],
+            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "info": info,
+            "tokenizer": _tokenizer_facts(text), "resume": checkpointing.resume_state(run, opt, best, position)})
+
+    @staticmethod
+    def _save_best(out_path, model: HfTrainModel, text: HfText, best: dict, info: dict, epochs: int) -> None:
+        with atomic_dir(out_path, settings={"model": HF_MODEL, "epochs": epochs}) as tmp, _quiet():
             model.lm.save_pretrained(str(tmp), state_dict={k: v.detach().cpu() for k, v in _strip(best).items()})
             text.tokenizer.save_pretrained(str(tmp))
             write_metadata(tmp, info)
             _usual_modes(tmp)
-        save_checkpoint(checkpointing.last_path(out_path), {
-            "model": HF_MODEL, "config": json.loads(model.lm.config.to_json_string()), "vocab": [],
-            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "info": info,
-            "tokenizer": _tokenizer_facts(text), "resume": checkpointing.resume_state(run, opt, best)})
 
     def eval_bptt(self, cfg: TrainConfig) -> int:
         return cfg.optim.bptt

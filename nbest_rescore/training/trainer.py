@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import enum
 import functools
 import logging
 import math
@@ -21,13 +22,13 @@ import time
 import weakref
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import HF_MODEL, TrainConfig
+from ..config import HF_MODEL, TrainConfig, parse_interval
 from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
                       segment_tokens)
 from ..errors import DataError
@@ -38,6 +39,7 @@ from ..models.registry import config_from_dict, get_model_class
 from ..progress import Progress
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
+from .preemption import CheckpointClock, Preempted, StopSignals
 from .schedule import LRSchedule
 
 log = logging.getLogger(__name__)
@@ -84,14 +86,36 @@ class Validation(NamedTuple):
 
 class EpochStats(NamedTuple):
     """What :func:`train_segments` did: summed training NLL (nats), real target
-    tokens, optimiser steps, whether the time budget stopped it, and the summed |log Z|
-    of the real tokens (self-normalisation only, else None)."""
+    tokens, optimiser steps (of the whole epoch, those before a resumed position
+    included), whether the time budget stopped it, the summed |log Z| of the real
+    tokens (self-normalisation only, else None), and whether a signal stopped it
+    (:attr:`Pause.PREEMPT`)."""
 
     nll: float
     tokens: int
     steps: int
     timed_out: bool
     abs_log_z: Optional[float] = None
+    preempted: bool = False
+
+
+class Pause(enum.Enum):
+    """What ``before_step`` of :func:`train_segments` may return besides True (stop):
+    write a mid-epoch checkpoint, then go on (SAVE) or stop (PREEMPT)."""
+
+    SAVE = "save"
+    PREEMPT = "preempt"
+
+
+class EpochPosition(NamedTuple):
+    """A pass between two updates, as a mid-epoch checkpoint stores it: ``segments``
+    updates done, their real target ``tokens`` (all ranks), and ``ranks``: per rank, in
+    rank order, a dict of the carried ``state`` (CPU tensors), the summed ``nll`` and
+    ``abs_log_z`` so far and the random states ``rng``, ``cuda_rng``."""
+
+    segments: int
+    tokens: int
+    ranks: list
 
 
 def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
@@ -285,13 +309,17 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
                    before_step: Optional[Callable[[int], Optional[bool]]] = None, first_step: int = 0,
                    max_steps: Optional[int] = None,
                    log_interval: int = 50, progress: Optional[Progress] = None, cuda_graph: bool = False,
-                   world: distributed.World = distributed.SINGLE, forward: Optional[Callable] = None) -> EpochStats:
+                   world: distributed.World = distributed.SINGLE, forward: Optional[Callable] = None,
+                   start: Optional[EpochPosition] = None,
+                   on_pause: Optional[Callable[[EpochPosition], None]] = None) -> EpochStats:
     """One pass of BPTT updates over ``streams`` (an epoch, moved to the model's
     device here), state carried between segments and reset where documents start.
 
     Args:
         before_step: called with the global step number n (counted from
-            ``first_step``) before update n; returning True stops the pass there.
+            ``first_step``) before update n; returning True stops the pass there, a
+            :class:`Pause` calls ``on_pause`` with the :class:`EpochPosition` (on every
+            rank; collective) and then goes on (SAVE) or stops (PREEMPT).
         max_steps: stop after this many updates.
         log_interval, progress: every this many steps the running perplexity is read
             back into ``progress`` (called with the real tokens done).
@@ -299,6 +327,8 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         world, forward: data-parallel training (:mod:`.distributed`): ``streams`` are
             the global batch, of which this rank trains its rows with ``forward``
             (the DDP-wrapped :func:`segment_forward`). Not with ``cuda_graph``.
+        start: continue a pass from this position (a mid-epoch checkpoint of the same
+            streams and as many ranks): state, sums and random states restored.
     Returns:
         :class:`EpochStats` (with K ranks the NLL and tokens of all ranks).
     """
@@ -307,12 +337,20 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
     if world.distributed:  # this rank's rows
         streams = streams.rows(world.shard(streams.inputs.shape[0]))
     streams = streams.to(device)
-    steps = _Steps(model, opt, streams, bptt, options, cuda_graph and forward is None, world, forward)
-    tokens, total, timed_out = 0, sum(seg_tokens), False
-    for k, n in enumerate(seg_tokens):
+    steps = _Steps(model, opt, streams, bptt, options, cuda_graph and forward is None, world, forward,
+                   start.ranks[world.rank] if start is not None else None)
+    tokens, total, timed_out, preempted = start.tokens if start is not None else 0, sum(seg_tokens), False, False
+    for k in range(steps.done, len(seg_tokens)):
+        n = seg_tokens[k]
         if max_steps is not None and steps.done >= max_steps:
             break
-        if before_step is not None and before_step(first_step + steps.done):
+        action = before_step(first_step + steps.done) if before_step is not None else None
+        if isinstance(action, Pause):
+            on_pause(EpochPosition(k, tokens, world.gather(steps.snapshot())))
+            if action is Pause.PREEMPT:
+                preempted = True
+                break
+        elif action:
             timed_out = True
             break
         steps.run(k * bptt, n)
@@ -322,17 +360,18 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
             if steps.done % log_interval == 0:
                 # (with K ranks: this rank's share of the loss, times K)
                 progress.set_perplexity(math.exp(min(50.0, float(steps.nll) * world.size / max(1, tokens))))
-    return steps.stats(tokens, timed_out)
+    return steps.stats(tokens, timed_out)._replace(preempted=preempted)
 
 
 class _Steps:
     """The updates of one pass: eager :func:`train_step` calls with the recurrent state
     carried, or (on CUDA, streams aligned to ``bptt``, capturable optimiser) replays of
     the captured CUDA graph (:mod:`.cuda_graph`); ``nll`` and ``abs_log_z`` (None without
-    self-normalisation) are summed on the device, ``done`` counts updates."""
+    self-normalisation) are summed on the device, ``done`` counts updates (from those of
+    ``saved``, this rank's entry of an :class:`EpochPosition` to continue from)."""
 
     def __init__(self, model, opt, streams: Streams, bptt: int, options: StepOptions, cuda_graph: bool,
-                 world: distributed.World, forward: Optional[Callable]):
+                 world: distributed.World, forward: Optional[Callable], saved: Optional[dict] = None):
         self.model, self.opt, self.streams, self.bptt, self.options = model, opt, streams, bptt, options
         self.world, self.forward, self.done = world, forward, 0
         self.aligned = streams.align == bptt
@@ -348,6 +387,32 @@ class _Steps:
             self.nll, self.abs_log_z = (torch.zeros((), device=device, dtype=torch.float64) for _ in "ab")
         if options.self_norm_weight <= 0:
             self.abs_log_z = None
+        if saved is not None:
+            self._restore(saved)
+
+    def snapshot(self) -> dict:
+        """This rank's entry of an :class:`EpochPosition` (reads the sums back)."""
+        state = self.graph.state if self.graph is not None else self.state
+        cuda = self.nll.device.type == "cuda"
+        return {"done": self.done, "state": tuple(s.detach().cpu().clone() for s in state), "nll": float(self.nll),
+                "abs_log_z": None if self.abs_log_z is None else float(self.abs_log_z),
+                "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state(self.nll.device) if cuda else None}
+
+    def _restore(self, saved: dict) -> None:
+        """Continue from :meth:`snapshot`'s ``saved``: updates done, state, sums, random states."""
+        device = self.nll.device
+        self.done = int(saved["done"])
+        if self.graph is not None:
+            for static, s in zip(self.graph.state, saved["state"]):
+                static.copy_(s)
+        else:
+            self.state = tuple(s.to(device) for s in saved["state"])
+        self.nll.fill_(saved["nll"])
+        if self.abs_log_z is not None:
+            self.abs_log_z.fill_(saved["abs_log_z"] or 0.0)
+        torch.set_rng_state(saved["rng"])
+        if saved.get("cuda_rng") is not None and device.type == "cuda":
+            torch.cuda.set_rng_state(saved["cuda_rng"], device)
 
     def run(self, start: int, global_tokens: int) -> None:
         """The update of the segment at column ``start`` (``global_tokens``: its real
@@ -416,7 +481,42 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
 
 def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool, resume: Optional[str],
            init_from: Optional[str], stop_after_epochs: Optional[int]) -> TrainResult:
-    """:func:`train` as one rank of ``world`` (the only one for a single process)."""
+    """:func:`train` as one rank of ``world`` (the only one for a single process).
+
+    Raises:
+        Preempted: SIGTERM/SIGINT stopped the run after its resumable state was written.
+    """
+    t, run = _prepare(cfg, out_path, world, progress, resume, init_from)
+    o = t.cfg.optim
+    start = time.perf_counter() - run.seconds
+    # a resumed run that had already stopped early trains no further epoch
+    first_epoch = run.epoch + 1 if run.bad_epochs < o.patience else o.max_epochs + 1
+    with _training_precision(world.device), t.signals:
+        for epoch in range(first_epoch, o.max_epochs + 1):
+            stats = _train_epoch(t, run, epoch, start)
+            if stats.preempted:
+                raise Preempted(f"training stopped by {t.signals.received or 'a signal'} in epoch {epoch} before "
+                                f"step {run.step + stats.steps}; its state is in {t.last}: continue with --resume "
+                                f"{t.last} (or --resume auto)")
+            if stats.steps == 0:  # the time budget was spent before this epoch began
+                break
+            last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
+                    or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
+            if last or epoch % o.checkpoint_every == 0:
+                t.write(run)
+            if last:
+                break
+    if run.best_state is not None:
+        t.model.load_state_dict(run.best_state)
+    seconds = time.perf_counter() - start
+    return TrainResult(run.epoch, run.best_valid_ppl, run.history[-1]["train_ppl"] if run.history else math.nan,
+                       seconds, run.tokens / t.tokens_per_word / max(seconds, 1e-9), run.history, world.rank)
+
+
+def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: bool, resume: Optional[str],
+             init_from: Optional[str]) -> Tuple["_Training", "checkpointing.RunState"]:
+    """Everything before the first epoch: checks, the text, the model, the optimiser and
+    (``resume``) the restored :class:`~.checkpointing.RunState`."""
     o = cfg.optim
     family = family_of(cfg)
     direction = _check_start(cfg, out_path, world, resume, init_from, family)
@@ -435,28 +535,30 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     opt = make_optimizer(model, o, capturable=graphs)
     options = StepOptions(o.clip, o.self_norm_weight, torch.bfloat16 if o.dtype == "bfloat16" else None)
     run = checkpointing.restore(loaded, model, opt, world.device) if resume else checkpointing.RunState()
+    _check_position(run, world, resume)
     ddp = world.wrap(model, functools.partial(segment_forward, model))  # None for one process
-    t = _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, encoded,
-                  _validation(cfg, direction, family, text), _tokens_per_word(encoded, train_docs), family.subword)
-    start = time.perf_counter() - run.seconds
-    # a resumed run that had already stopped early trains no further epoch
-    first_epoch = run.epoch + 1 if run.bad_epochs < o.patience else o.max_epochs + 1
-    with _training_precision(world.device):
-        for epoch in range(first_epoch, o.max_epochs + 1):
-            stats = _train_epoch(t, run, epoch, start)
-            if stats.steps == 0:  # the time budget was spent before this epoch began
-                break
-            last = (stats.timed_out or run.bad_epochs >= o.patience or epoch == o.max_epochs
-                    or (stop_after_epochs is not None and epoch - first_epoch + 1 >= stop_after_epochs))
-            if world.main and (last or epoch % o.checkpoint_every == 0):
-                family.save(out_path, model, text, run, opt, _info(cfg, params, run, t.tokens_per_word))
-            if last:
-                break
-    if run.best_state is not None:
-        model.load_state_dict(run.best_state)
-    seconds = time.perf_counter() - start
-    return TrainResult(run.epoch, run.best_valid_ppl, run.history[-1]["train_ppl"] if run.history else math.nan,
-                       seconds, run.tokens / t.tokens_per_word / max(seconds, 1e-9), run.history, world.rank)
+    tokens_per_word = _tokens_per_word(encoded, train_docs)
+
+    def write(r: "checkpointing.RunState", position: Optional[EpochPosition] = None) -> None:
+        if world.main:  # (the only rank that writes)
+            family.save(out_path, model, text, r, opt, _info(cfg, params, r, tokens_per_word),
+                        None if position is None else position._asdict())
+
+    done = run.step + (run.position["segments"] if run.position else 0)
+    return _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, encoded,
+                     _validation(cfg, direction, family, text), tokens_per_word, family.subword, write,
+                     CheckpointClock(parse_interval(o.checkpoint_interval), done, run.seconds), StopSignals(),
+                     checkpointing.last_path(out_path)), run
+
+
+def _check_position(run: "checkpointing.RunState", world: distributed.World, resume: Optional[str]) -> None:
+    """A mid-epoch state continues only with as many processes as wrote it."""
+    saved = len(run.position["ranks"]) if run.position else world.size
+    if saved != world.size:
+        raise DataError(f"--resume {resume}: was written in the middle of an epoch by {saved} processes; resume with "
+                        f"{saved} (torchrun --nproc_per_node {saved})" if saved > 1 else
+                        f"--resume {resume}: was written in the middle of an epoch by one process; resume without "
+                        f"torchrun")
 
 
 class WordFamily:
@@ -468,7 +570,8 @@ class WordFamily:
     checkpoint; ``text`` is what maps words to ids (here the vocabulary); ``encode`` gives
     each document's ids (one start token, then every sentence and its end); ``build``
     returns (the config, with anything filled in, the model on the device, its parameter
-    counts); ``save`` writes an epoch's outputs; ``eval_bptt`` is the validation segment
+    counts); ``save`` writes an epoch's outputs (with a mid-epoch ``position``: only the
+    resumable state); ``eval_bptt`` is the validation segment
     length; ``subword``: ids are pieces of words (perplexity reported per word too).
     """
 
@@ -492,8 +595,12 @@ class WordFamily:
         cfg = _with_adaptive_cutoffs(cfg, encoded, len(vocab), loaded)
         return (cfg, *_build_model(cfg, vocab, loaded, device))
 
-    def save(self, out_path, model, vocab: Vocabulary, run: "checkpointing.RunState", opt, info: dict) -> None:
-        checkpointing.save_epoch(out_path, model, vocab, run, opt, info)
+    def save(self, out_path, model, vocab: Vocabulary, run: "checkpointing.RunState", opt, info: dict,
+             position: Optional[dict] = None) -> None:
+        if position is None:
+            checkpointing.save_epoch(out_path, model, vocab, run, opt, info)
+        else:  # mid-epoch: the resumable state only (the best weights have not changed)
+            checkpointing.save_last(out_path, model, vocab, run, opt, info, position)
 
     def eval_bptt(self, cfg: TrainConfig) -> int:
         return EVAL_BPTT
@@ -574,7 +681,8 @@ def _tokens_per_word(encoded, docs) -> float:
 
 @dataclass(frozen=True)
 class _Training:
-    """What every epoch of a run uses (``forward``: the DDP forward, None for one process)."""
+    """What every epoch of a run uses (``forward``: the DDP forward, None for one process;
+    the mid-epoch checkpoints: ``write``, ``saver``, ``signals``, ``last``)."""
 
     cfg: TrainConfig
     model: object
@@ -586,8 +694,12 @@ class _Training:
     progress: bool
     encoded: list
     valid: Optional[Validation]
-    tokens_per_word: float = 1.0  # training target ids per word (1 for word ids)
-    subword: bool = False  # ids are pieces of words: also report perplexity per token
+    tokens_per_word: float  # training target ids per word (1 for word ids)
+    subword: bool  # ids are pieces of words: also report perplexity per token
+    write: Callable  # (RunState, EpochPosition or None): the epoch's outputs or a mid-epoch state (main rank)
+    saver: CheckpointClock  # when a mid-epoch checkpoint is due
+    signals: StopSignals  # SIGTERM/SIGINT received while training
+    last: str  # the resumable state's file (<out>.last.pt)
 
 
 def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> Streams:
@@ -601,10 +713,12 @@ def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> S
 
 def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start: float) -> EpochStats:
     """The updates of one epoch over freshly dealt streams, the learning rate set from
-    the schedule before each, stopping when ``optim.max_seconds`` is spent; unless that
-    was spent before the epoch began (no step), count the epoch into ``run``, validate,
-    keep the best weights, log and add the epoch's history entry."""
+    the schedule before each, stopping when ``optim.max_seconds`` is spent, writing
+    mid-epoch checkpoints when due and stopping after one on SIGTERM/SIGINT; unless the
+    time was spent before the epoch began (no step) or a signal stopped it,
+    :func:`_end_epoch`. A resumed mid-epoch ``run.position`` continues this epoch."""
     o = t.cfg.optim
+    position, run.position = run.position, None  # (a resumed mid-epoch state: this epoch's)
     t.world.seed_epoch(o.seed, epoch)
     streams = epoch_streams(t.encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
     if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
@@ -613,24 +727,37 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     clock = distributed.Clock(t.world, start, o.log_interval)  # K ranks: rank 0's seconds
 
     def before_step(step):
-        elapsed = clock(step)
+        elapsed, signalled = clock(step, t.signals.received is not None)
         if o.max_seconds and elapsed > o.max_seconds:
             return True  # the time budget is spent: no further update
         set_lr(t.opt, o.lr * run.lr_scale * schedule.factor(step, elapsed))
         t.model.on_progress(schedule.progress(step, elapsed))
-        return False
+        if signalled or t.saver.due(step, elapsed):
+            t.saver.saved(step, elapsed)
+            return Pause.PREEMPT if signalled else Pause.SAVE
+        return None
+
+    def on_pause(position: EpochPosition) -> None:  # (every rank; the main one writes)
+        t.write(dataclasses.replace(run, seconds=time.perf_counter() - start), position)
 
     t.model.train()
     bar = Progress("tok", desc=f"epoch {epoch}", leave=False) if t.progress else None
     try:
         stats = train_segments(t.model, t.opt, streams, o.bptt, t.options, before_step=before_step,
                                first_step=run.step, log_interval=o.log_interval, progress=bar,
-                               cuda_graph=t.graphs, world=t.world, forward=t.forward)
+                               cuda_graph=t.graphs, world=t.world, forward=t.forward,
+                               start=None if position is None else EpochPosition(**position), on_pause=on_pause)
     finally:
         if bar is not None:
             bar.close()
-    if stats.steps == 0:
-        return stats
+    if stats.steps and not stats.preempted:
+        _end_epoch(t, run, epoch, stats, start)
+    return stats
+
+
+def _end_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, stats: EpochStats, start: float) -> None:
+    """Count the epoch's updates into ``run``, validate, keep the best weights, log and
+    add the epoch's history entry."""
     run.step += stats.steps
     run.tokens += stats.tokens
     per_token = stats.nll / max(1, stats.tokens)
@@ -651,7 +778,6 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     t.model.on_epoch_end(epoch)
     run.epoch = epoch
     run.seconds = time.perf_counter() - start
-    return stats
 
 
 def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:

@@ -214,20 +214,22 @@ def test_group_seed_seeds_training(DATA, tmp_path):
     assert load_checkpoint(tmp_path / "c5.pt")["info"]["train_config"]["optim"]["seed"] == 5
 
 
-@pytest.mark.parametrize("args,expect", [
-    (["--dtype", "float16"], "--dtype"),
-    (["--stop-after-epochs", "0"], "--stop-after-epochs"),
-    (["--resume", "no/such/run.last.pt"], "--resume"),
-    (["--init-from", "no/such/model.pt"], "--init-from"),
+@pytest.mark.parametrize("args,expect,status", [
+    (["--dtype", "float16"], "--dtype", 2),
+    (["--stop-after-epochs", "0"], "--stop-after-epochs", 2),
+    (["--resume", "no/such/run.last.pt"], "--resume no/such/run.last.pt: no such file", 1),  # (--resume auto is no file)
+    (["--init-from", "no/such/model.pt"], "--init-from", 2),
+    (["--checkpoint-interval", "10"], "--checkpoint-interval must be a time (e.g. 5m", 1),
+    (["--checkpoint-interval", "5 parsecs"], "--checkpoint-interval", 1),
 ])
-def test_cli_train_rejects_bad_new_options(DATA, tmp_path, no_reading, args, expect):
-    """Each new train option with a wrong value: a usage error (exit 2) naming the
-    option, no traceback, nothing read or written."""
+def test_cli_train_rejects_bad_new_options(DATA, tmp_path, no_reading, args, expect, status):
+    """Each new train option with a wrong value: a usage error (exit 2, or 1 from the
+    job's own check) naming the option, no traceback, nothing read or written."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text("model: gru\nmodel_config: {embedding_dim: 8, hidden_size: 8}\n")
     out = tmp_path / "m.pt"
     res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(out), *args])
-    assert res.exit_code == 2, res.output
+    assert res.exit_code == status, res.output
     assert expect in res.output and "Traceback" not in res.output
     assert not out.exists()
 
