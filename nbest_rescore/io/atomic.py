@@ -1,7 +1,8 @@
 """Atomic output: files and whole sets of files appear complete or not at all.
 
 * :func:`atomic_write` / :func:`atomic_path`: a temporary file in the target directory,
-  renamed over the target (:func:`os.replace`) or removed on an exception.
+  renamed over the target (:func:`os.replace`) or removed on an exception; one left by
+  a killed process is removed by the next write of the same target.
 * :func:`atomic_dir`: a job's whole output folder, swapped into place at the end.
 * :func:`atomic_entries`: a set of files and folders written into a folder that also
   holds files of others (a Kaldi decode folder).
@@ -13,6 +14,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,12 +27,16 @@ __all__ = ["atomic_write", "atomic_path", "atomic_dir", "atomic_entries", "check
 
 
 def _make_temp(path) -> str:
-    """Create an empty temporary file next to ``path`` (same suffix) and return its name."""
+    """Create an empty temporary file next to ``path`` (same suffix) and return its name:
+    ``.NAME.PID-XXXXXXXX.tmpSUFFIX``. Such files of ``path`` left by killed processes
+    are removed first."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise DataError(f"{path}: output directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
+    _remove_stale_temps(directory, target)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.{os.getpid()}-",
+                               suffix=f".tmp{target.suffix}")
     os.close(fd)
     # mkstemp creates the file with mode 0600; give the output the usual permissions
     # (those of the file it replaces, or 0666 minus the umask for a new file).
@@ -48,6 +54,20 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _remove_stale_temps(directory: Path, target: Path) -> None:
+    """Remove the temporary files of ``target`` (:func:`_make_temp`'s names) in
+    ``directory`` whose process is gone (a writer killed before its rename)."""
+    stale = re.compile(rf"\.{re.escape(target.name)}\.(\d{{1,9}})-[^./]+\.tmp{re.escape(target.suffix)}")
+    try:
+        names = os.listdir(directory)
+    except OSError:  # a folder one may write in but not list: nothing to clean
+        return
+    for name in names:
+        found = stale.fullmatch(name)
+        if found and not _pid_alive(int(found.group(1))):
+            _remove_quietly(os.path.join(directory, name))
 
 
 def _remove_quietly(tmp: str) -> None:

@@ -81,6 +81,42 @@ def test_atomic_path_exception_removes_temp(tmp_path):
     assert _leftovers(tmp_path, {"model.pt"}) == []
 
 
+_KILLED_WRITER = r'''
+import os, signal, sys
+from nbest_rescore.io.atomic import atomic_write
+with atomic_write(sys.argv[1]) as fh:
+    fh.write("half")
+    fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """A writer killed before its rename leaves its temporary file (named with its pid);
+    the next atomic_write of the same file removes it, but not the temporary file of a
+    live writer (this process) nor that of another file."""
+    import signal
+    import subprocess
+    import sys
+
+    from nbest_rescore.io.atomic import _make_temp
+
+    out = tmp_path / "n.jsonl"
+    out.write_text("old\n")
+    p = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(out)])
+    assert p.wait() == -signal.SIGKILL
+    stale = _leftovers(tmp_path, {"n.jsonl"})
+    assert len(stale) == 1 and stale[0].startswith(f".n.jsonl.{p.pid}-") and stale[0].endswith(".tmp.jsonl")
+    assert out.read_text() == "old\n"  # the killed write left the old file whole
+    live = os.path.basename(_make_temp(out))  # this process's: alive
+    other = tmp_path / ".m.jsonl.{}-abcdefgh.tmp.jsonl".format(p.pid)  # another file's
+    other.write_text("")
+    with atomic_write(out) as fh:
+        fh.write("new\n")
+    assert out.read_text() == "new\n"
+    assert _leftovers(tmp_path, {"n.jsonl"}) == sorted([live, other.name])
+
+
 # --- output sets (atomic_dir) --------------------------------------------------------------
 
 _WRITER = r'''
