@@ -189,3 +189,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # every test that takes the real Kaldi is marked for it
         if "kaldi_real" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kaldi)
+
+
+# ---------------------------------------------------------------------------------------
+# A private single-node Slurm (tests/slurm_cluster.py): Debian's slurmctld, slurmd, munge
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A running private Slurm of this machine alone (:class:`slurm_cluster.SlurmCluster`:
+    ``env`` with SLURM_CONF, ``submit``, ``wait``, ``requeue``), stopped after the session;
+    skips with one line when slurmctld/slurmd/munge are not installed or do not come up."""
+    import slurm_cluster
+
+    try:
+        cluster = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    except slurm_cluster.SlurmUnavailable as exc:
+        pytest.skip(str(exc))
+    yield cluster
+    cluster.stop()
