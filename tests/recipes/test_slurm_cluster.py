@@ -2,7 +2,8 @@
 run and report their exit status, and a preemptible job is requeued the way a training
 run that saves a checkpoint on SIGTERM and exits 75 will be: SIGTERM while running, or
 a requeue after it ended, and the batch script starts again (SLURM_RESTART_COUNT 1) and
-resumes from what the first run left. Skipped, with one line, without slurmctld, slurmd
+resumes from what the first run left (a real training job requeued while running:
+tests/training/test_preemption.py). Skipped, with one line, without slurmctld, slurmd
 and munge."""
 import time
 
@@ -36,23 +37,6 @@ def test_a_job_reports_its_exit_status(slurm, tmp_path):
     info = slurm.wait(job, timeout=60)
     assert info["JobState"] == "FAILED" and info["exit_code"] == 3
     assert (tmp_path / "job.out").read_text() == f"on {slurm.node} in shared\n"
-
-
-@pytest.mark.slow
-def test_a_running_job_is_requeued_and_resumes(slurm, tmp_path):
-    """scontrol requeue of a running job: SIGTERM (the script saves ckpt, exits 75), then
-    the script again with SLURM_RESTART_COUNT=1, which resumes from ckpt."""
-    (tmp_path / "job.sh").write_text(SCRIPT)
-    job = slurm.submit("--requeue", "--open-mode=append", "-o", "job.out", "job.sh", cwd=tmp_path)
-    wait_for_file(tmp_path / "started")
-    t0 = time.monotonic()
-    slurm.requeue(job)
-    info = slurm.wait(job, timeout=60, min_restarts=1)
-    assert info["JobState"] == "COMPLETED" and info["exit_code"] == 0 and info["Restarts"] == "1"
-    assert time.monotonic() - t0 < 30  # not held two minutes (BeginTime)
-    out = (tmp_path / "job.out").read_text()
-    assert out.startswith(f"run 0 of job {job}\n") and "term\n" in out
-    assert out.endswith(f"run 1 of job {job}\nresumed from saved\n"), out
 
 
 @pytest.mark.slow

@@ -179,3 +179,28 @@ def test_sigint_writes_a_mid_epoch_state_of_one_process(reference, tmp_path):
     assert "training stopped by SIGINT" in err
     state = load_checkpoint(last_path(out))["resume"]
     assert state["position"] is not None and len(state["position"]["ranks"]) == 1
+
+
+@pytest.mark.slow
+def test_a_requeued_slurm_training_job_resumes_to_the_same_weights(slurm, reference, tmp_path):
+    """``sbatch`` a training job (``--resume auto``), ``scontrol requeue`` it once its
+    first mid-epoch state is written: Slurm's SIGTERM makes it save and exit 75, the
+    batch script runs again, resumes and ends with the uninterrupted weights bit for bit.
+    (The private Slurm of tests/slurm_cluster.py; skipped with one line without it.)"""
+    config, a = reference
+    out = tmp_path / "m.pt"
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\nexec " + " ".join(
+        train_cmd(config, out, "--checkpoint-interval", f"{INTERVAL}steps", "--resume", "auto")) + "\n")
+    exports = f"--export=ALL,OMP_NUM_THREADS=1,PYTHONPATH={env()['PYTHONPATH']}"
+    job = slurm.submit("--requeue", "--open-mode=append", "-o", "train.log", exports, script, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while stamp(last_path(out)) is None:
+        assert time.monotonic() < deadline, "no mid-epoch state written in 120 s"
+        time.sleep(0.05)
+    slurm.requeue(job)
+    info = slurm.wait(job, timeout=300, min_restarts=1)
+    log = (tmp_path / "train.log").read_text()
+    assert info["JobState"] == "COMPLETED" and info["exit_code"] == 0 and info["Restarts"] == "1", log[-2000:]
+    assert log.count("Stopped: training stopped by SIGTERM") == 1, log[-2000:]
+    assert same_bytes(out, a)
