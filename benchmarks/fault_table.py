@@ -81,7 +81,9 @@ published; `after 1st commit rename`: right after the first rename that publishe
 renames); `staging seen`: a real `python -m nbest_rescore` process killed as soon as
 the harness sees its staging folder or temporary file. Rerun `OK`: an uninterrupted
 run afterwards left exactly the reference set and no hidden leftovers; `OK (probe)`:
-the kill changed nothing, so the probe run from the same state is the rerun. JSON
+the kill changed nothing, so the probe run from the same state is the rerun (a
+`writability probe` leftover is the empty folder the output checks make and remove
+before any work; the next run removes one of a dead process). JSON
 outputs are compared without their timing fields (`seconds`, `tokens_per_s`).
 """
 
@@ -363,7 +365,10 @@ def describe_leftovers(folder: Path, hidden: Sequence[str], pid: int, prev: dict
     kinds = []
     for h in hidden:
         name = Path(h).name
-        mine = "" if f".partial-{pid}-" in name or f".{pid}-" in name else f" (not of pid {pid})"
+        mine = "" if any(f"{m}{pid}-" in name for m in (".partial-", ".", "-probe-")) else f" (not of pid {pid})"
+        if "-probe-" in name:
+            kinds.append("writability probe" + mine)
+            continue
         if ".partial-" not in name:
             kinds.append("temporary file" + mine)
             continue

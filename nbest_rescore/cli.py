@@ -56,6 +56,9 @@ class _Main(click.Group):
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(141)
+        except OSError as exc:  # one the writers and readers did not word themselves (io/os_errors.py)
+            log.log(logging.ERROR if (ctx.obj or {}).get("verbose") else logging.DEBUG, "OS error", exc_info=True)
+            raise click.ClickException(_os_error_line(exc)) from None
         except MemoryError:
             log.debug("out of memory", exc_info=True)
             raise click.ClickException("out of memory: lower --batch-size / --max-tokens, or use a machine with "
@@ -65,6 +68,50 @@ class _Main(click.Group):
             log.log(logging.ERROR if verbose else logging.DEBUG, "unexpected error", exc_info=True)
             hint = "" if verbose else " (run with -v to see where it happened)"
             raise click.ClickException(f"unexpected {type(exc).__name__}: {exc}{hint}") from None
+
+
+def _os_error_line(exc: OSError) -> str:
+    """The one line for an OSError that reached the command group. "No space" naming no
+    file while stdout goes to a file on a full disk is the results going there: that
+    file is named (Linux) and stdout is closed, so that exiting does not fail again."""
+    import errno
+    import os
+    import shutil
+
+    from .io.os_errors import os_error_message
+
+    if exc.filename is None and exc.errno == errno.ENOSPC:
+        try:
+            fd_link = f"/proc/self/fd/{sys.stdout.fileno()}"
+            target = os.readlink(fd_link) if os.path.isfile(fd_link) else None
+            full = target is not None and shutil.disk_usage(fd_link).free < 1 << 20
+        except (OSError, ValueError, AttributeError):
+            full = False
+        if full:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return os_error_message(exc, "stdout", file=target, writing=True)
+    return os_error_message(exc)
+
+
+class _LogFile(logging.FileHandler):
+    """``--log-file``: a write that fails (a full disk ...) is reported once, in one
+    line on stderr, and the file gets no more lines (instead of a traceback per line)."""
+
+    failed = False
+
+    def emit(self, record):
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record):
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            return super().handleError(record)
+        from .io.os_errors import os_error_message
+
+        self.failed = True
+        sys.stderr.write(f"warning: {os_error_message(exc, self.baseFilename, '--log-file', writing=True)}; "
+                         f"the log goes on without it\n")
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -91,9 +138,12 @@ def main(ctx, verbose, seed, log_file):
     log.propagate = False
     if log_file:
         try:
-            fh = logging.FileHandler(log_file, encoding="utf-8")
+            fh = _LogFile(log_file, encoding="utf-8")
         except OSError as exc:
-            raise click.BadParameter(f"cannot open {log_file}: {exc.strerror}", param_hint="--log-file") from None
+            from .io.os_errors import os_error_message
+
+            raise click.BadParameter(f"cannot open it: {os_error_message(exc, log_file, writing=True)}",
+                                     param_hint="--log-file") from None
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         log.addHandler(fh)
         log.debug("command line: %s", " ".join(sys.argv))

@@ -341,7 +341,11 @@ def load_train_config(path) -> TrainConfig:
     try:
         with open(path, encoding="utf-8") as f:
             raw = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
+        from .io.os_errors import os_error_message
+
+        raise DataError(f"cannot read config {os_error_message(exc, path, writing=False)}") from exc
+    except yaml.YAMLError as exc:
         raise DataError(f"cannot read config {path}: {exc}") from exc
     try:
         cfg = _build(TrainConfig, {} if raw is None else raw)

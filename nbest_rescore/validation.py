@@ -235,3 +235,30 @@ def check_paths(obj, names) -> None:
         for path in value if isinstance(value, (list, tuple)) else (value,):
             if path is not None and not str(path).startswith("hf:") and not os.path.exists(path):
                 raise DataError(f"{flag(name)} {path}: no such file or folder")
+
+
+def check_input_file(path, option: str, what: str, stream: bool = True) -> None:
+    """``option path`` names a file to read (``what``, e.g. ``"the references"``): it
+    exists and is not a folder. A named pipe or another special file (``--ref <(...)``)
+    is read as a stream when ``stream``; else it is refused by name (the file is read
+    more than once).
+
+    Raises:
+        DataError: ``--ref PATH: no such file``; ``... is a directory ...``; ``... is a
+            named pipe ...`` (``stream`` False).
+    """
+    import stat
+
+    from .io.os_errors import file_kind
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError(f"{option} {path}: no such file; give {what}") from None
+    except OSError as exc:
+        raise DataError(f"{option} {path}: cannot be read ({exc.strerror}); give {what}") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{option} {path}: is a directory, expected a file; give {what}")
+    if not stat.S_ISREG(mode) and not stream:
+        raise DataError(f"{option} {path}: is {file_kind(mode)}, expected a regular file (it is read more than "
+                        f"once); write it to a file first and give that")

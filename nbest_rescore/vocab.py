@@ -100,7 +100,9 @@ class Vocabulary:
             with open(path, encoding="utf-8") as f:
                 words = [line.split()[0] for line in f if line.strip()]
         except OSError as exc:
-            raise DataError(f"cannot read vocabulary file {path}: {exc}") from exc
+            from .io.os_errors import os_error_message
+
+            raise DataError(f"vocabulary file {os_error_message(exc, path, writing=False)}") from exc
         if not words:
             raise DataError(f"vocabulary file {path} is empty")
         rest = [w for w in dict.fromkeys(words) if w not in SPECIALS and w not in ("<s>", "<eps>")]

@@ -380,3 +380,105 @@ def test_a_list_file_that_is_not_a_regular_file_is_named(name, kind, tiny_lm, tm
     what = "a directory" if kind == "dir" else "a named pipe"
     assert_clean_failure(res, 1, f"{d / name} is {what}", f"the '{name}' file", "expected a regular file")
     assert not (tmp_path / "out").exists()
+
+
+# --- kaldi-score filters that fail or print nothing (issue 29) ----------------------------
+
+@pytest.mark.parametrize("option,command,words", [
+    ("--hyp-filter", "echo 'no table here' >&2; exit 3",
+     "failed on the 1-best at LMWT 9, WIP 0.0 with exit status 3: no table here"),
+    ("--ref-filter", "echo 'no table here' >&2; exit 3", "failed on {ref} with exit status 3: no table here"),
+    ("--hyp-filter", "cat > /dev/null", "printed nothing for the 1-best at LMWT 9, WIP 0.0 (60 lines in)"),
+    ("--ref-filter", "sed d", "printed nothing for {ref} (60 lines in)"),
+])
+def test_kaldi_score_filter_that_fails_or_prints_nothing(option, command, words, tmp_path, DATA):
+    """A filter's failure or empty output is named as such (an empty hyp-filter output
+    was reported as references that do not belong to the lists)."""
+    out, ref = tmp_path / "decode", DATA / "ci" / "ref.txt"
+    res = invoke(["kaldi-score", "--lm-cost", "lm_cost", "--ref", ref, "--min-lmwt", 9, "--max-lmwt", 9,
+                  "--word-ins-penalty", "0.0", option, command, "--out", out, DATA / "ci"])
+    assert_clean_failure(res, 1, f"{option} {command!r} {words.format(ref=ref)}; the filter must read Kaldi text")
+    assert len(res.output.strip().splitlines()) == 1, res.output
+    assert not out.exists()
+
+
+# --- inputs that are a named pipe or a directory (issue 29) -------------------------------
+
+@pytest.fixture
+def fifo(tmp_path):
+    """``fifo(name, data)``: a named pipe fed ``data`` once a reader opens it (a pipe
+    nothing opened is opened and closed at teardown, which ends its feeder)."""
+    import os
+    import threading
+
+    made = []
+
+    def make(name, data: bytes):
+        path = tmp_path / name
+        os.mkfifo(path)
+
+        def feed():
+            try:
+                with open(path, "wb") as f:
+                    f.write(data)
+            except OSError:  # the reader went away
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+        made.append(path)
+        return path
+
+    yield make
+    for path in made:
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+
+def _stream_case(command, tmp_path, DATA, ci_nbest, source):
+    """The arguments of ``command`` reading ``source`` as --ref (--text for ppl)."""
+    from tiny_models import random_checkpoint
+
+    if command == "ppl":
+        return ["ppl", "--lm", random_checkpoint(ci_nbest, tmp_path / "g.pt"), "--text", source, "--no-progress"]
+    if command == "tune":
+        return ["tune", "--nbest", DATA / "ci", "--ref", source, "--interps", "1", "--lm-weights", "10",
+                "--replications", "10"]
+    if command == "merge":  # a job folder as score writes it: the 1-best and a cost per hypothesis
+        job = tmp_path / "job"
+        job.mkdir(exist_ok=True)
+        shutil.copyfile(DATA / "ci" / "decoder_1best.txt", job / "text")
+        shutil.copyfile(DATA / "ci" / "lm_cost", job / "nn_cost")
+        return ["merge", "--out", tmp_path / "merged", "--ref", source, job]
+    return ["kaldi-score", "--lm-cost", "lm_cost", "--ref", source, "--min-lmwt", 9, "--max-lmwt", 9,
+            "--out", tmp_path / "decode", DATA / "ci"]
+
+
+@pytest.mark.parametrize("command", ["kaldi-score", "merge", "tune", "ppl"])
+def test_ref_and_text_from_a_named_pipe_or_a_directory(command, fifo, tmp_path, DATA, ci_nbest):
+    """--ref (--text of ppl) given a named pipe (``<(...)``) is read once, as a stream,
+    with the same result as the file (kaldi-score used to say "no such file"); given a
+    directory it is refused by name in one line."""
+    real = DATA / "ci" / "ref.txt"
+    if command == "ppl":
+        real = tmp_path / "valid.txt"
+        real.write_text("".join((DATA / "lm" / "lm_valid.txt").read_text().splitlines(True)[:40]))
+    expected = invoke(_stream_case(command, tmp_path, DATA, ci_nbest, real))
+    assert expected.exit_code == 0, expected.output
+    piped = invoke(_stream_case(command, tmp_path, DATA, ci_nbest, fifo("pipe", real.read_bytes())))
+    assert piped.exit_code == 0 and piped.output == expected.output, piped.output
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    res = invoke(_stream_case(command, tmp_path, DATA, ci_nbest, folder))
+    assert_clean_failure(res, 2, "--text" if command == "ppl" else "--ref", f"'{folder}' is a directory")
+
+
+def test_a_config_from_a_named_pipe_is_refused(fifo, tmp_path, example_config):
+    """--config is read more than once and its relative paths resolve from its folder:
+    a named pipe is refused by name (the second read found it empty)."""
+    pipe = fifo("config.yaml", Path(example_config("tiny")).read_bytes())
+    res = invoke(["train", "--config", pipe, "--out", tmp_path / "m.pt", "--no-progress"])
+    assert_clean_failure(res, 1, f"--config {pipe}: is a named pipe, expected a regular file")
+    assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "m.pt").exists()
+

@@ -73,7 +73,8 @@ def test_only_the_killed_process_leaves_hidden_files_and_a_rerun_removes_them(fa
         for hidden in c.hidden:
             name = Path(hidden).name
             assert name.startswith("."), c
-            assert f".partial-{c.pid}-" in name or f".{c.pid}-" in name, c  # of the killed process
+            # of the killed process: a staging folder, a temporary file or a writability probe
+            assert f".partial-{c.pid}-" in name or f".{c.pid}-" in name or f"-probe-{c.pid}-" in name, c
         assert "not of pid" not in c.leftovers, c
         assert c.rerun in ("OK", "OK (probe)"), c
         if c.hidden:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from ..errors import DataError
-from ..io.atomic import atomic_dir, check_output_dir, check_writable_dir
+from ..io.atomic import atomic_dir, check_output_dir, check_output_file
 from ..io.jsonl_nbest import write_jsonl_nbest
 from ..io.kaldi_nbest import KALDI_WRITTEN, write_kaldi_nbest_files
 from ..io.plain_nbest import PLAIN_WRITTEN, write_plain_nbest_files
@@ -56,7 +56,7 @@ def _check_out(to: str, out) -> None:
     if os.path.isdir(out):
         raise DataError(f"--out {out}: is a folder, but --to jsonl writes one file; give a file name such as "
                         f"{os.path.join(out, 'nbest.jsonl')}")
-    check_writable_dir(os.path.dirname(os.path.abspath(out)))
+    check_output_file(out, "--out")
 
 
 def convert_nbest(nbest: NbestSet, to: str, out) -> ConvertResult:
@@ -77,7 +77,7 @@ def convert_nbest(nbest: NbestSet, to: str, out) -> ConvertResult:
     out = os.fspath(out)
     if to == "jsonl":
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        write_jsonl_nbest(nbest, out)
+        write_jsonl_nbest(nbest, out, option="--out")
         files: Tuple[str, ...] = (os.path.basename(out),)
     else:
         write, written = _FOLDER_WRITERS[to]

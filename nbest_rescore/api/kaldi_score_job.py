@@ -10,11 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import (KaldiWer, best_index, best_path_sweep, best_wer_line, compute_wer_command,
@@ -22,10 +21,11 @@ from ..evaluation.kaldi_scoring import (KaldiWer, best_index, best_path_sweep, b
 from ..io.atomic import atomic_entries, atomic_write, check_writable_dir
 from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
+from ..io.os_errors import os_error_message
 from ..types import NbestSet, Words
 from ..options import KaldiScoreOptions
 from ..options.parse import parse_number_list
-from ..validation import flag
+from ..validation import check_input_file, flag
 
 log = logging.getLogger("nbest_rescore")
 
@@ -88,8 +88,17 @@ def check_kaldi_score_options(min_lmwt, max_lmwt, word_ins_penalty) -> Tuple[str
     return parse_number_list(word_ins_penalty, "word_ins_penalty")
 
 
+_FILTER_CONTRACT = "the filter must read Kaldi text on stdin and write it on stdout (e.g. 'sed s/<unk>//g')"
+
+
 def _run_filter(command: str, data: bytes, option: str, what: str) -> bytes:
-    """``bash -c command`` with ``data`` on stdin; its stdout."""
+    """``bash -c command`` with ``data`` on stdin; its stdout.
+
+    Raises:
+        DataError: bash cannot be run; the filter fails (its exit status, or the
+            signal that ended it, and its last stderr line); it prints nothing for
+            input with text.
+    """
     try:
         proc = subprocess.run(["bash", "-c", command], input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               check=False)
@@ -97,20 +106,24 @@ def _run_filter(command: str, data: bytes, option: str, what: str) -> bytes:
         raise DataError(f"{option} {command!r}: cannot run bash: {exc.strerror or exc}") from None
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise DataError(f"{option} {command!r} failed on {what} with exit status {proc.returncode}"
-                        f"{': ' + err[-1] if err else ''}; the filter must read Kaldi text on stdin and write "
-                        f"it on stdout")
+        status = f"exit status {proc.returncode}" if proc.returncode > 0 else f"signal {-proc.returncode}"
+        raise DataError(f"{option} {command!r} failed on {what} with {status}"
+                        f"{': ' + err[-1].strip() if err else ''}; {_FILTER_CONTRACT}")
+    if data.strip() and not proc.stdout:
+        lines = len(data.splitlines())
+        raise DataError(f"{option} {command!r} printed nothing for {what} ({lines} lines in); {_FILTER_CONTRACT}")
     if proc.stderr:
         log.debug("%s %r on %s: %s", option, command, what, proc.stderr.decode("utf-8", "replace").strip())
     return proc.stdout
 
 
-def _read_text(path: Path, shown: str, what: str) -> Dict[str, Words]:
-    """A staged Kaldi text file, errors naming it as ``shown`` (its final name)."""
+def _read_text(path: Path, shown: str, what: Optional[str] = None) -> Dict[str, Words]:
+    """A staged Kaldi text file, errors naming it as ``shown`` (its final name or the
+    file it copies) and, if given, ``what`` it holds."""
     try:
         return read_kaldi_text(path)
     except DataError as exc:
-        raise DataError(f"{str(exc).replace(str(path), shown)} ({what})") from None
+        raise DataError(str(exc).replace(str(path), shown) + (f" ({what})" if what else "")) from None
 
 
 def _read_lists(dirs: Sequence[str], lm_cost: str) -> NbestSet:
@@ -168,8 +181,7 @@ class KaldiScoreJob(KaldiScoreOptions):
         object.__setattr__(self, "out", os.fspath(self.out))
         if not self.nbest_dirs:
             raise DataError("kaldi-score: no NBEST_DIR given; name the N-best archive folders (archives.1 ...)")
-        if not os.path.isfile(self.ref):
-            raise DataError(f"--ref {self.ref}: no such file; give the data folder's text (references)")
+        check_input_file(self.ref, "--ref", "the data folder's text (references)")  # a pipe: read once
         if not self.lm_cost or os.sep in self.lm_cost:
             raise DataError(f"--lm-cost {self.lm_cost!r}: expected a file name inside each NBEST_DIR, "
                             f"e.g. --lm-cost lmwt.interp")
@@ -230,13 +242,18 @@ class KaldiScoreJob(KaldiScoreOptions):
         return KaldiScoreResult(self.out, tuple(points), best, line, removed)
 
     def _references(self, staged: Path) -> Dict[str, Words]:
-        """``test_filt.txt``: ``--ref`` through the ref filter, written and read back."""
-        if self.ref_filter is None:
-            shutil.copyfile(self.ref, staged)
-            refs = read_kaldi_text(self.ref)
-        else:
+        """``test_filt.txt``: ``--ref`` (read once: it may be a pipe) through the ref
+        filter, written and read back."""
+        try:
             with open(self.ref, "rb") as f:
-                staged.write_bytes(_run_filter(self.ref_filter, f.read(), "--ref-filter", self.ref))
+                data = f.read()
+        except OSError as exc:
+            raise DataError(os_error_message(exc, self.ref, "--ref", writing=False)) from None
+        if self.ref_filter is None:
+            staged.write_bytes(data)
+            refs = _read_text(staged, self.ref)
+        else:
+            staged.write_bytes(_run_filter(self.ref_filter, data, "--ref-filter", self.ref))
             refs = _read_text(staged, f"{self.out}/scoring_kaldi/test_filt.txt",
                               f"the output of --ref-filter {self.ref_filter!r} on {self.ref}")
         if not refs:

@@ -17,7 +17,7 @@ from ..training.checkpointing import last_path
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, TrainOptions
-from ..validation import check_option, check_paths
+from ..validation import check_input_file, check_option, check_paths
 from .inputs import LoadedLM, Progress, load_lm, seed_everything, set_threads
 
 Text = Union[str, os.PathLike, Sequence[Sequence[Sequence[str]]]]
@@ -101,6 +101,7 @@ class TrainJob(TrainOptions):
     def __post_init__(self):
         super().__post_init__()
         check_paths(self, ("config", "init_from") if self.resume == AUTO_RESUME else ("config", "resume", "init_from"))
+        check_input_file(self.config, "--config", "the YAML training config", stream=False)
         self.train_config()
 
     def train_config(self) -> TrainConfig:

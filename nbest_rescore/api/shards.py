@@ -26,6 +26,7 @@ from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
 from ..options import MergeOptions, SplitOptions
 from ..types import NbestSet, Words
+from ..validation import check_input_file
 from .inputs import load_nbest, load_references, read_json_key, run_settings
 from .score_job import SCORE_OUTPUTS, cost_files
 
@@ -408,8 +409,8 @@ class MergeJob(MergeOptions):
         super().__post_init__()
         object.__setattr__(self, "jobs", tuple(os.fspath(j) for j in self.jobs))
         _check_jobs(self.jobs)
-        if self.ref is not None and not os.path.isfile(self.ref):
-            raise DataError(f"--ref {self.ref}: no such file")
+        if self.ref is not None:  # a named pipe is read once, as a stream
+            check_input_file(self.ref, "--ref", "the references (Kaldi text)")
         _check_out(self.out, self.jobs)
 
     def run(self) -> MergeResult:

@@ -12,31 +12,78 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional
 
 from ..errors import DataError
+from .os_errors import WRITE_ERRNOS, file_kind, is_output_error, note_space, os_error_of, output_error
 
 __all__ = ["atomic_write", "atomic_path", "atomic_dir", "atomic_entries", "check_output_dir",
-           "check_writable_dir", "RUN_MARKER"]
+           "check_output_file", "check_writable_dir", "RUN_MARKER"]
 
 
-def _make_temp(path) -> str:
+def check_output_file(path, option: str = "--out") -> None:
+    """Check, before any long work, that a regular file may be written at ``path``:
+    nothing is there yet, or a regular file (or a link to one) that the new file
+    replaces; and its folder, or the nearest existing folder above it, lets this user
+    create files (:func:`_probe`).
+
+    Raises:
+        DataError: a folder or a special file (a named pipe, a device, a socket) is at
+            ``path``; a file is where a folder above it should be; the folder is not
+            writable (why: :func:`~.os_errors.output_error`). Naming ``option path``.
+    """
+    _check_kind(path, option)
+    try:
+        base = _nearest_existing(Path(path).absolute().parent)
+    except OSError as exc:  # a name too long, a loop of links ...
+        raise output_error(exc, path, option) from None
+    if not base.is_dir():
+        raise DataError(f"{option} {path}: {base} is a file, so no folder can be made below it; "
+                        f"choose another {option}")
+    _probe(base, path, option)
+
+
+def _check_kind(path, option: Optional[str]) -> None:
+    """DataError when something other than a regular file is at ``path``."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # a name too long, a part of the path a file ...
+        raise output_error(exc, path, option) from None
+    if not stat.S_ISREG(mode):
+        label = f"{option} {path}" if option else f"{path}"
+        raise DataError(f"{label}: is {file_kind(mode)}, but a regular file is written there (replacing it); "
+                        f"give the name of a regular file")
+
+
+def _make_temp(path, option: Optional[str] = None) -> str:
     """Create an empty temporary file next to ``path`` (same suffix) and return its name:
     ``.NAME.PID-XXXXXXXX.tmpSUFFIX``. Such files of ``path`` left by killed processes
-    are removed first."""
+    are removed first. Raises DataError (the folder is missing, ``path`` is not a regular file) or, inside
+    a staging folder (:func:`_staged`), OSError; else the OSError worded by
+    :func:`~.os_errors.output_error`."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise DataError(f"{path}: output directory {directory} does not exist")
+    _check_kind(path, option)
     _remove_stale_temps(directory, target)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.{os.getpid()}-",
-                               suffix=f".tmp{target.suffix}")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.{os.getpid()}-",
+                                   suffix=f".tmp{target.suffix}")
+    except OSError as exc:
+        if _staged(path):
+            raise
+        raise output_error(exc, path, option) from exc
     os.close(fd)
     # mkstemp creates the file with mode 0600; give the output the usual permissions
     # (those of the file it replaces, or 0666 minus the umask for a new file).
@@ -75,42 +122,65 @@ def _remove_quietly(tmp: str) -> None:
         os.unlink(tmp)
 
 
+def _staged(path) -> Optional[Path]:
+    """The staging folder of an :func:`atomic_dir` or :func:`atomic_entries` that
+    ``path`` lies in (they word the errors of the whole set), else None."""
+    for folder in Path(os.path.abspath(path)).parents:
+        if folder.name.startswith(".") and _PARTIAL in folder.name:
+            return folder
+    return None
+
+
 @contextlib.contextmanager
-def atomic_path(path) -> Iterator[str]:
+def atomic_path(path, option: Optional[str] = None) -> Iterator[str]:
     """Yield a temporary path in the directory of ``path`` for writers that need a name.
 
     Use it with writers that open the file themselves (``torch.save``,
     ``matplotlib`` ``savefig``). The temporary name ends with the suffix of ``path`` so
     that writers choosing a format from the extension behave the same. When the block
     ends normally the temporary file is renamed to ``path`` (:func:`os.replace`); when
-    it raises, the temporary file is removed and the exception propagates unchanged.
+    it raises, the temporary file is removed and the exception propagates, an OS-level
+    failure of writing (no space, read-only file system, permission ...; also as torch
+    or a Rust library reports it: :func:`~.os_errors.os_error_of`) as one DataError
+    naming ``option`` (e.g. ``"--out"``) and ``path`` (:func:`~.os_errors.output_error`).
+    In the staging folder of :func:`atomic_dir` or :func:`atomic_entries` the error
+    propagates (with ``path`` as its OSError's ``filename`` when it had none) for them
+    to word.
 
     Raises:
-        DataError: the directory of ``path`` does not exist.
-        OSError: the temporary file cannot be created or renamed.
+        DataError: the directory of ``path`` does not exist; a folder or special file
+            is at ``path``; writing or renaming failed (the file system's error).
     """
-    tmp = _make_temp(path)
+    staged = _staged(path)
+    tmp = _make_temp(path, option)
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        error = os_error_of(exc)
+        if error is not None:
+            note_space(error, staged or tmp)  # before any partial file goes
+            if error.filename is None and error.errno in WRITE_ERRNOS:
+                error.filename = os.fspath(path)  # a failed write() names no file: this one it was
         _remove_quietly(tmp)
+        if not staged and is_output_error(error, (tmp, path)):
+            raise output_error(error, path, option) from exc
         raise
 
 
 @contextlib.contextmanager
-def atomic_write(path, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO]:
+def atomic_write(path, mode: str = "w", encoding: str = "utf-8", option: Optional[str] = None) -> Iterator[IO]:
     """:func:`atomic_path` with the temporary file open in ``mode`` (``"w"`` text in
     ``encoding``, or ``"wb"``; ``"x"``/``"a"`` are not supported): yields the file
     object, flushed and synced before the rename.
 
     Raises:
         ValueError: ``mode`` is not a write mode.
-        DataError, OSError: as :func:`atomic_path` (also when writing fails).
+        DataError: as :func:`atomic_path` (also when writing fails).
     """
     if mode not in ("w", "wb", "wt", "w+", "wb+", "w+b", "wt+", "w+t"):
         raise ValueError(f"atomic_write: unsupported mode {mode!r} (use 'w' or 'wb')")
-    with atomic_path(path) as tmp, open(tmp, mode, **({} if "b" in mode else {"encoding": encoding})) as fh:
+    with atomic_path(path, option) as tmp, open(tmp, mode, **({} if "b" in mode else {"encoding": encoding})) as fh:
         yield fh
         fh.flush()
         os.fsync(fh.fileno())
@@ -141,19 +211,65 @@ def check_writable_dir(path, option: str = "--out") -> Path:
     (it may hold anything). Returns ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-        DataError: ``path`` is a file, lies below a file, or the folder (or its nearest
-            existing parent) is not writable.
+        DataError: ``path`` is a file, lies below a file, or no folder can be made in
+            the folder (or its nearest existing parent): permissions, a read-only file
+            system ... (:func:`~.os_errors.output_error`).
     """
     target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
-    base = _nearest_existing(target.absolute().parent if not target.exists() else target.absolute())
+    try:
+        if target.exists() and not target.is_dir():
+            raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
+        base = _nearest_existing(target.absolute().parent if not target.exists() else target.absolute())
+    except OSError as exc:  # a name too long, a loop of links ...
+        raise output_error(exc, path, option) from None
     if not base.is_dir():
         raise DataError(f"{option} {path}: {base} is a file, so no folder can be made below it; "
                         f"choose another {option}")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise DataError(f"{option} {path}: {base} is not writable; choose another {option}")
+    _probe(base, path, option)
     return target
+
+
+#: Bytes the hidden temporary name of an output adds to its name (``.NAME.partial-PID-XXXXXXXX``).
+_TEMP_NAME_EXTRA = 40
+
+
+_PROBE = ".nbest-rescore-probe-"  # + PID-XXXXXXXX: :func:`_probe`'s empty folder
+
+
+def _remove_stale_probes(folder: Path) -> None:
+    """Remove the empty probe folders of :func:`_probe` in ``folder`` whose process is
+    gone (killed between making and removing one)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PROBE):].split("-")[0] if name.startswith(_PROBE) else ""
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(folder, name))
+
+
+def _probe(folder: Path, path, option: str) -> None:
+    """Make and remove an empty folder in ``folder``: whether the file system lets this
+    user write there (permissions, read-only mount, ...), as :func:`os.access` cannot
+    tell for every file system; and whether the names of ``path`` below ``folder``
+    (the last with its temporary name's extra bytes) fit the file system's limit.
+    Raises DataError naming ``option path`` and why."""
+    _remove_stale_probes(folder)
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=f"{_PROBE}{os.getpid()}-"))
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except OSError as exc:
+        raise output_error(exc, path, option) from None
+    try:
+        names = Path(path).absolute().relative_to(folder).parts
+    except ValueError:
+        return
+    lengths = [len(os.fsencode(n)) for n in names]
+    if lengths and max(lengths[:-1] + [lengths[-1] + _TEMP_NAME_EXTRA]) > limit:
+        code = errno.ENAMETOOLONG
+        raise output_error(OSError(code, os.strerror(code), os.fspath(path)), path, option)
 
 
 def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out") -> Path:
@@ -166,20 +282,19 @@ def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out
 
     Raises:
         DataError: ``path`` is a file, lies below a file, holds other files (which a
-            replacement would lose), or its nearest existing folder is not writable.
+            replacement would lose), or its nearest existing folder (for an existing
+            ``path``: its parent, where the replacement is renamed) is not writable.
     """
     target = check_writable_dir(path, option)
     if target.is_dir():
+        _remove_stale_probes(target)
         names = set(os.listdir(target))
         foreign = sorted(names - set(replaceable) - {RUN_MARKER} - _marked_files(target))
         if foreign:
             shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
             raise DataError(f"{option} {path}: the folder holds files this job did not write ({shown}); "
                             f"it would be replaced as a whole - choose a new folder or empty it")
-        parent = target.absolute().parent
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise DataError(f"{option} {path}: its parent {parent} is not writable, so the folder cannot be "
-                            f"replaced atomically; choose another {option}")
+        _probe(target.absolute().parent, path, option)  # the folder is replaced by a rename in its parent
     return target
 
 
@@ -254,23 +369,54 @@ def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] =
     the next run into the same ``path``.
 
     Raises:
-        DataError: as :func:`check_output_dir`.
-        OSError: the folder cannot be created or renamed.
+        DataError: as :func:`check_output_dir`; an OS-level failure of writing the set
+            (no space, read-only file system, permission ...: one line naming
+            ``option path``, the file and a fix, :func:`~.os_errors.output_error`).
     """
     target = check_output_dir(path, replaceable, option).absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_partials(target.parent, target.name)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-"))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_partials(target.parent, target.name)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-"))
+    except OSError as exc:
+        raise output_error(exc, path, option) from exc
     try:
         yield tmp
         files = sorted(p.name for p in tmp.iterdir())
         with atomic_write(tmp / RUN_MARKER) as f:
             json.dump({"files": files, "settings": settings or {}}, f, indent=2, default=str)
         os.chmod(tmp, 0o777 & ~_umask())
-        _swap_in(tmp, target)
-    except BaseException:
+        _worded_swap(tmp, target, path, option)
+    except BaseException as exc:
+        error = _set_error(exc, tmp, path, option)
         shutil.rmtree(tmp, ignore_errors=True)
+        if error is not None:
+            raise error from exc
         raise
+
+
+def _set_error(exc: BaseException, staging: Path, path, option: str) -> Optional[DataError]:
+    """The DataError for ``exc`` when it is an OS-level failure of writing into the
+    staging folder ``staging`` of the output ``path`` (a file there is named as it would
+    have appeared in ``path``; for no space, how much the set had reached); else None."""
+    if not is_output_error(exc, (staging,)):
+        return None
+    exc = os_error_of(exc)
+    note_space(exc, staging)
+    file = None
+    if exc.filename is not None:
+        rel = os.path.relpath(os.path.abspath(os.fsdecode(exc.filename)), staging)
+        if rel != os.curdir and not rel.startswith(os.pardir):
+            file = os.path.join(os.fspath(path), rel)
+    return output_error(exc, path, option, file=file)
+
+
+def _worded_swap(staged: Path, target: Path, path, option: str) -> None:
+    """:func:`_swap_in`, its OSError worded for ``option path``."""
+    try:
+        _swap_in(staged, target)
+    except OSError as exc:
+        raise output_error(exc, path, option) from exc
 
 
 @contextlib.contextmanager
@@ -288,17 +434,19 @@ def atomic_entries(path, option: str = "--out") -> Iterator[Path]:
 
     Raises:
         DataError: as :func:`check_writable_dir`; a staged file would replace a folder
-            of the same name or the reverse (nothing is moved then).
-        OSError: the staging folder cannot be created or renamed.
+            of the same name or the reverse (nothing is moved then); an OS-level
+            failure of writing, as :func:`atomic_dir`.
     """
     folder = check_writable_dir(path, option).absolute()
     existing = _nearest_existing(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    _remove_stale_partials(folder, "entries")
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _remove_stale_partials(folder, "entries")
         tmp = Path(tempfile.mkdtemp(dir=folder, prefix=f".entries{_PARTIAL}{os.getpid()}-"))
-    except BaseException:
+    except BaseException as exc:
         _remove_made(folder, existing)
+        if isinstance(exc, OSError):
+            raise output_error(exc, path, option) from exc
         raise
     try:
         yield tmp
@@ -310,11 +458,14 @@ def atomic_entries(path, option: str = "--out") -> Iterator[Path]:
                 raise DataError(f"{option} {path}: {target} is a {kind}, but this job writes a "
                                 f"{'folder' if entry.is_dir() else 'file'} of that name; move it away")
         for entry in staged:
-            _swap_in(entry, folder / entry.name)
+            _worded_swap(entry, folder / entry.name, path, option)
         os.rmdir(tmp)
-    except BaseException:
+    except BaseException as exc:
+        error = _set_error(exc, tmp, path, option)
         shutil.rmtree(tmp, ignore_errors=True)
         _remove_made(folder, existing)
+        if error is not None:
+            raise error from exc
         raise
 
 

@@ -8,7 +8,7 @@ numbers, strings, lists, tuples, dicts. No model code lives here.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ..errors import DataError
 from .atomic import atomic_path
@@ -31,24 +31,26 @@ def _check_payload(payload, where: str) -> None:
         raise DataError(f"{where}: checkpoint format is {payload['format']!r}, expected {CHECKPOINT_FORMAT!r}")
 
 
-def save_checkpoint(path, payload: Dict[str, Any]) -> None:
+def save_checkpoint(path, payload: Dict[str, Any], option: Optional[str] = None) -> None:
     """Save ``payload`` with ``torch.save`` atomically (temp file + rename).
 
     If ``payload`` has no ``format`` key, :data:`CHECKPOINT_FORMAT` is added (the
-    caller's dict is not modified).
+    caller's dict is not modified). ``option`` (e.g. ``"--out"``) names the path in
+    the messages of :func:`~.atomic.atomic_path`.
 
     Raises:
         DataError: the payload is not a dict, lacks a required key, has a wrong
-            ``format``, or the output directory does not exist.
-        OSError / pickling errors from ``torch.save``: nothing is written then.
+            ``format``; the output directory does not exist; writing failed (no space,
+            read-only file system, permission ...: one line naming ``path``).
+        pickling errors from ``torch.save``: nothing is written then.
     """
     import torch
 
     if isinstance(payload, dict) and "format" not in payload:
         payload = {"format": CHECKPOINT_FORMAT, **payload}
     _check_payload(payload, f"save_checkpoint {path}")
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    with atomic_path(path, option) as tmp, open(tmp, "wb") as f:
+        torch.save(payload, f)  # through a Python file: a failed write keeps its OSError (os_errors.os_error_of)
 
 
 def load_checkpoint(path) -> Dict[str, Any]:

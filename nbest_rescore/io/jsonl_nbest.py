@@ -332,16 +332,17 @@ def jsonl_line(u: NbestList) -> str:
     return f'{head}, "hypotheses": [{", ".join(hyps)}]}}\n'
 
 
-def write_jsonl_nbest(nbest: NbestSet, path) -> None:
+def write_jsonl_nbest(nbest: NbestSet, path, option: Optional[str] = None) -> None:
     """Write ``nbest`` as JSON Lines (:func:`jsonl_line` per utterance, set order) to
     ``path``, atomically (the file appears whole or not at all). Reading it back with
     :func:`read_jsonl_nbest` gives the same ids, documents, words and float64 costs.
+    ``option`` (e.g. ``"--out"``) names ``path`` in errors.
 
     Raises:
-        DataError: as :func:`jsonl_line`; the folder of ``path`` does not exist
-            (nothing is written then).
-        OSError: the file cannot be written.
+        DataError: as :func:`jsonl_line`; the folder of ``path`` does not exist; the
+            file cannot be written (no space, read-only file system, permission ...:
+            :func:`~.atomic.atomic_write`). Nothing is written then.
     """
-    with atomic_write(path) as fh:
+    with atomic_write(path, option=option) as fh:
         for u in nbest.utterances:
             fh.write(jsonl_line(u))

@@ -165,6 +165,8 @@ def is_regular_file(path: str, role: str) -> bool:
     the spans), which a pipe cannot give."""
     import stat
 
+    from .os_errors import file_kind
+
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -173,7 +175,7 @@ def is_regular_file(path: str, role: str) -> bool:
         raise DataError(f"{path}: cannot be read as {role}: {exc.strerror}; check its permissions") from None
     if stat.S_ISREG(mode):
         return True
-    kind = "a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a special file"
+    kind = file_kind(mode)
     fix = "write what it streams to a regular file first" if stat.S_ISFIFO(mode) else "replace it with a regular file"
     raise DataError(f"{path} is {kind}, but nbest-rescore reads it as {role}: expected a regular file; {fix} "
                     f"(or remove it)")

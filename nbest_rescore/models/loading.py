@@ -15,12 +15,13 @@ from .registry import build_model
 
 
 def save_model(path, model: LanguageModel, vocab: Vocabulary, info: Optional[dict] = None,
-               state_dict: Optional[dict] = None, extra: Optional[dict] = None) -> None:
+               state_dict: Optional[dict] = None, extra: Optional[dict] = None, option: Optional[str] = None) -> None:
     """Write ``model`` (CPU copy of its weights), its config and ``vocab`` to ``path``
     atomically. ``info`` holds training facts (epochs, perplexity, seconds);
     ``state_dict`` replaces the model's current weights (e.g. the best epoch's);
     ``extra`` adds keys (e.g. the trainer's ``resume`` state), loadable with
-    ``weights_only``."""
+    ``weights_only``; ``option`` names ``path`` in errors. Raises DataError as
+    :func:`~nbest_rescore.io.checkpoint.save_checkpoint`."""
     weights = model.state_dict() if state_dict is None else state_dict
     payload = {
         "format": CHECKPOINT_FORMAT,
@@ -31,7 +32,7 @@ def save_model(path, model: LanguageModel, vocab: Vocabulary, info: Optional[dic
         "info": dict(info or {}),
         **(extra or {}),
     }
-    save_checkpoint(path, payload)
+    save_checkpoint(path, payload, option)
 
 
 def load_model(path, device=None) -> Tuple[LanguageModel, Vocabulary, dict]:

@@ -6,7 +6,6 @@ entry (:func:`save_epoch`).
 from __future__ import annotations
 
 import math
-import tempfile
 import dataclasses
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,7 +15,9 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import DataError
+from ..io.atomic import check_output_file
 from ..io.checkpoint import load_checkpoint
+from ..io.os_errors import output_error
 from ..models import save_model
 from ..vocab import Vocabulary
 
@@ -32,7 +33,8 @@ def check_writable(out_path) -> None:
     there, before any training starts.
 
     Raises:
-        DataError: naming the path, when it is a folder or cannot be created/written.
+        DataError: naming the path, when it is a folder or special file, or cannot be
+            created/written (why, and a fix: :func:`~nbest_rescore.io.os_errors.output_error`).
     """
     p = Path(out_path)
     if p.is_dir():
@@ -40,13 +42,12 @@ def check_writable(out_path) -> None:
     above = next((a for a in p.parents if a.exists()), None)
     if above is not None and not above.is_dir():
         raise DataError(f"--out {out_path}: {above} is a file, so no folder can be made below it; choose another --out")
+    for path in (out_path, last_path(out_path)):
+        check_output_file(path, "--out")  # what is there; whether this user may write there
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=p.parent, prefix=".write-test-"):
-            pass
     except OSError as exc:
-        raise DataError(f"--out {out_path}: cannot write there ({exc.strerror or exc}); "
-                        f"choose a writable folder") from None
+        raise output_error(exc, out_path, "--out") from None
 
 
 @dataclass
@@ -85,9 +86,14 @@ class Loaded:
 def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict) -> None:
     """Write the best weights to ``out_path`` and the resumable state to
     :func:`last_path` (each atomically): the :class:`RunState` (``best_ppl`` None before
-    any validation), the optimiser state and the random-number states."""
+    any validation), the optimiser state and the random-number states.
+
+    Raises:
+        DataError: a file cannot be written (no space, read-only file system,
+            permission ...: one line naming ``--out`` and the file).
+    """
     best = run.best_state if run.best_state is not None else model.state_dict()
-    save_model(out_path, model, vocab, info, state_dict=best)
+    save_model(out_path, model, vocab, info, state_dict=best, option="--out")
     save_last(out_path, model, vocab, run, opt, info)
 
 
@@ -96,7 +102,8 @@ def save_last(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict
     """Write the resumable state (the current weights, :func:`resume_state`) to
     :func:`last_path`, atomically; ``position``: written mid-epoch."""
     best = run.best_state if run.best_state is not None else model.state_dict()
-    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best, position)})
+    save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best, position)},
+               option="--out")
 
 
 def resume_state(run: RunState, opt, best: dict, position: Optional[dict] = None) -> dict:
