@@ -145,3 +145,41 @@ def test_launch_without_a_rendezvous_address_is_a_clear_error(monkeypatch):
         with distributed.session("cpu", 8):
             pass
     assert distributed.launched() == (1, 2, 1)
+
+
+@pytest.mark.slow
+def test_two_ranks_stopped_mid_epoch_by_sigterm_resume_on_the_same_curve(DATA, tmp_path):
+    """SIGTERM to torchrun once the first mid-epoch state is written: it passes the
+    signal to both workers, which agree (at the next clock sync, every
+    ``optim.log_interval`` steps) on the step to stop before, write one state holding
+    both ranks' carried states and random states, and exit 75; ``--resume auto`` under
+    torchrun ends on the loss curve and weights of an uninterrupted two-rank run."""
+    import signal
+    import time
+
+    cfg = write_config(DATA, tmp_path / "cfg.yaml", max_epochs=3, log_interval=1)
+    text = yaml.safe_load(open(cfg))
+    text["data"]["max_words"] = 30000  # 26 updates an epoch: time for the signal to arrive mid-run
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(text))
+    full = torchrun(tmp_path, "--config", cfg, "--out", str(tmp_path / "full.pt"), "--checkpoint-interval", "off")
+    out = tmp_path / "two.pt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+           "nbest_rescore", "train", "--config", cfg, "--out", str(out), "--no-progress", "--checkpoint-interval",
+           "3steps"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(last_path(out)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and err.count("Stopped: training stopped by SIGTERM") == 2, err[-3000:]
+    state = load_checkpoint(last_path(out))["resume"]
+    assert state["position"] is not None and len(state["position"]["ranks"]) == 2
+    resumed = torchrun(tmp_path, "--config", cfg, "--out", str(out), "--resume", "auto")
+    assert resumed["epochs"] == full["epochs"] == 3
+    a, b = (load_checkpoint(last_path(tmp_path / n))["resume"]["history"] for n in ("two.pt", "full.pt"))
+    assert [h["steps"] for h in a] == [h["steps"] for h in b]
+    for x, y in zip(a, b):
+        assert x["train_ppl"] == pytest.approx(y["train_ppl"], rel=1e-6)
+        assert x["valid_ppl"] == pytest.approx(y["valid_ppl"], rel=1e-6)
+    assert max_diff(weights(out), weights(tmp_path / "full.pt")) < 1e-5
