@@ -19,7 +19,10 @@
 # trained on; how often the single models' 1-bests disagree).
 #
 # Each model m trains from $conf/$m.yaml into $exp/$m.pt (a Hugging Face model, model: hf,
-# into the folder $exp/$m, scored as --lm hf:$exp/$m; its BPE tokenizer is learned first). A model written "m+cache"
+# into the folder $exp/$m, scored as --lm hf:$exp/$m; its BPE tokenizer is learned first).
+# A training that was stopped (killed, or preempted: exit 75) resumes from its
+# $exp/$m.last.pt when the script is run again; it is done once $exp/train_$m.json is
+# written. A model written "m+cache"
 # is the trained m wrapped at scoring time in the neural cache (--cache-size,
 # --cache-theta, --cache-lambda). The model zoo of README.md is
 #
@@ -227,16 +230,29 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   for m in "${model_list[@]}"; do
     case "$m" in *+cache) continue ;; esac
     out=$(model_out "$m")
-    if [ -e "$out" ]; then log 1 "$out exists, skipping"; continue; fi
+    last=${out%.pt}.last.pt  # the resumable state, written during and after every epoch
+    # done: the summary printed at the end; a checkpoint without its .last.pt was put there by hand
+    if [ -s "$exp/train_$m.json" ] || { [ -e "$out" ] && [ ! -e "$last" ]; }; then
+      log 1 "$out exists, skipping"; continue
+    fi
+    [ ! -e "$last" ] || log 1 "$last exists: resuming the interrupted training of $m"
     if is_hf "$m"; then  # its byte-level BPE first (hf.tokenizer), learned from the training text
       bpe=$(sed -n 's/^ *tokenizer: *//p' "$conf/$m.yaml" | sed 's/ *#.*//')
       [ -z "$bpe" ] || [ -d "$bpe" ] || python recipes/abc-nbest/local/train_bpe.py --text "$data/lm/lm_train.txt" \
         --vocab-size 8000 --out "$bpe"
     fi
     log 1 "train $m ($conf/$m.yaml)${trainer[1]:+ on $ngpu processes (torchrun)}"
-    "${trainer[@]}" -v train --config "$conf/$m.yaml" --out "$out" --device "$device" \
+    # --resume auto: from $last when it exists; a SIGTERM/SIGINT (Slurm preemption, Ctrl-C)
+    # saves it and exits 75 (torchrun: non-zero): rerun this script to continue
+    status=0
+    "${trainer[@]}" -v train --config "$conf/$m.yaml" --out "$out" --device "$device" --resume auto \
       ${train_seconds:+--max-seconds "$train_seconds"} ${threads:+--threads "$threads"} --no-progress \
-      2> "$exp/train_$m.log" > "$exp/train_$m.json"
+      2>> "$exp/train_$m.log" > "$exp/train_$m.json.tmp" || status=$?
+    if [ "$status" -ne 0 ]; then
+      [ ! -e "$last" ] || log 1 "training of $m stopped (exit $status; $exp/train_$m.log); rerun to resume from $last"
+      exit "$status"
+    fi
+    mv "$exp/train_$m.json.tmp" "$exp/train_$m.json"
   done
 fi
 
