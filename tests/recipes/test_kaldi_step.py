@@ -2,6 +2,7 @@
 directory (archives.JOB/ of steps/rnnlmrescore.sh, num_jobs), run with the bundled
 parse_options.sh and run.pl: the merged costs and 1-best equal one nbest-rescore run
 over the whole set; missing inputs and a failing job are clear errors."""
+import gzip
 import os
 import re
 import subprocess
@@ -306,3 +307,41 @@ def test_archives_beyond_num_jobs_are_refused_before_anything_is_written(kaldi, 
     (decode / "num_jobs").write_text("2\n")
     res = step(work, *WEIGHTS, lm, "data", "decode", "decode_nn")
     assert res.returncode == 1 and "archives.3 exists" in res.stderr and not (work / "decode_nn").exists()
+
+
+def test_lattice_inputs_are_checked_before_anything_is_written(kaldi, tmp_path):
+    """Stage 0 with lattices: --lang, its words.txt and G.fst, and every job's
+    lat.JOB.gz (present and gzip) are checked before OUT/ (or OUT/log) exists. Kaldi's
+    binaries stand in as never-run commands on PATH: each case fails before any runs."""
+    root, lm, _ = kaldi
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("lattice-to-nbest", "lattice-scale", "lattice-compose", "lattice-1best", "fstproject",
+              "nbest-to-linear", "linear-to-nbest", "nbest-to-lattice", "lattice-lmrescore-const-arpa"):
+        (bin_dir / b).write_text("#!/bin/sh\necho never run >&2\nexit 9\n")
+        (bin_dir / b).chmod(0o755)
+    decode, lang = tmp_path / "decode", tmp_path / "lang"
+    decode.mkdir()
+    lang.mkdir()
+    (decode / "num_jobs").write_text("2\n")
+    (decode / "lat.1.gz").write_bytes(gzip.compress(b"utt1 \n"))
+
+    def run(*extra):
+        return subprocess.run(["bash", str(STEP), *WEIGHTS, *map(str, extra), lm, root / "data", "decode", "out"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**env(), "PATH": f"{bin_dir}:{env()['PATH']}"})
+
+    cases = [((), "give --lang"), (("--lang", lang), "lang/words.txt not found")]
+    for extra, message in cases:
+        res = run(*extra)
+        assert res.returncode == 1 and message in res.stderr and not (tmp_path / "out").exists(), res.stderr
+    (lang / "words.txt").write_text("<eps> 0\n")
+    res = run("--lang", lang)
+    assert res.returncode == 1 and "decode/lat.2.gz not found (num_jobs is 2)" in res.stderr, res.stderr
+    (decode / "lat.2.gz").write_text("utt1 not compressed\n")
+    res = run("--lang", lang)
+    assert res.returncode == 1 and "decode/lat.2.gz is not gzip-compressed" in res.stderr, res.stderr
+    (decode / "lat.2.gz").write_bytes(gzip.compress(b"utt2 \n"))
+    res = run("--lang", lang)
+    assert res.returncode == 1 and "neither" in res.stderr and "G.fst nor" in res.stderr, res.stderr
+    assert "never run" not in res.stderr and not (tmp_path / "out").exists()

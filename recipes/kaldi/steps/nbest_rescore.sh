@@ -221,19 +221,30 @@ fi
 if $use_lattices; then extra=$indir/lat.$((num_jobs + 1)).gz; else extra=$indir/archives.$((num_jobs + 1)); fi
 [ ! -e "$extra" ] || die "$indir/num_jobs says $num_jobs but $extra exists: jobs after $num_jobs would be left out \
 of the rescoring and the WER; write the number of jobs the decode ran into $indir/num_jobs, or remove the extra ones"
+# stage 0's inputs, every job's, before anything is written
+if [ $stage -le 0 ] && $use_lattices; then
+  [ -n "$lang" ] || die "$indir holds lattices: give --lang <lang-dir> (its words.txt and G.fst or G.carpa, the first-pass LM, whose costs are replaced)"
+  [ -f "$lang/words.txt" ] || die "$lang/words.txt not found (--lang)"
+  for n in $(seq $num_jobs); do
+    f=$indir/lat.$n.gz
+    [ -f "$f" ] || die "$f not found (num_jobs is $num_jobs)"
+    [ "$(head -c 2 "$f" | od -An -tx1 | tr -d ' \n')" = 1f8b ] || die "$f is not gzip-compressed (no gzip header): expected the lat.JOB.gz a Kaldi decode writes"
+  done
+  if [ -f "$lang/G.carpa" ]; then need="lattice-lmrescore-const-arpa"
+  elif [ -f "$lang/G.fst" ]; then need="lattice-scale lattice-compose lattice-1best fstproject"
+  else die "neither $lang/G.fst nor $lang/G.carpa exists (--lang): the first-pass LM is needed to remove its costs"
+  fi
+  for b in $need; do command -v $b >/dev/null || die "Kaldi's $b is not on PATH (needed to remove the first-pass LM costs)"; done
+elif [ $stage -le 0 ]; then
+  for n in $(seq $num_jobs); do
+    [ -d "$indir/archives.$n" ] || die "$indir has no lattices (lat.*.gz) and no N-best archive folder archives.$n/ (num_jobs is $num_jobs): give a decode directory with lat.JOB.gz or with the archives.JOB/ of steps/rnnlmrescore.sh"
+  done
+fi
 mkdir -p "$dir/log" || die "cannot create $dir"
 log "input: $(if $use_lattices; then echo "lattices $indir/lat.JOB.gz"; else echo "N-best archives $indir/archives.JOB/"; fi)"
 
 if [ $stage -le 0 ]; then
   if $use_lattices; then
-    [ -n "$lang" ] || die "$indir holds lattices: give --lang <lang-dir> (its words.txt and G.fst or G.carpa, the first-pass LM, whose costs are replaced)"
-    [ -f "$lang/words.txt" ] || die "$lang/words.txt not found (--lang)"
-    for n in $(seq $num_jobs); do [ -f "$indir/lat.$n.gz" ] || die "$indir/lat.$n.gz not found (num_jobs is $num_jobs)"; done
-    if [ -f "$lang/G.carpa" ]; then need="lattice-lmrescore-const-arpa"
-    elif [ -f "$lang/G.fst" ]; then need="lattice-scale lattice-compose lattice-1best fstproject"
-    else die "neither $lang/G.fst nor $lang/G.carpa exists (--lang): the first-pass LM is needed to remove its costs"
-    fi
-    for b in $need; do command -v $b >/dev/null || die "Kaldi's $b is not on PATH (needed to remove the first-pass LM costs)"; done
     acwt=$(awk -v x="$inv_acwt" 'BEGIN { print 1 / x }')
     log "converting lattices to $N-best lists (acoustic scale $acwt)"
     $cmd JOB=1:$num_jobs "$dir/log/lat2nbest.JOB.log" \
@@ -268,9 +279,6 @@ if [ $stage -le 0 ]; then
         "ark,t:$dir/archives.JOB/lmwt.withlm" ark:/dev/null || die "nbest-to-linear failed (logs above)"
     for n in $(seq $num_jobs); do ln -sfn "$(abs "$lang/words.txt")" "$dir/archives.$n/words.txt"; done
   else
-    for n in $(seq $num_jobs); do
-      [ -d "$indir/archives.$n" ] || die "$indir has no lattices (lat.*.gz) and no N-best archive folder archives.$n/ (num_jobs is $num_jobs): give a decode directory with lat.JOB.gz or with the archives.JOB/ of steps/rnnlmrescore.sh"
-    done
     log "linking the N-best archives of $indir ($num_jobs jobs) into $dir/archives.JOB/"
     for n in $(seq $num_jobs); do
       a=$dir/archives.$n
