@@ -155,6 +155,38 @@ def test_resume_equals_an_uninterrupted_run(uninterrupted, DATA, bpe, tmp_path):
     assert all(torch.allclose(ma[k], mb[k], atol=1e-6, rtol=0) for k in ma)
 
 
+def test_sigterm_mid_epoch_and_resume_auto_end_on_the_uninterrupted_weights(uninterrupted, DATA, bpe, tmp_path,
+                                                                            monkeypatch):
+    """A SIGTERM during the 4th update of epoch 1 (sent from the learning-rate hook):
+    that update finishes, exit 75 before the 5th (step 4, 0-based), a mid-epoch state in the .last.pt and no model folder yet; --resume auto
+    ends on the uninterrupted run's weights."""
+    import os
+    import signal
+
+    from nbest_rescore.training import trainer
+
+    a, _ = uninterrupted
+    cfg = write_config(tmp_path / "c.yaml", DATA, bpe)
+    b = tmp_path / "gpt"
+    calls, plain = [], trainer.set_lr
+
+    def set_lr(opt, lr):
+        calls.append(lr)
+        if len(calls) == 4:
+            os.kill(os.getpid(), signal.SIGTERM)
+        plain(opt, lr)
+
+    monkeypatch.setattr(trainer, "set_lr", set_lr)
+    res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(b), "--no-progress"])
+    assert res.exit_code == 75 and "training stopped by SIGTERM in epoch 1 before step 4" in res.output, res.output
+    position = load_checkpoint(last_path(b))["resume"]["position"]
+    assert position["segments"] == 4 and not b.exists()
+    monkeypatch.setattr(trainer, "set_lr", plain)
+    assert cli_train(cfg, b, "--resume", "auto")["epochs"] == 2
+    wa, wb = (load_checkpoint(last_path(p))["state_dict"] for p in (a, b))
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-6, rtol=0) for k in wa)
+
+
 def test_pretrained_fine_tunes_and_init_from_is_refused(uninterrupted, DATA, bpe, tmp_path):
     a, _ = uninterrupted
     cfg = write_config(tmp_path / "ft.yaml", DATA, bpe, hf={"pretrained": str(a), "context_tokens": CONTEXT},
