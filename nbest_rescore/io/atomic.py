@@ -41,8 +41,14 @@ def check_output_file(path, option: str = "--out") -> None:
             writable (why: :func:`~.os_errors.output_error`). Naming ``option path``.
     """
     _check_kind(path, option)
+    _check_base(Path(path).absolute().parent, path, option)
+
+
+def _check_base(folder: Path, path, option: str) -> None:
+    """The nearest existing folder at or above ``folder`` is a folder this user may
+    write in (:func:`_probe`); DataError naming ``option path`` otherwise."""
     try:
-        base = _nearest_existing(Path(path).absolute().parent)
+        base = _nearest_existing(folder)
     except OSError as exc:  # a name too long, a loop of links ...
         raise output_error(exc, path, option) from None
     if not base.is_dir():
@@ -217,15 +223,12 @@ def check_writable_dir(path, option: str = "--out") -> Path:
     """
     target = Path(path)
     try:
-        if target.exists() and not target.is_dir():
-            raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
-        base = _nearest_existing(target.absolute().parent if not target.exists() else target.absolute())
+        exists = target.exists()
     except OSError as exc:  # a name too long, a loop of links ...
         raise output_error(exc, path, option) from None
-    if not base.is_dir():
-        raise DataError(f"{option} {path}: {base} is a file, so no folder can be made below it; "
-                        f"choose another {option}")
-    _probe(base, path, option)
+    if exists and not target.is_dir():
+        raise DataError(f"{option} {path}: this is a file, not a folder; give a folder name")
+    _check_base(target.absolute() if exists else target.absolute().parent, path, option)
     return target
 
 
