@@ -4,6 +4,7 @@ continues exactly: the final weights equal an uninterrupted run's bit for bit (C
 process), whether the run was stopped by a signal or SIGKILLed at a random point.
 
 Every run is a real ``python -m nbest_rescore train`` process on one thread."""
+import copy
 import os
 import random
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -204,3 +206,62 @@ def test_a_requeued_slurm_training_job_resumes_to_the_same_weights(slurm, refere
     assert info["JobState"] == "COMPLETED" and info["exit_code"] == 0 and info["Restarts"] == "1", log[-2000:]
     assert log.count("Stopped: training stopped by SIGTERM") == 1, log[-2000:]
     assert same_bytes(out, a)
+
+
+def _streams(bptt=10, batch=4):
+    from nbest_rescore.corpus import make_streams
+
+    rng = np.random.default_rng(0)
+    enc = [np.asarray([0] + [int(x) for x in rng.integers(2, 200, int(rng.integers(5, 40)))] + [0], dtype=np.int64)
+           for _ in range(40)]
+    return make_streams(enc, batch, align=bptt)
+
+
+@pytest.mark.parametrize("name,device", [("gru", "cpu"), ("amn", "cpu"), ("gru", "cuda"), ("amn", "cuda")])
+def test_a_pass_paused_and_continued_from_its_position_equals_one_pass(name, device):
+    """train_segments paused before update 3 (Pause.SAVE: the EpochPosition and a copy
+    of the weights and optimiser), then continued in a fresh model and optimiser from
+    that position: the same weights and NLL as the pass run through, bit for bit on the
+    CPU (with dropout: the random state is part of the position); on CUDA (skipped
+    without one) the captured graph's carried state and sums are restored too."""
+    from nbest_rescore.config import OptimConfig
+    from nbest_rescore.models import build_model
+    from nbest_rescore.training.trainer import Pause, StepOptions, make_optimizer, train_segments
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    streams, config = _streams(), {"embedding_dim": 12, "hidden_size": 10, "dropout_out": 0.3}
+    if name == "amn":
+        config.update(num_memcells=3, anneal_t0=5.0)
+    torch.manual_seed(0)
+    base = build_model(name, config, 200).to(device).train()
+    graphs = device == "cuda"
+
+    def fresh(state=None):
+        m = copy.deepcopy(base)
+        opt = make_optimizer(m, OptimConfig(lr=0.01), capturable=graphs)
+        if state is not None:
+            m.load_state_dict(state[0])
+            opt.load_state_dict(state[1])
+        return m, opt
+
+    torch.manual_seed(1)
+    m, opt = fresh()
+    saved = {}
+
+    def pause_at_3(step):
+        return Pause.SAVE if step == 3 else None
+
+    def on_pause(position):
+        saved["position"] = position
+        saved["state"] = (copy.deepcopy(m.state_dict()), copy.deepcopy(opt.state_dict()))
+
+    whole = train_segments(m, opt, streams, 10, StepOptions(clip=1.0), before_step=pause_at_3, on_pause=on_pause,
+                           cuda_graph=graphs)
+    torch.manual_seed(123)  # (the position's random state must win over this)
+    m2, opt2 = fresh(saved["state"])
+    rest = train_segments(m2, opt2, streams, 10, StepOptions(clip=1.0), start=saved["position"], cuda_graph=graphs)
+    assert saved["position"].segments == 3 and rest.steps == whole.steps and rest.tokens == whole.tokens
+    for a, b in zip(m.parameters(), m2.parameters()):
+        assert torch.equal(a, b) if device == "cpu" else torch.allclose(a, b, atol=1e-6, rtol=0)
+    assert rest.nll == pytest.approx(whole.nll, rel=1e-12 if device == "cpu" else 1e-6)
