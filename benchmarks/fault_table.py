@@ -61,8 +61,10 @@ RUN_LIMIT = 300.0
 #: Phase kill points: (name in the table, hook spec). ``EVENT:N:WHEN`` kills the child
 #: before/after the N-th event (1-based) of that kind: ``stage`` = a staging folder or
 #: temporary file made, ``inner`` = a rename inside staging, ``commit`` = a rename (or
-#: folder exchange) whose destination is outside staging.
+#: folder exchange) whose destination is outside staging, ``probe`` = the empty folder
+#: the output checks make (and remove) before any work.
 PHASES = {
+    "probe made": "probe:1:after",
     "staging made": "stage:1:after",
     "before 1st inner rename": "inner:1:before",
     "before commit rename": "commit:1:before",
@@ -72,8 +74,9 @@ PHASES = {
 
 LEGEND = """\
 Kill points: `random i/k @ t`: SIGKILL t seconds after the fork (seeded, stratified
-over the measured duration of an uninterrupted run); `staging made`: right after the
-hidden staging folder (or, for one file, the temporary file) is created; `before 1st
+over the measured duration of an uninterrupted run); `probe made`: right after the
+empty folder that checks the output is writable is made, before any work; `staging
+made`: right after the hidden staging folder (or, for one file, the temporary file) is created; `before 1st
 inner rename`: the first output file complete under its temporary name inside
 staging; `before commit rename`: the whole set staged (run marker included), nothing
 published; `after 1st commit rename`: right after the first rename that publishes
@@ -104,7 +107,7 @@ def _arm(spec: str, root: str) -> None:
     from nbest_rescore.io import atomic
 
     kind, nth, when = spec.split(":")
-    counts = {"stage": 0, "inner": 0, "commit": 0}
+    counts = {"probe": 0, "stage": 0, "inner": 0, "commit": 0}
 
     def hit(event: str, phase: str, first: bool) -> None:
         if first:
@@ -131,7 +134,7 @@ def _arm(spec: str, root: str) -> None:
         def wrapped(*args, **kwargs):
             out = orig(*args, **kwargs)
             if mine(kwargs.get("dir") or "."):
-                hit("stage", "after", True)
+                hit("probe" if str(kwargs.get("prefix", "")).startswith(atomic._PROBE) else "stage", "after", True)
             return out
         return wrapped
 
