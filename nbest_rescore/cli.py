@@ -56,7 +56,7 @@ class _Main(click.Group):
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(141)
-        except OSError as exc:  # one the writers and readers did not word themselves (io/os_errors.py)
+        except OSError as exc:  # one the writers and readers did not word themselves (os_errors.py)
             log.log(logging.ERROR if (ctx.obj or {}).get("verbose") else logging.DEBUG, "OS error", exc_info=True)
             raise click.ClickException(_os_error_line(exc)) from None
         except MemoryError:
@@ -78,7 +78,7 @@ def _os_error_line(exc: OSError) -> str:
     import os
     import shutil
 
-    from .io.os_errors import os_error_message
+    from .os_errors import os_error_message
 
     if exc.filename is None and exc.errno == errno.ENOSPC:
         try:
@@ -107,7 +107,7 @@ class _LogFile(logging.FileHandler):
         exc = sys.exc_info()[1]
         if not isinstance(exc, OSError):
             return super().handleError(record)
-        from .io.os_errors import os_error_message
+        from .os_errors import os_error_message
 
         self.failed = True
         sys.stderr.write(f"warning: {os_error_message(exc, self.baseFilename, '--log-file', writing=True)}; "
@@ -140,7 +140,7 @@ def main(ctx, verbose, seed, log_file):
         try:
             fh = _LogFile(log_file, encoding="utf-8")
         except OSError as exc:
-            from .io.os_errors import os_error_message
+            from .os_errors import os_error_message
 
             raise click.BadParameter(f"cannot open it: {os_error_message(exc, log_file, writing=True)}",
                                      param_hint="--log-file") from None

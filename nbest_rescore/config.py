@@ -342,7 +342,7 @@ def load_train_config(path) -> TrainConfig:
         with open(path, encoding="utf-8") as f:
             raw = yaml.safe_load(f)
     except OSError as exc:
-        from .io.os_errors import os_error_message
+        from .os_errors import os_error_message
 
         raise DataError(f"cannot read config {os_error_message(exc, path, writing=False)}") from exc
     except yaml.YAMLError as exc:

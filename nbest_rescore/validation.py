@@ -249,7 +249,7 @@ def check_input_file(path, option: str, what: str, stream: bool = True) -> None:
     """
     import stat
 
-    from .io.os_errors import file_kind
+    from .os_errors import file_kind
 
     try:
         mode = os.stat(path).st_mode

@@ -100,7 +100,7 @@ class Vocabulary:
             with open(path, encoding="utf-8") as f:
                 words = [line.split()[0] for line in f if line.strip()]
         except OSError as exc:
-            from .io.os_errors import os_error_message
+            from .os_errors import os_error_message
 
             raise DataError(f"vocabulary file {os_error_message(exc, path, writing=False)}") from exc
         if not words:

@@ -8,7 +8,7 @@ PKG = Path(__file__).resolve().parents[1] / "nbest_rescore"
 # layer of each top-level module or subpackage; a module may import only its own layer
 # or lower ones, and rescoring and training (same layer) not each other
 LAYERS = {
-    "errors": 0, "types": 0, "validation": 0, "vocab": 0, "device": 0, "threads": 0, "names": 0, "progress": 0,
+    "errors": 0, "os_errors": 0, "types": 0, "validation": 0, "vocab": 0, "device": 0, "threads": 0, "names": 0, "progress": 0,
     "options": 0.5,
     "io": 1,
     "models": 2,

@@ -21,7 +21,7 @@ from ..evaluation.kaldi_scoring import (KaldiWer, best_index, best_path_sweep, b
 from ..io.atomic import atomic_entries, atomic_write, check_writable_dir
 from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
-from ..io.os_errors import os_error_message
+from ..os_errors import os_error_message
 from ..types import NbestSet, Words
 from ..options import KaldiScoreOptions
 from ..options.parse import parse_number_list

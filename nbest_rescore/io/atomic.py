@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional
 
 from ..errors import DataError
-from .os_errors import WRITE_ERRNOS, file_kind, is_output_error, note_space, os_error_of, output_error
+from ..os_errors import WRITE_ERRNOS, file_kind, is_output_error, note_space, os_error_of, output_error
 
 __all__ = ["atomic_write", "atomic_path", "atomic_dir", "atomic_entries", "check_output_dir",
            "check_output_file", "check_writable_dir", "RUN_MARKER"]
@@ -38,7 +38,7 @@ def check_output_file(path, option: str = "--out") -> None:
     Raises:
         DataError: a folder or a special file (a named pipe, a device, a socket) is at
             ``path``; a file is where a folder above it should be; the folder is not
-            writable (why: :func:`~.os_errors.output_error`). Naming ``option path``.
+            writable (why: :func:`~nbest_rescore.os_errors.output_error`). Naming ``option path``.
     """
     _check_kind(path, option)
     _check_base(Path(path).absolute().parent, path, option)
@@ -76,7 +76,7 @@ def _make_temp(path, option: Optional[str] = None) -> str:
     ``.NAME.PID-XXXXXXXX.tmpSUFFIX``. Such files of ``path`` left by killed processes
     are removed first. Raises DataError (the folder is missing, ``path`` is not a regular file) or, inside
     a staging folder (:func:`_staged`), OSError; else the OSError worded by
-    :func:`~.os_errors.output_error`."""
+    :func:`~nbest_rescore.os_errors.output_error`."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
@@ -147,8 +147,8 @@ def atomic_path(path, option: Optional[str] = None) -> Iterator[str]:
     ends normally the temporary file is renamed to ``path`` (:func:`os.replace`); when
     it raises, the temporary file is removed and the exception propagates, an OS-level
     failure of writing (no space, read-only file system, permission ...; also as torch
-    or a Rust library reports it: :func:`~.os_errors.os_error_of`) as one DataError
-    naming ``option`` (e.g. ``"--out"``) and ``path`` (:func:`~.os_errors.output_error`).
+    or a Rust library reports it: :func:`~nbest_rescore.os_errors.os_error_of`) as one DataError
+    naming ``option`` (e.g. ``"--out"``) and ``path`` (:func:`~nbest_rescore.os_errors.output_error`).
     In the staging folder of :func:`atomic_dir` or :func:`atomic_entries` the error
     propagates (with ``path`` as its OSError's ``filename`` when it had none) for them
     to word.
@@ -219,7 +219,7 @@ def check_writable_dir(path, option: str = "--out") -> Path:
     Raises:
         DataError: ``path`` is a file, lies below a file, or no folder can be made in
             the folder (or its nearest existing parent): permissions, a read-only file
-            system ... (:func:`~.os_errors.output_error`).
+            system ... (:func:`~nbest_rescore.os_errors.output_error`).
     """
     target = Path(path)
     try:
@@ -374,7 +374,7 @@ def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] =
     Raises:
         DataError: as :func:`check_output_dir`; an OS-level failure of writing the set
             (no space, read-only file system, permission ...: one line naming
-            ``option path``, the file and a fix, :func:`~.os_errors.output_error`).
+            ``option path``, the file and a fix, :func:`~nbest_rescore.os_errors.output_error`).
     """
     target = check_output_dir(path, replaceable, option).absolute()
     try:

@@ -165,7 +165,7 @@ def is_regular_file(path: str, role: str) -> bool:
     the spans), which a pipe cannot give."""
     import stat
 
-    from .os_errors import file_kind
+    from ..os_errors import file_kind
 
     try:
         mode = os.stat(path).st_mode

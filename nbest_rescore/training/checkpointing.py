@@ -17,7 +17,7 @@ from ..config import TrainConfig
 from ..errors import DataError
 from ..io.atomic import check_output_file
 from ..io.checkpoint import load_checkpoint
-from ..io.os_errors import output_error
+from ..os_errors import output_error
 from ..models import save_model
 from ..vocab import Vocabulary
 
@@ -34,7 +34,7 @@ def check_writable(out_path) -> None:
 
     Raises:
         DataError: naming the path, when it is a folder or special file, or cannot be
-            created/written (why, and a fix: :func:`~nbest_rescore.io.os_errors.output_error`).
+            created/written (why, and a fix: :func:`~nbest_rescore.os_errors.output_error`).
     """
     p = Path(out_path)
     if p.is_dir():

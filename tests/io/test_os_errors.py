@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.atomic import atomic_dir, atomic_path
-from nbest_rescore.io.os_errors import is_output_error, note_space, os_error_of, os_error_message
+from nbest_rescore.os_errors import is_output_error, note_space, os_error_of, os_error_message
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..errors import DataError
+from .errors import DataError
 
 __all__ = ["WRITE_ERRNOS", "file_kind", "is_output_error", "note_space", "os_error_of", "os_error_message",
            "output_error", "tree_size"]
