@@ -23,6 +23,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import fault_table as ft  # noqa: E402
 
+pytestmark = pytest.mark.slow  # forked and real command processes killed (about 45 s)
+
 COMMANDS = ("score", "tune", "kaldi-score", "merge", "split", "convert --to jsonl")
 WHOLE = ("previous set", "new set", "new set (ran to the end)")
 
