@@ -15,7 +15,6 @@ import ctypes.util
 import errno
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -82,7 +81,7 @@ def _make_temp(path, option: Optional[str] = None) -> str:
     if not directory.is_dir():
         raise DataError(f"{path}: output directory {directory} does not exist")
     _check_kind(path, option)
-    _remove_stale_temps(directory, target)
+    _remove_left_by_dead(directory, f".{target.name}.", f".tmp{target.suffix}")  # (see the name below)
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.{os.getpid()}-",
                                    suffix=f".tmp{target.suffix}")
@@ -109,18 +108,25 @@ def _umask() -> int:
     return mask
 
 
-def _remove_stale_temps(directory: Path, target: Path) -> None:
-    """Remove the temporary files of ``target`` (:func:`_make_temp`'s names) in
-    ``directory`` whose process is gone (a writer killed before its rename)."""
-    stale = re.compile(rf"\.{re.escape(target.name)}\.(\d{{1,9}})-[^./]+\.tmp{re.escape(target.suffix)}")
+def _remove_left_by_dead(folder: Path, prefix: str, suffix: str = "") -> None:
+    """Remove the hidden entries ``PREFIX + PID + "-" + ... + SUFFIX`` in ``folder`` whose
+    process PID is gone: what a killed writer left (a temporary file, a staging or
+    probe folder). A folder one may write in but not list has nothing cleaned."""
     try:
-        names = os.listdir(directory)
-    except OSError:  # a folder one may write in but not list: nothing to clean
+        names = os.listdir(folder)
+    except OSError:
         return
     for name in names:
-        found = stale.fullmatch(name)
-        if found and not _pid_alive(int(found.group(1))):
-            _remove_quietly(os.path.join(directory, name))
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        pid = name[len(prefix):].split("-")[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            entry = os.path.join(folder, name)
+            if os.path.isdir(entry) and not os.path.islink(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry)
 
 
 def _remove_quietly(tmp: str) -> None:
@@ -239,27 +245,13 @@ _TEMP_NAME_EXTRA = 40
 _PROBE = ".nbest-rescore-probe-"  # + PID-XXXXXXXX: :func:`_probe`'s empty folder
 
 
-def _remove_stale_probes(folder: Path) -> None:
-    """Remove the empty probe folders of :func:`_probe` in ``folder`` whose process is
-    gone (killed between making and removing one)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(_PROBE):].split("-")[0] if name.startswith(_PROBE) else ""
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(folder, name))
-
-
 def _probe(folder: Path, path, option: str) -> None:
     """Make and remove an empty folder in ``folder``: whether the file system lets this
     user write there (permissions, read-only mount, ...), as :func:`os.access` cannot
     tell for every file system; and whether the names of ``path`` below ``folder``
     (the last with its temporary name's extra bytes) fit the file system's limit.
     Raises DataError naming ``option path`` and why."""
-    _remove_stale_probes(folder)
+    _remove_left_by_dead(folder, _PROBE)
     try:
         os.rmdir(tempfile.mkdtemp(dir=folder, prefix=f"{_PROBE}{os.getpid()}-"))
         limit = os.pathconf(folder, "PC_NAME_MAX")
@@ -290,7 +282,7 @@ def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out
     """
     target = check_writable_dir(path, option)
     if target.is_dir():
-        _remove_stale_probes(target)
+        _remove_left_by_dead(target, _PROBE)
         names = set(os.listdir(target))
         foreign = sorted(names - set(replaceable) - {RUN_MARKER} - _marked_files(target))
         if foreign:
@@ -332,16 +324,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove_stale_partials(parent: Path, name: str) -> None:
-    """Remove hidden partial folders left by killed runs into the same ``name``."""
-    prefix = f".{name}{_PARTIAL}"
-    for entry in parent.iterdir() if parent.is_dir() else ():
-        if entry.name.startswith(prefix) and entry.is_dir():
-            pid = entry.name[len(prefix):].split("-")[0]
-            if pid.isdigit() and not _pid_alive(int(pid)):
-                shutil.rmtree(entry, ignore_errors=True)
-
-
 def _swap_in(staged: Path, target: Path) -> None:
     """Move ``staged`` to ``target``: over an existing folder by swapping the two
     (``renameat2(RENAME_EXCHANGE)``, else the old one renamed aside first) and deleting
@@ -379,7 +361,7 @@ def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] =
     target = check_output_dir(path, replaceable, option).absolute()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_partials(target.parent, target.name)
+        _remove_left_by_dead(target.parent, f".{target.name}{_PARTIAL}")
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-"))
     except OSError as exc:
         raise output_error(exc, path, option) from exc
@@ -444,7 +426,7 @@ def atomic_entries(path, option: str = "--out") -> Iterator[Path]:
     existing = _nearest_existing(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        _remove_stale_partials(folder, "entries")
+        _remove_left_by_dead(folder, f".entries{_PARTIAL}")
         tmp = Path(tempfile.mkdtemp(dir=folder, prefix=f".entries{_PARTIAL}{os.getpid()}-"))
     except BaseException as exc:
         _remove_made(folder, existing)
