@@ -15,6 +15,18 @@ def write_json(path: Optional[str], out: dict) -> None:
         print(f"wrote {path}")
 
 
+def parse_or_work(parse_args: Callable, worker: Callable, argv=None):
+    """``(argv, args)`` of a benchmark that runs its measurements in worker processes
+    (``--worker NAME``: the child started by the parent); None after a worker has
+    printed its result as JSON on stdout (the parent reads it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return None
+    return argv, args
+
+
 def run_main(main: Callable[[], object]) -> None:
     """Run a script's ``main()``; a :class:`~nbest_rescore.errors.DataError` (a missing
     or malformed checkpoint, N-best directory or reference file) ends the script with

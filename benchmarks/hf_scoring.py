@@ -68,7 +68,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import run_main, write_json  # noqa: E402
+from bench_common import parse_or_work, run_main, write_json  # noqa: E402
 
 _STARTED = time.perf_counter()  # a worker's start-up: imports, lists and model loaded
 PATHS = ("tree", "padded", "padded_nemo")
@@ -423,11 +423,10 @@ def format_table(out: dict) -> str:
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args)))
+    parsed = parse_or_work(parse_args, worker, argv)
+    if parsed is None:
         return
+    _, args = parsed
     out = {"lm": args.lm, "nbest": os.path.abspath(args.nbest), "max_docs": args.max_docs,
            "nbest_size": args.nbest_size,
            "join_docs": args.join_docs,

@@ -93,7 +93,7 @@ import tempfile
 import time
 from dataclasses import replace
 
-from bench_common import check_inputs, run_main, write_json  # benchmarks/bench_common.py
+from bench_common import check_inputs, parse_or_work, run_main, write_json  # benchmarks/bench_common.py
 
 _STARTED = time.perf_counter()  # a worker's start-up: imports, lists and model loaded
 
@@ -495,11 +495,10 @@ def format_table(out: dict) -> str:
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args)))
+    parsed = parse_or_work(parse_args, worker, argv)
+    if parsed is None:
         return
+    argv, args = parsed
     out = run_paths(args, argv)
     print(format_table(out))
     write_json(args.json, out)
