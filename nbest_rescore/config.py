@@ -78,6 +78,7 @@ class CheckpointInterval:
 
     @property
     def off(self) -> bool:
+        """No mid-epoch checkpoints (only those after epochs)."""
         return self.seconds is None and self.steps is None
 
 

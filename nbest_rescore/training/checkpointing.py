@@ -100,7 +100,13 @@ def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dic
 def save_last(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict,
               position: Optional[dict] = None) -> None:
     """Write the resumable state (the current weights, :func:`resume_state`) to
-    :func:`last_path`, atomically; ``position``: written mid-epoch."""
+    :func:`last_path`, atomically; ``position``: written mid-epoch (a
+    :class:`~.trainer.EpochPosition` as a dict).
+
+    Raises:
+        DataError: the file cannot be written (no space, read-only file system,
+            permission ...: one line naming ``--out`` and the file).
+    """
     best = run.best_state if run.best_state is not None else model.state_dict()
     save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best, position)},
                option="--out")

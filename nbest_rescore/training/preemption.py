@@ -70,7 +70,7 @@ class StopSignals:
         self._old = {}
 
 
-class Preempted(Exception):
+class Preempted(Exception):  # (not a DataError: the input was fine, the run is to be continued)
     """A run stopped by a signal after writing its resumable state; the CLI prints
     the message and exits with :data:`EXIT_PREEMPTED`."""
 

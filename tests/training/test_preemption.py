@@ -265,3 +265,33 @@ def test_a_pass_paused_and_continued_from_its_position_equals_one_pass(name, dev
     for a, b in zip(m.parameters(), m2.parameters()):
         assert torch.equal(a, b) if device == "cpu" else torch.allclose(a, b, atol=1e-6, rtol=0)
     assert rest.nll == pytest.approx(whole.nll, rel=1e-12 if device == "cpu" else 1e-6)
+
+
+def test_a_bad_interval_in_the_config_is_one_line_naming_the_file(DATA, tmp_path):
+    config = write_config(DATA, tmp_path / "c.yaml")
+    text = yaml.safe_load(config.read_text())
+    text["optim"]["checkpoint_interval"] = "often"
+    config.write_text(yaml.safe_dump(text))
+    r = run(train_cmd(config, tmp_path / "m.pt"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("Error:")]
+    assert len(lines) == 1 and "c.yaml" in lines[0] and "optim.checkpoint_interval must be a time" in lines[0]
+    assert "'often'" in lines[0] and not (tmp_path / "m.pt").exists()
+
+
+def test_a_mid_epoch_state_resumes_only_with_as_many_processes():
+    """A state written mid-epoch by 2 ranks under one process, and by one under 2: each
+    refused by name with the command that fits; epoch-end states resume with any K."""
+    from nbest_rescore.training.checkpointing import RunState
+    from nbest_rescore.training.distributed import World
+    from nbest_rescore.training.trainer import _check_position
+
+    two = RunState(position={"segments": 3, "tokens": 60, "ranks": [{}, {}]})
+    with pytest.raises(DataError, match=r"--resume m.last.pt: was written in the middle of an epoch by 2 "
+                                        r"processes; resume with 2 \(torchrun --nproc_per_node 2\)"):
+        _check_position(two, World(), "m.last.pt")
+    one = RunState(position={"segments": 3, "tokens": 60, "ranks": [{}]})
+    with pytest.raises(DataError, match="by one process; resume without torchrun"):
+        _check_position(one, World(rank=0, size=2), "m.last.pt")
+    _check_position(two, World(rank=1, size=2), "m.last.pt")
+    _check_position(RunState(), World(rank=0, size=4), "m.last.pt")
