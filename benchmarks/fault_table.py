@@ -54,6 +54,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_MARKER = ".nbest-rescore-run"  # nbest_rescore.io.atomic.RUN_MARKER (kept here: no toolkit import)
+#: nbest_rescore.io.atomic._PROBE: the empty folder the output checks make and remove
+#: before any work (hidden, but not staging: a kill on seeing it would come too late).
+PROBE_PREFIX = ".nbest-rescore-probe-"
+#: How often a real kill ``staging seen`` is tried until it leaves the killed run's
+#: staging behind (the staging may be published between the look and the SIGKILL).
+WATCH_TRIES = 3
 #: Keys of the JSON outputs that hold measured times (left out of every comparison).
 TIMING_KEYS = frozenset({"seconds", "tokens_per_s"})
 #: Longest an uninterrupted forked run may take (seconds) before it counts as hung.
@@ -82,7 +88,8 @@ staging; `before commit rename`: the whole set staged (run marker included), not
 published; `after 1st commit rename`: right after the first rename that publishes
 (the folder exchange, the file rename, or for kaldi-score the first of its per-entry
 renames); `staging seen`: a real `python -m nbest_rescore` process killed as soon as
-the harness sees its staging folder or temporary file. Rerun `OK`: an uninterrupted
+the harness sees its staging folder or temporary file (not the writability probe);
+`(try N)`: the earlier tries' staging was published before the SIGKILL landed. Rerun `OK`: an uninterrupted
 run afterwards left exactly the reference set and no hidden leftovers; `OK (probe)`:
 the kill changed nothing, so the probe run from the same state is the rerun (a
 `writability probe` leftover is the empty folder the output checks make and remove
@@ -267,10 +274,11 @@ class ForkServer:
 
 
 def _staging_seen(folders: Sequence[Path]) -> bool:
-    """Whether one of ``folders`` holds a hidden staging folder or temporary file."""
+    """Whether one of ``folders`` holds a hidden staging folder or temporary file (the
+    writability probe, made and removed before any work, does not count)."""
     for folder in folders:
         try:
-            if any(_staged(name) for name in os.listdir(folder)):
+            if any(_staged(name) and not name.startswith(PROBE_PREFIX) for name in os.listdir(folder)):
                 return True
         except OSError:
             pass
@@ -555,9 +563,20 @@ class Harness:
                 for i in range(self.kills)]
         plan += [(name, "fork", {"point": spec}) for name, spec in PHASES.items()
                  if not (spec.startswith("inner") and cmd.out.endswith(".jsonl"))]  # one file: no inner rename
+        cases = [self._kill(cmd, prev, prev_snap, ref_snap, *p) for p in plan]
         if real:
-            plan.append(("staging seen", "real", {"watch": True}))
-        return [self._kill(cmd, prev, prev_snap, ref_snap, *p) for p in plan]
+            cases.append(self._watched_kill(cmd, prev, prev_snap, ref_snap))
+        return cases
+
+    def _watched_kill(self, cmd: Command, prev: Path, prev_snap: dict, ref_snap: dict) -> Case:
+        """The real kill on seeing staging, tried up to :data:`WATCH_TRIES` times until
+        the kill lands while the staging still exists (the try is in the kill point)."""
+        for attempt in range(1, WATCH_TRIES + 1):
+            point = "staging seen" + (f" (try {attempt})" if attempt > 1 else "")
+            case = self._kill(cmd, prev, prev_snap, ref_snap, point, "real", {"watch": True})
+            if case.hidden:
+                break
+        return case
 
     def _kill(self, cmd: Command, prev: Path, prev_snap: dict, ref_snap: dict, point: str, how: str,
               kw: dict) -> Case:
