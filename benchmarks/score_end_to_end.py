@@ -65,7 +65,7 @@ def main(argv=None):
     import torch
 
     from nbest_rescore.api import load_lm, load_nbest, load_references, score, write_score_outputs
-    from nbest_rescore.api.inputs import set_threads
+    from nbest_rescore.api.lm_loading import set_threads
     from nbest_rescore.device import resolve_device
 
     imported = time.perf_counter() - t

@@ -116,7 +116,7 @@ def test_cuda_graph_falls_back_for_the_adaptive_softmax(caplog):
 def test_cuda_hf_costs_equal_cpu_costs(ci_nbest, hf_lm, family, history):
     """An hf: LM (tiny, random) on CUDA: the shared-context tree and the padded path give
     the CPU's costs (float32, 1e-4); bfloat16 stays within 0.1 nats per token on average."""
-    from nbest_rescore.api.inputs import load_lm
+    from nbest_rescore.api.lm_loading import load_lm
     from nbest_rescore.options import ScorerOptions
 
     lists = NbestSet(ci_nbest.utterances[:20], ci_nbest.doc_source)

@@ -2,20 +2,44 @@
 job value (``ScoreJob``, ``TuneJob``, ``PerplexityJob``, ``TrainJob``, ``AnalyzeJob``,
 ``KaldiScoreJob``, ``ConvertJob``) whose options are checked on construction, before anything is read.
 Example: docs/api.md (``examples/python_api.py``, run by the tests).
-"""
-from ..evaluation.perplexity import PerplexityReport
-from ..evaluation.report import format_wer_table, model_row, model_table, wer_table
-from ..evaluation.tuning import TunePoint, TuneResult
-from ..evaluation.wer import WerReport, compute_wer, oracle_choice
-from ..models import MODEL_REGISTRY
-from ..rescoring.combine import Weights
-from ..training.trainer import TrainResult
-from ..types import NbestList, NbestSet
-from .convert_job import ConvertJob, ConvertResult, convert_nbest
-from .inputs import LoadedLM, load_lm, load_nbest, load_references, read_weights_file
-from .kaldi_score_job import KaldiScoreJob, KaldiScorePoint, KaldiScoreResult
-from .lm_jobs import AnalyzeJob, PerplexityJob, TrainJob, perplexity, train
-from .score_job import ScoreJob, ScoreResult, score, write_score_outputs
-from .tune_job import TuneJob, tune, write_tune_outputs
 
-__all__ = sorted(n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(inputs)))
+The names are imported from their modules when first used (PEP 562), so that a command
+that only reads and writes lists (``split``, ``merge``, ``convert``, ``kaldi-score``)
+does not import torch, which takes seconds: ``nbest_rescore.api.score`` is
+``nbest_rescore.api.score_job.score``.
+"""
+from importlib import import_module
+
+#: Module (relative to this package) -> the names it gives the API.
+_EXPORTS = {
+    "..evaluation.perplexity": ("PerplexityReport",),
+    "..evaluation.report": ("format_wer_table", "model_row", "model_table", "wer_table"),
+    "..evaluation.tuning": ("TunePoint", "TuneResult"),
+    "..evaluation.wer": ("WerReport", "compute_wer", "oracle_choice"),
+    "..models": ("MODEL_REGISTRY",),
+    "..rescoring.combine": ("Weights",),
+    "..training.trainer": ("TrainResult",),
+    "..types": ("NbestList", "NbestSet"),
+    ".convert_job": ("ConvertJob", "ConvertResult", "convert_nbest"),
+    ".inputs": ("load_nbest", "load_references", "read_weights_file"),
+    ".kaldi_score_job": ("KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult"),
+    ".lm_jobs": ("AnalyzeJob", "PerplexityJob", "TrainJob", "perplexity", "train"),
+    ".lm_loading": ("LoadedLM", "load_lm"),
+    ".score_job": ("ScoreJob", "ScoreResult", "score", "write_score_outputs"),
+    ".tune_job": ("TuneJob", "tune", "write_tune_outputs"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -18,7 +18,8 @@ from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, TrainOptions
 from ..validation import check_input_file, check_option, check_paths
-from .inputs import LoadedLM, Progress, load_lm, seed_everything, set_threads
+from .inputs import Progress
+from .lm_loading import LoadedLM, load_lm, seed_everything, set_threads
 
 Text = Union[str, os.PathLike, Sequence[Sequence[Sequence[str]]]]
 ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention.png", "memcell_cosine.png",

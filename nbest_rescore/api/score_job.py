@@ -27,8 +27,8 @@ from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths
-from .inputs import (PLAIN_PATHS, LoadedLM, Progress, lm_names, load_lm, load_references, open_job_nbest,
-                     read_weights_file, seed_everything, set_threads)
+from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_weights_file
+from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
 from .score_result import SCORE_OUTPUTS, ScoreResult, cost_files
 from .score_spans import SpanScores, first_pass_one_best, wer_span_counts, _SpanRun
@@ -87,7 +87,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     Args:
         nbest: from :func:`load_nbest`.
         lm: from :func:`load_lm`: one LM, or a sequence of K LMs (named by
-            :func:`~nbest_rescore.api.inputs.lm_names`), each scored in its own pass.
+            :func:`~nbest_rescore.api.lm_loading.lm_names`), each scored in its own pass.
         refs: utterance id -> reference words (:func:`load_references`); checked first.
         progress: called as ``progress(hypotheses_done, hypotheses_total)`` (over all
             the LMs' passes).

@@ -40,7 +40,7 @@ class ScoreResult:
             (WER in percent); else None.
         stats: counts, timing and the NN LM's vocabulary coverage of the lists.
         settings: model, data and scoring settings (recorded in the outputs).
-        names: the LM names (:func:`~nbest_rescore.api.inputs.lm_names`), in order.
+        names: the LM names (:func:`~nbest_rescore.api.lm_loading.lm_names`), in order.
         nn_costs_by_lm: LM name -> float64 [H] its NN costs (each as if scored alone).
 
     ``keys``, ``nn_cost`` and ``nn_costs_by_lm`` are empty in the result of

@@ -21,7 +21,8 @@ from ..rescoring.history import NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
 from ..rescoring.scorer import NnScorer
 from ..types import NbestSet, Words
-from .inputs import LoadedLM, Progress, lm_names
+from .inputs import Progress
+from .lm_loading import LoadedLM, lm_names
 from .score_result import ScoreResult
 
 

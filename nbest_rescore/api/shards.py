@@ -28,7 +28,7 @@ from ..options import MergeOptions, SplitOptions
 from ..types import NbestSet, Words
 from ..validation import check_input_file
 from .inputs import load_nbest, load_references, read_json_key, run_settings
-from .score_job import SCORE_OUTPUTS, cost_files
+from .score_result import SCORE_OUTPUTS, cost_files
 
 __all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores", "plan_shards", "split_nbest"]
 

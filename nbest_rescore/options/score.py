@@ -151,7 +151,7 @@ class CacheOptions(Options):
                                       "p_cache.", kind="float", range="[0, 0.999999]")
 
     def cache_kwargs(self) -> dict:
-        """The cache options as :func:`~nbest_rescore.api.inputs.load_lm` takes them."""
+        """The cache options as :func:`~nbest_rescore.api.lm_loading.load_lm` takes them."""
         return {"cache_size": self.cache_size, "cache_theta": self.cache_theta, "cache_lambda": self.cache_lambda}
 
 
@@ -169,6 +169,6 @@ class HfOptions(Options):
                                 "the directory has no safetensors (only from a source you trust).", is_flag=True)
 
     def hf_kwargs(self) -> dict:
-        """The hf: options as :func:`~nbest_rescore.api.inputs.load_lm` takes them."""
+        """The hf: options as :func:`~nbest_rescore.api.lm_loading.load_lm` takes them."""
         return {"context_tokens": self.context_tokens, "trust_remote_code": self.trust_remote_code,
                 "allow_pickle": self.allow_pickle}

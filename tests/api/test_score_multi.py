@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 import nbest_rescore as nr
 from nbest_rescore.api import ScoreJob
-from nbest_rescore.api.inputs import lm_names, read_weights_file
+from nbest_rescore.api.inputs import read_weights_file
+from nbest_rescore.api.lm_loading import lm_names
 from nbest_rescore.api.shards import merge_scores
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
