@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import nbest_rescore as nr
+import nbest_rescore.api  # noqa: F401  (nr.api)
 from nbest_rescore.cli import main
 from tiny_models import random_checkpoint
 
@@ -94,5 +95,6 @@ def test_the_api_package_imports_its_names_when_first_used():
         assert getattr(nr.api, name) is not None, name
     assert nr.api.score is nr.api.score_job.score and nr.score is nr.api.score
     assert set(nr.__all__) - {"__version__"} <= set(nr.api.__all__)
+    assert set(nr.api.__all__) <= set(dir(nr.api))
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         nr.api.nothing

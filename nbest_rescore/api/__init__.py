@@ -33,6 +33,8 @@ __all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name):
+    """The exported ``name``, its module imported on first use; AttributeError for a
+    name this package does not export."""
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -42,4 +44,5 @@ def __getattr__(name):
 
 
 def __dir__():
+    """The module's names and every exported name (imported or not yet)."""
     return sorted(set(globals()) | set(__all__))
