@@ -18,7 +18,7 @@ import click
 
 from .cli_options import options_of
 from .errors import DataError
-from .options import (AnalyzeOptions, ConvertOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
+from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
                       ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .progress import Progress, log as progress_log
 from .training.preemption import EXIT_PREEMPTED, Preempted
@@ -168,7 +168,8 @@ _TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids aco
 @click.pass_obj
 def train(obj, no_progress, **kw):
     """Train a language model at corpus level (state carried within documents) and
-    save a checkpoint. Prints a JSON summary.
+    save a checkpoint. Prints a JSON summary with the learning curve ("curve": every
+    validation point; plot it with nbest-rescore curves).
 
     SIGTERM or SIGINT (Slurm preemption, Ctrl-C) finishes the current step, writes
     <out>.last.pt and exits with status 75; --resume continues exactly."""
@@ -180,7 +181,7 @@ def train(obj, no_progress, **kw):
         return
     click.echo(json.dumps({"checkpoint": job.out, "epochs": res.epochs, "best_valid_ppl": res.best_valid_ppl,
                            "train_ppl": res.train_ppl, "seconds": round(res.seconds, 1),
-                           "words_per_s": round(res.words_per_s, 1)}, indent=2))
+                           "words_per_s": round(res.words_per_s, 1), "curve": res.curve}, indent=2))
 
 
 @main.command(short_help="Corpus-level perplexity and OOV rate of a text.")
@@ -355,6 +356,18 @@ def table(obj, baseline, ref, replications, rows):
     from .api import wer_table
 
     click.echo(wer_table(rows, baselines=baseline, ref=ref, replications=replications, seed=obj["seed"]))
+
+
+@main.command("curves", short_help="Plot learning curves of training runs (PNG).")
+@options_of(CurvesOptions, "out label title")
+@click.argument("runs", nargs=-1, required=True)
+def curves(**kw):
+    """Plot the learning curves of RUNS: the JSON summaries that nbest-rescore train
+    printed (or their checkpoints, .pt): validation perplexity against training words
+    and against CPU minutes, one line per run, the best point circled."""
+    from .api.curves_job import CurvesJob
+
+    click.echo(CurvesJob(**kw).run())
 
 
 @main.command("info", short_help="Parameter counts and training facts of checkpoints.")

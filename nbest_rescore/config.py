@@ -69,22 +69,33 @@ _PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*$")
 
 
 @dataclass(frozen=True)
-class CheckpointInterval:
-    """Every ``seconds`` of training or every ``steps`` optimiser steps (at most one
-    set; neither: only the epoch checkpoints)."""
+class Interval:
+    """Every ``seconds`` of training, every ``steps`` optimiser steps or every
+    ``words`` training words (at most one set; none: off, only at epoch ends). The
+    mid-epoch checkpoints (``optim.checkpoint_interval``: a time or steps) and the
+    validation points (``optim.valid_every``: a time or words) are such intervals."""
 
     seconds: Optional[float] = None
     steps: Optional[int] = None
+    words: Optional[int] = None
 
     @property
     def off(self) -> bool:
-        """No mid-epoch checkpoints (only those after epochs)."""
-        return self.seconds is None and self.steps is None
+        """Nothing within an epoch (only at epoch ends)."""
+        return self.seconds is None and self.steps is None and self.words is None
 
 
-def parse_interval(text, key: str = "optim.checkpoint_interval") -> CheckpointInterval:
-    """``"5m"`` -> every 300 s, ``"500steps"`` -> every 500 steps, ``"0"``/``"off"``
-    -> off (units: s, sec, m, min, h, steps).
+#: The counted units an interval may take besides a time: ``steps`` (checkpoints) or
+#: ``words`` (validation points), each unit name -> multiplier.
+_COUNTS = {"steps": {"step": 1, "steps": 1}, "words": {"word": 1, "words": 1, "kwords": 1000, "mwords": 1000000}}
+_COUNT_EXAMPLES = {"steps": "a number of optimiser steps (e.g. 500steps)",
+                   "words": "a number of training words (e.g. 300000words, 300kwords)"}
+
+
+def parse_interval(text, key: str = "optim.checkpoint_interval", count: str = "steps") -> Interval:
+    """``"5m"`` -> every 300 s, ``"500steps"`` -> every 500 steps (``count="steps"``),
+    ``"300kwords"`` -> every 300,000 training words (``count="words"``),
+    ``"0"``/``"off"``/``"epoch"`` -> off (time units: s, sec, m, min, h).
 
     Raises:
         DataError: naming ``key``, for anything else (a bare number other than 0 too:
@@ -92,15 +103,16 @@ def parse_interval(text, key: str = "optim.checkpoint_interval") -> CheckpointIn
     """
     value = str(text).strip().lower()
     if value in ("0", "off", "none", "epoch"):
-        return CheckpointInterval()
+        return Interval()
     m = _PATTERN.match(value)
     unit = m.group(2) if m else ""
-    if m and float(m.group(1)) > 0 and unit in ("step", "steps") and float(m.group(1)).is_integer():
-        return CheckpointInterval(steps=int(float(m.group(1))))
+    counted = _COUNTS[count]
+    if m and float(m.group(1)) > 0 and unit in counted and (float(m.group(1)) * counted[unit]).is_integer():
+        return Interval(**{count: int(float(m.group(1)) * counted[unit])})
     if m and float(m.group(1)) > 0 and unit in _UNITS:
-        return CheckpointInterval(seconds=float(m.group(1)) * _UNITS[unit])
-    raise DataError(f"{key} must be a time (e.g. 5m, 90s, 1h), a number of optimiser steps (e.g. 500steps) or "
-                    f"off, got {text!r}")
+        return Interval(seconds=float(m.group(1)) * _UNITS[unit])
+    raise DataError(f"{key} must be a time (e.g. 5m, 90s, 1h), {_COUNT_EXAMPLES[count]} or "
+                    f"{'epoch' if count == 'words' else 'off'}, got {text!r}")
 
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -110,8 +122,9 @@ LR_SCHEDULES = ("constant", "cosine", "linear")
 @dataclass
 class OptimConfig:
     """Optimisation, each key as the table of docs/training.md (Optimiser) says;
-    training stops after ``patience`` epochs without improvement, ``max_epochs`` or
-    ``max_seconds``."""
+    training stops after ``patience`` validations without improvement (one at each
+    epoch end, and every ``valid_every`` words or seconds within epochs), ``max_epochs``
+    or ``max_seconds``."""
 
     batch_size: int = 32
     bptt: int = 20
@@ -137,6 +150,9 @@ class OptimConfig:
     checkpoint_every: int = 1  # epochs between checkpoints (the last epoch is always saved)
     # the resumable state also mid-epoch: a time (5m, 90s, 1h), N steps (500steps) or off
     checkpoint_interval: str = "5m"
+    # validation (a point of the learning curve) also within epochs: a time (10m) or a
+    # number of training words (300kwords); epoch: at epoch ends only
+    valid_every: str = "epoch"
     # full softmax: the loss through the fused output layer (vocabulary blocks, no [N, V]
     # logits or gradient kept; one more block product per step), see models/fused_output.py
     fused_softmax: bool = False
@@ -151,6 +167,7 @@ class OptimConfig:
     def __post_init__(self):
         check_fields(self)
         parse_interval(self.checkpoint_interval)
+        parse_interval(self.valid_every, "optim.valid_every", "words")
 
 
 #: The ``model`` name of a Hugging Face causal LM trained through ``transformers`` (the ``hf`` block).

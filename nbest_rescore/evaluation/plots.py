@@ -235,3 +235,44 @@ def _writer(figure):
 plot_attention_entropy, plot_memcell_attention, plot_memcell_cosine, plot_memcell_perplexity, plot_window_attention = (
     _writer(f) for f in (attention_entropy_figure, memcell_attention_figure, memcell_cosine_figure,
                          memcell_perplexity_figure, window_attention_figure))
+
+
+# -- learning curves (docs/training.md "Learning curves") ---------------------------------
+
+def learning_curves_figure(runs: Sequence, *, title: Optional[str] = None):
+    """The Figure drawn by :func:`plot_learning_curves`: validation perplexity (log
+    scale) against training words (millions, left) and against CPU minutes (right),
+    one line per run, its best point marked. ``runs``: (label, curve) pairs, a curve
+    the train JSON's ``"curve"`` (points with ``words``, ``cpu_seconds``,
+    ``valid_ppl``). Raises ValueError if a run has no points."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.6))
+    FigureCanvasAgg(fig)
+    by_words, by_cpu = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for label, curve in runs:
+        if not curve:
+            raise ValueError(f"plot_learning_curves: run {label!r} has no validation points")
+        ppl = [p["valid_ppl"] for p in curve]
+        best = int(np.argmin(ppl))
+        for ax, xs in ((by_words, [p["words"] / 1e6 for p in curve]),
+                       (by_cpu, [p["cpu_seconds"] / 60.0 for p in curve])):
+            line, = ax.plot(xs, ppl, marker=".", markersize=3, linewidth=1.2, label=f"{label} (best {ppl[best]:.1f})")
+            ax.plot([xs[best]], [ppl[best]], marker="o", markersize=7, fillstyle="none", color=line.get_color())
+    for ax, xlabel in ((by_words, "training words (millions)"), (by_cpu, "CPU minutes (all threads of the run)")):
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("validation perplexity")
+        ax.grid(True, which="both", alpha=0.3)
+    by_words.legend(fontsize=7)
+    fig.suptitle(_full_title(title, "validation perplexity per point (best circled)"), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_learning_curves(runs: Sequence, path: Union[str, os.PathLike], *, title: Optional[str] = None) -> str:
+    """Learning curves of :func:`learning_curves_figure` written atomically to ``path``
+    (a PNG; its folder must exist); returns ``path``. Raises ValueError (a run
+    without points) or OSError."""
+    return _write_png(learning_curves_figure(runs, title=title), path)

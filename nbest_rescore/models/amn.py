@@ -7,7 +7,8 @@ Attention annealing (4.3.2; ``anneal_t0``, ``anneal_gamma``, ``anneal_fraction``
 current T is a buffer saved with the weights), input-only dropout (4.3.3;
 ``dropout_mode`` ``none``/``contr``/``mem``/``all``), the implicit-target loss (ITL,
 4.4.2, eq. 4.32; ``itl_weight``, ``itl_reduction``, ``itl_ramp_fraction``, returned as
-the auxiliary loss) and the options beyond the thesis (issue 26: ``anneal_floor``,
+the auxiliary loss; ``itl_form: experts``, the mixture-of-experts aim of the thesis's
+text, :meth:`AMNLM.target_aux_loss`) and the options beyond the thesis (issue 26: ``anneal_floor``,
 ``itl_detach_attention``, ``balance_weight`` (:func:`balance_loss`),
 ``input_projection``) are defined in docs/models.md ("AMN options beyond the thesis").
 The trainer passes the real-token mask (:meth:`AMNLM.token_mask`), so the ITL, the
@@ -37,6 +38,10 @@ from .registry import register
 
 DROPOUT_MODES = ("none", "contr", "mem", "all")
 ITL_REDUCTIONS = ("sum-token", "mean-token", "sum-sequence", "mean-sequence")
+#: ``itl_form``: ``spread`` eq. 4.32 (the memcells' attention-weighted spread around o);
+#: ``experts`` the mixture-of-experts aim the thesis's text describes (section 4.4.2):
+#: each memcell's own prediction of the next word, weighted by its attention.
+ITL_FORMS = ("spread", "experts")
 
 
 def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, hdim: int) -> Tensor:
@@ -129,6 +134,7 @@ class AMNConfig(ModelConfig):
     itl_detach_attention: bool = False
     balance_weight: float = 0.0
     input_projection: int = 0
+    itl_form: str = "spread"
 
     _RANGES = {"anneal_t0": ">= 1 (T = 1 is the plain softmax)",
                "anneal_floor": ">= 1 (the lowest temperature; 1 = the thesis's floor)",
@@ -138,7 +144,7 @@ class AMNConfig(ModelConfig):
                "anneal_fraction": "(0, 1] (the share of the planned training after which T = 1)",
                "itl_ramp_fraction": "[0, 1] (the share of the planned training over which the ITL weight "
                                     "rises once T = 1; 0 = full weight from the start)"}
-    _CHOICES = {"dropout_mode": DROPOUT_MODES, "itl_reduction": ITL_REDUCTIONS}
+    _CHOICES = {"dropout_mode": DROPOUT_MODES, "itl_reduction": ITL_REDUCTIONS, "itl_form": ITL_FORMS}
     _RETIRED = {"itl_ramp_epochs": 0}  # replaced by itl_ramp_fraction; 0 (no ramp) loads
 
     def __post_init__(self):
@@ -192,6 +198,7 @@ class AMNLM(LanguageModel):
         self._health: Optional[List[Tensor]] = None
         self._token_mask: Optional[Tensor] = None  # real tokens of the positions being read
         self._token_col = 0
+        self._expert_parts: List[Tuple[Tensor, Tensor]] = []  # (alpha, memcells) of a segment's calls (experts ITL)
         # analysis hooks (see the module docstring); not saved with the weights
         self.record_attention = False
         self.recorded_attention: List[Tensor] = []
@@ -252,6 +259,30 @@ class AMNLM(LanguageModel):
     def token_mask(self, mask: Optional[Tensor]) -> None:
         """See :meth:`LanguageModel.token_mask` (None: forget it)."""
         self._token_mask, self._token_col = mask, 0
+        self._expert_parts = []
+
+    def target_aux_loss(self, targets: Tensor) -> Optional[Tensor]:
+        """The mixture-of-experts ITL (``itl_form: experts``, docs/models.md):
+        ``itl_weight * scale * mean_t sum_i alpha_t^(i) * (-log P(w_t | m_t^(i)))``,
+        each memcell's prediction through the shared output layer, over the real tokens
+        of the mask given to :meth:`token_mask` (all positions without one); None in
+        evaluation or with the spread form. ``targets`` int64 [B, T]; no host
+        synchronisation. Costs K more output-layer passes per position."""
+        parts, self._expert_parts = self._expert_parts, []
+        if not parts:
+            return None
+        alpha = torch.cat([a for a, _ in parts], 2)  # [K, B, T]
+        cells = torch.cat([m for _, m in parts], 2)  # [K, B, T, H]
+        k = cells.shape[0]
+        logp = self.target_log_probs(cells, targets.unsqueeze(0).expand(k, -1, -1))  # [K, B, T]
+        per_token = -(alpha * logp).sum(0)  # [B, T]
+        mask = self._token_mask
+        if mask is None or mask.shape != per_token.shape:
+            loss = per_token.mean()
+        else:
+            w = mask.to(per_token.dtype)
+            loss = (per_token * w).sum() / w.sum().clamp_min(1.0)
+        return self.config.itl_weight * self.itl_scale * loss
 
     def _take_mask(self, b: int, t_len: int) -> Optional[Tensor]:
         """float [B, T] weights (1 = real token) of this call's columns, or None when no
@@ -308,10 +339,13 @@ class AMNLM(LanguageModel):
         ``itl_detach_attention``) + ``balance_weight * balance``; None when neither is on
         or in evaluation. alpha [K, B, T], o [B, T, H], cells [K, B, T, H], weight [B, T]."""
         c = self.config
-        if not self.training or (c.itl_weight <= 0 and c.balance_weight <= 0):
+        if self.training and c.itl_weight > 0 and c.itl_form == "experts":  # (the loss: target_aux_loss)
+            self._expert_parts.append((alpha, cells))
+        if not self.training or (c.itl_weight <= 0 and c.balance_weight <= 0) or (
+                c.itl_form == "experts" and c.balance_weight <= 0):
             return None
         aux = torch.zeros((), dtype=o.dtype, device=o.device)
-        if c.itl_weight > 0:
+        if c.itl_weight > 0 and c.itl_form == "spread":
             a = alpha.detach() if c.itl_detach_attention else alpha
             aux = aux + c.itl_weight * self.itl_scale * implicit_target_loss(a, o, cells, c.itl_reduction, weight)
         if c.balance_weight > 0:

@@ -501,6 +501,13 @@ class LanguageModel(nn.Module):
         in column order, so that padding is left out of auxiliary losses and health
         figures (called by training and the evaluation loop before each segment)."""
 
+    def target_aux_loss(self, targets: Tensor) -> Optional[Tensor]:
+        """An auxiliary training loss that needs the targets int64 [B, T] of the positions
+        the forward calls since :meth:`token_mask` covered (a scalar tensor, a mean over
+        their real tokens, added to the loss by the trainer), or None (the default; the
+        AMN's mixture-of-experts ITL defines one). Called once per training segment."""
+        return None
+
     def end_diagnostics(self) -> Optional[dict]:
         """The figures accumulated since :meth:`begin_diagnostics` (JSON-ready), or
         None for models without any; stops accumulating."""

@@ -197,6 +197,17 @@ class TableOptions(ReplicationsOption):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CurvesOptions(Options):
+    """``curves``."""
+
+    out: str = option(help="The PNG to write (atomically): validation perplexity against training words and "
+                           "against CPU minutes, one line per run.", path={})
+    label: Tuple[str, ...] = option((), "Legend name of each run, in order (default: the file names).",
+                                    multiple=True)
+    title: Optional[str] = option(None, "First title line: what the runs are (e.g. the benchmark and budget).")
+
+
+@dataclass(frozen=True, kw_only=True)
 class InfoOptions(Options):
     """``info``."""
 

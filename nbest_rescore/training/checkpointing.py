@@ -62,8 +62,10 @@ class RunState:
     seconds: float = 0.0
     lr_scale: float = 1.0
     best_ppl: float = math.inf
-    bad_epochs: int = 0
+    bad_epochs: int = 0  # validations (epoch ends and optim.valid_every points) since the best
     history: list = field(default_factory=list)
+    curve: list = field(default_factory=list)  # every validation point (trainer._progress_entry)
+    cpu_seconds: float = 0.0
     best_state: Optional[dict] = None
     # a mid-epoch state (trainer.EpochPosition as a dict) of epoch ``epoch`` + 1
     position: Optional[dict] = None
@@ -117,8 +119,8 @@ def resume_state(run: RunState, opt, best: dict, position: Optional[dict] = None
     :class:`RunState` (``best_ppl`` None before any validation), the best weights
     ``best``, the optimiser state, the random-number states and (mid-epoch) the
     ``position`` in the epoch after ``run.epoch``."""
-    return {**dataclasses.asdict(replace(run, history=[], best_state=None, position=None)),
-            "best_ppl": run.best_valid_ppl, "history": list(run.history),
+    return {**dataclasses.asdict(replace(run, history=[], curve=[], best_state=None, position=None)),
+            "best_ppl": run.best_valid_ppl, "history": list(run.history), "curve": list(run.curve),
             "best_state": {k: v.detach().cpu().clone() for k, v in best.items()}, "position": position,
             "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
@@ -173,10 +175,11 @@ def restore(loaded: Loaded, model, opt, device) -> RunState:
     if r.get("cuda_rng") and torch.device(device).type == "cuda":
         torch.cuda.set_rng_state_all(r["cuda_rng"])
     counts = {f.name: type(f.default)(r[f.name]) for f in dataclasses.fields(RunState)
-              if f.name in r and f.name not in ("best_ppl", "history", "best_state", "position")}  # int/float
+              if f.name in r and f.name not in ("best_ppl", "history", "curve", "best_state", "position")}
     best = {k: v.to(device) for k, v in r["best_state"].items()} if r.get("best_state") else None
     return RunState(**counts, best_ppl=math.inf if r.get("best_ppl") is None else float(r["best_ppl"]),
-                    history=list(r["history"]), best_state=best, position=r.get("position"))
+                    history=list(r["history"]), curve=list(r.get("curve", [])), best_state=best,
+                    position=r.get("position"))
 
 
 __all__ = ["last_path", "check_writable", "RunState", "save_epoch", "save_last", "resume_state", "load_start", "load_weights",

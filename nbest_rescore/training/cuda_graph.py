@@ -42,6 +42,7 @@ class GraphedStep:
         self.state = tuple(s.clone() for s in model.init_state(batch, dev))
         self.nll = torch.zeros((), dtype=torch.float64, device=dev)
         self.abs_log_z = torch.zeros((), dtype=torch.float64, device=dev)
+        self.aux = torch.zeros((), dtype=torch.float64, device=dev)  # auxiliary loss summed over real tokens
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self.shape = (batch, bptt)
 
@@ -52,6 +53,8 @@ class GraphedStep:
         self.nll.add_(step.nll)
         if step.abs_log_z is not None:
             self.abs_log_z.add_(step.abs_log_z)
+        if step.aux is not None:
+            self.aux.add_(step.aux)
 
     def capture(self, warmup: int = 3) -> None:
         """Warm up (then undo the warm-up's effects) and record the step.
@@ -94,6 +97,7 @@ class GraphedStep:
         """Zero the NLL accumulators and reset the carried state to the initial one."""
         self.nll.zero_()
         self.abs_log_z.zero_()
+        self.aux.zero_()
         for s, s0 in zip(self.state, self.model.init_state(self.shape[0], self.device)):
             s.copy_(s0)
 

@@ -3,7 +3,7 @@ checkpoints"): when a mid-epoch checkpoint is due (``optim.checkpoint_interval``
 SIGTERM/SIGINT, which finish the current step, write the resumable state and end the
 run with :data:`EXIT_PREEMPTED`.
 
-The interval (:class:`~nbest_rescore.config.CheckpointInterval`) is a time (``5m``,
+The interval (:class:`~nbest_rescore.config.Interval`) is a time (``5m``,
 ``90s``, ``1h``) or a number of optimiser steps (``500steps``); ``off`` writes after
 every epoch only.
 """
@@ -13,33 +13,37 @@ import signal
 import threading
 from typing import Optional
 
-from ..config import CheckpointInterval
+from ..config import Interval
 
 #: Exit status of a run stopped by SIGTERM/SIGINT after writing its resumable state
 #: (EX_TEMPFAIL of sysexits.h: "try again"); rerun with ``--resume <out>.last.pt``
 #: (or ``--resume auto``) to continue.
 EXIT_PREEMPTED = 75
 
-class CheckpointClock:
-    """Says when a mid-epoch checkpoint is due: ``interval`` after the last one (or
-    the start of this process's run, at global step ``step`` and ``elapsed`` seconds of
-    the run). The seconds are the trainer's clock (with K ranks rank 0's, so that all
-    ranks decide alike)."""
+class IntervalClock:
+    """Says when something done every ``interval`` (a mid-epoch checkpoint, a
+    validation point) is due: ``interval`` after the last time (or the start of this
+    process's run, at global step ``step``, ``elapsed`` seconds and ``words`` training
+    words of the run). The seconds are the trainer's clock (with K ranks rank 0's, so
+    that all ranks decide alike)."""
 
-    def __init__(self, interval: CheckpointInterval, step: int, elapsed: float):
+    def __init__(self, interval: Interval, step: int, elapsed: float, words: float = 0.0):
         self.interval = interval
-        self._step, self._time = step, elapsed
+        self._step, self._time, self._words = step, elapsed, words
 
-    def due(self, step: int, elapsed: float) -> bool:
-        """Whether a checkpoint is due before global step ``step``, ``elapsed`` s into the run."""
+    def due(self, step: int, elapsed: float, words: float = 0.0) -> bool:
+        """Whether it is due before global step ``step``, ``elapsed`` s and ``words``
+        training words into the run."""
         i = self.interval
         if i.steps is not None:
             return step - self._step >= i.steps
+        if i.words is not None:
+            return words - self._words >= i.words
         return i.seconds is not None and elapsed - self._time >= i.seconds
 
-    def saved(self, step: int, elapsed: float) -> None:
-        """A checkpoint is written before ``step``: count the interval from here."""
-        self._step, self._time = step, elapsed
+    def saved(self, step: int, elapsed: float, words: float = 0.0) -> None:
+        """It is done before ``step``: count the interval from here."""
+        self._step, self._time, self._words = step, elapsed, words
 
 
 class StopSignals:
@@ -75,4 +79,4 @@ class Preempted(Exception):  # (not a DataError: the input was fine, the run is 
     the message and exits with :data:`EXIT_PREEMPTED`."""
 
 
-__all__ = ["EXIT_PREEMPTED", "CheckpointClock", "StopSignals", "Preempted"]
+__all__ = ["EXIT_PREEMPTED", "IntervalClock", "StopSignals", "Preempted"]

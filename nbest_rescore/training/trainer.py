@@ -39,7 +39,7 @@ from ..models.registry import config_from_dict, get_model_class
 from ..progress import Progress
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
-from .preemption import CheckpointClock, Preempted, StopSignals
+from .preemption import IntervalClock, Preempted, StopSignals
 from .schedule import LRSchedule
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,10 @@ EVAL_BPTT = 64
 class TrainResult:
     """Facts of a training run: epochs run, best validation perplexity (None without
     validation text), last epoch's training perplexity, wall-clock seconds and
-    training tokens per second (of all processes); ``rank``: this process's rank in
-    a distributed launch (0 alone; only rank 0 writes and should print)."""
+    training tokens per second (of all processes), an entry per epoch (``history``);
+    ``rank``: this process's rank in a distributed launch (0 alone; only rank 0 writes
+    and should print); ``curve``: every validation point (at epoch ends and every
+    ``optim.valid_every``), as docs/training.md ("Learning curves") describes."""
 
     epochs: int
     best_valid_ppl: Optional[float]
@@ -61,6 +63,7 @@ class TrainResult:
     words_per_s: float
     history: list
     rank: int = 0
+    curve: list = dataclasses.field(default_factory=list)  # the validation points (learning curve)
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,10 @@ class Validation(NamedTuple):
 class EpochStats(NamedTuple):
     """What :func:`train_segments` did: summed training NLL (nats), real target
     tokens, optimiser steps (of the whole epoch, those before a resumed position
-    included), whether the time budget stopped it, the summed |log Z| of the real
-    tokens (self-normalisation only, else None), and whether a signal stopped it
-    (:attr:`Pause.PREEMPT`)."""
+    included), whether the time budget (or early stopping) stopped it, the summed
+    |log Z| of the real tokens (self-normalisation only, else None), whether a signal
+    stopped it (:attr:`Pause.PREEMPT`) and the auxiliary loss summed over the real
+    tokens (:attr:`SegmentLoss.aux`; 0 for a model without one)."""
 
     nll: float
     tokens: int
@@ -97,6 +101,7 @@ class EpochStats(NamedTuple):
     timed_out: bool
     abs_log_z: Optional[float] = None
     preempted: bool = False
+    aux: float = 0.0
 
 
 class Pause(enum.Enum):
@@ -147,12 +152,16 @@ class SegmentLoss(NamedTuple):
     abs_log_z: summed |log Z_t| over the real tokens (detached scalar), Z_t the
         softmax normaliser; only computed with ``self_norm_weight > 0`` (else None).
     num_tokens: number of real (unpadded) target tokens (float scalar tensor).
+    aux: the model's auxiliary loss (an AMN's weighted ITL) times ``num_tokens``
+        (detached scalar, summed over segments into the learning curve's ``aux_loss``),
+        None when the model has none.
     """
 
     loss: Tensor
     nll: Tensor
     abs_log_z: Optional[Tensor]
     num_tokens: Tensor
+    aux: Optional[Tensor] = None
 
 
 def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Optional[Tensor] = None,
@@ -202,7 +211,7 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
     if self_norm_weight > 0:
         sq = (log_z ** 2 * maskf).sum()
         loss = loss + self_norm_weight * (sq / denom if loss_scale is None else sq * loss_scale)
-    return SegmentLoss(loss, nll.detach(), abs_log_z, ntok)
+    return SegmentLoss(loss, nll.detach(), abs_log_z, ntok, None if aux is None else aux.detach() * ntok)
 
 
 def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
@@ -211,6 +220,9 @@ def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor,
     :class:`SegmentLoss`). The forward that data-parallel training wraps in DDP."""
     model.token_mask(mask)
     feats, state, aux = run_segment(model, state, inputs, reset, aligned)
+    extra = model.target_aux_loss(targets)  # (an auxiliary loss that needs the targets, e.g. the AMN's experts ITL)
+    if extra is not None:
+        aux = extra if aux is None else aux + extra
     model.token_mask(None)
     return state, segment_loss(model, feats, targets, mask, aux, self_norm_weight, loss_scale)
 
@@ -306,7 +318,7 @@ def _graphed_step(model, opt, b: int, bptt: int, options: StepOptions):
 
 
 def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions, *,
-                   before_step: Optional[Callable[[int], Optional[bool]]] = None, first_step: int = 0,
+                   before_step: Optional[Callable] = None, first_step: int = 0,
                    max_steps: Optional[int] = None,
                    log_interval: int = 50, progress: Optional[Progress] = None, cuda_graph: bool = False,
                    world: distributed.World = distributed.SINGLE, forward: Optional[Callable] = None,
@@ -316,8 +328,10 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
     device here), state carried between segments and reset where documents start.
 
     Args:
-        before_step: called with the global step number n (counted from
-            ``first_step``) before update n; returning True stops the pass there, a
+        before_step: called as ``before_step(n, tokens, sums)`` before update n, with
+            the global step number n (counted from ``first_step``), the real target
+            tokens of the pass so far (all ranks) and ``sums()``, which reads back the
+            pass's summed (NLL, auxiliary loss) in nats; returning True stops the pass there, a
             :class:`Pause` calls ``on_pause`` with the :class:`EpochPosition` (on every
             rank; collective) and then goes on (SAVE) or stops (PREEMPT).
         max_steps: stop after this many updates.
@@ -344,7 +358,7 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         n = seg_tokens[k]
         if max_steps is not None and steps.done >= max_steps:
             break
-        action = before_step(first_step + steps.done) if before_step is not None else None
+        action = before_step(first_step + steps.done, tokens, steps.sums) if before_step is not None else None
         if isinstance(action, Pause):
             on_pause(EpochPosition(k, tokens, world.gather(steps.snapshot())))
             if action is Pause.PREEMPT:
@@ -381,10 +395,10 @@ class _Steps:
         self.graph = _graphed_step(model, opt, b, bptt, options) if capture else None
         if self.graph is not None:
             self.graph.clear()
-            self.nll, self.abs_log_z = self.graph.nll, self.graph.abs_log_z
+            self.nll, self.abs_log_z, self.aux = self.graph.nll, self.graph.abs_log_z, self.graph.aux
         else:
             self.state = model.init_state(b, device)
-            self.nll, self.abs_log_z = (torch.zeros((), device=device, dtype=torch.float64) for _ in "ab")
+            self.nll, self.abs_log_z, self.aux = (torch.zeros((), device=device, dtype=torch.float64) for _ in "abc")
         if options.self_norm_weight <= 0:
             self.abs_log_z = None
         if saved is not None:
@@ -395,6 +409,7 @@ class _Steps:
         state = self.graph.state if self.graph is not None else self.state
         cuda = self.nll.device.type == "cuda"
         return {"done": self.done, "state": tuple(s.detach().cpu().clone() for s in state), "nll": float(self.nll),
+                "aux": float(self.aux),
                 "abs_log_z": None if self.abs_log_z is None else float(self.abs_log_z),
                 "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state(self.nll.device) if cuda else None}
 
@@ -408,6 +423,7 @@ class _Steps:
         else:
             self.state = tuple(s.to(device) for s in saved["state"])
         self.nll.fill_(saved["nll"])
+        self.aux.fill_(saved.get("aux", 0.0))  # (absent in states written before the learning curves)
         if self.abs_log_z is not None:
             self.abs_log_z.fill_(saved["abs_log_z"] or 0.0)
         torch.set_rng_state(saved["rng"])
@@ -428,14 +444,23 @@ class _Steps:
         self.state, step = train_step(self.model, self.opt, self.state, *seg, o.clip, o.self_norm_weight,
                                       self.aligned, o.autocast_dtype, scale, self.forward)
         self.nll += step.nll
+        if step.aux is not None:
+            self.aux += step.aux
         if self.abs_log_z is not None:
             self.abs_log_z += step.abs_log_z
+
+    def sums(self) -> Tuple[float, float]:
+        """The pass's summed (NLL, auxiliary loss) so far, read back (with K ranks summed
+        over them: collective)."""
+        nll, aux = self.world.sum(self.nll, self.aux)
+        return nll, aux
 
     def stats(self, tokens: int, timed_out: bool) -> EpochStats:
         """The pass's :class:`EpochStats` (read back here; with K ranks summed over them)."""
         # (the tokens are the global batch's already)
-        nll, abs_log_z = self.world.sum(self.nll, 0.0 if self.abs_log_z is None else self.abs_log_z)
-        return EpochStats(nll, tokens, self.done, timed_out, None if self.abs_log_z is None else abs_log_z)
+        nll, abs_log_z, aux = self.world.sum(self.nll, 0.0 if self.abs_log_z is None else self.abs_log_z, self.aux)
+        return EpochStats(nll, tokens, self.done, timed_out, None if self.abs_log_z is None else abs_log_z,
+                          aux=aux)
 
 
 @contextlib.contextmanager
@@ -488,7 +513,7 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
     """
     t, run = _prepare(cfg, out_path, world, progress, resume, init_from)
     o = t.cfg.optim
-    start = time.perf_counter() - run.seconds
+    start = _Clocks(time.perf_counter() - run.seconds, time.process_time() - run.cpu_seconds)
     # a resumed run that had already stopped early trains no further epoch
     first_epoch = run.epoch + 1 if run.bad_epochs < o.patience else o.max_epochs + 1
     with _training_precision(world.device), t.signals:
@@ -508,9 +533,10 @@ def _train(cfg: TrainConfig, out_path, world: distributed.World, progress: bool,
                 break
     if run.best_state is not None:
         t.model.load_state_dict(run.best_state)
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start.wall
     return TrainResult(run.epoch, run.best_valid_ppl, run.history[-1]["train_ppl"] if run.history else math.nan,
-                       seconds, run.tokens / t.tokens_per_word / max(seconds, 1e-9), run.history, world.rank)
+                       seconds, run.tokens / t.tokens_per_word / max(seconds, 1e-9), run.history, world.rank,
+                       list(run.curve))
 
 
 def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: bool, resume: Optional[str],
@@ -547,8 +573,25 @@ def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: boo
     done = run.step + (run.position["segments"] if run.position else 0)
     return _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, encoded,
                      _validation(cfg, direction, family, text), tokens_per_word, family.subword, write,
-                     CheckpointClock(parse_interval(o.checkpoint_interval), done, run.seconds), StopSignals(),
-                     checkpointing.last_path(out_path)), run
+                     IntervalClock(parse_interval(o.checkpoint_interval), done, run.seconds),
+                     _validation_clock(o, run, done, tokens_per_word),
+                     StopSignals(), checkpointing.last_path(out_path)), run
+
+
+def _validation_clock(o, run: "checkpointing.RunState", done: int, tokens_per_word: float) -> IntervalClock:
+    """When the next validation point within an epoch is due: ``optim.valid_every``
+    after the last point (every point restarts it; a resumed run counts from the last
+    point it recorded, as the uninterrupted run would), else from global step ``done``."""
+    every = parse_interval(o.valid_every, "optim.valid_every", "words")
+    if run.curve:
+        p = run.curve[-1]
+        return IntervalClock(every, p["steps"], p["seconds"], p["words"])
+    return IntervalClock(every, done, run.seconds, _words_seen(run, tokens_per_word))
+
+
+def _words_seen(run: "checkpointing.RunState", tokens_per_word: float, tokens: int = 0) -> float:
+    """Training words of the run: those of the epochs done and ``tokens`` of this one."""
+    return (run.tokens + tokens) / tokens_per_word
 
 
 def _check_position(run: "checkpointing.RunState", world: distributed.World, resume: Optional[str]) -> None:
@@ -697,7 +740,8 @@ class _Training:
     tokens_per_word: float  # training target ids per word (1 for word ids)
     subword: bool  # ids are pieces of words: also report perplexity per token
     write: Callable  # (RunState, EpochPosition or None): the epoch's outputs or a mid-epoch state (main rank)
-    saver: CheckpointClock  # when a mid-epoch checkpoint is due
+    saver: IntervalClock  # when a mid-epoch checkpoint is due
+    validator: IntervalClock  # when a validation point within an epoch is due (optim.valid_every)
     signals: StopSignals  # SIGTERM/SIGINT received while training
     last: str  # the resumable state's file (<out>.last.pt)
 
@@ -711,12 +755,22 @@ def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> S
     return make_streams(encoded, batch_size, align=bptt, max_piece=max(bptt, share), seed=seed)
 
 
-def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start: float) -> EpochStats:
+class _Clocks(NamedTuple):
+    """Where a run's clocks started (as if it had never stopped): ``time.perf_counter()``
+    (``wall``) and ``time.process_time()`` (``cpu``: all threads of this process)."""
+
+    wall: float
+    cpu: float
+
+
+def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start: _Clocks) -> EpochStats:
     """The updates of one epoch over freshly dealt streams, the learning rate set from
-    the schedule before each, stopping when ``optim.max_seconds`` is spent, writing
-    mid-epoch checkpoints when due and stopping after one on SIGTERM/SIGINT; unless the
-    time was spent before the epoch began (no step) or a signal stopped it,
-    :func:`_end_epoch`. A resumed mid-epoch ``run.position`` continues this epoch."""
+    the schedule before each, stopping when ``optim.max_seconds`` is spent, validating
+    every ``optim.valid_every`` (:func:`_point`; stopping early after ``patience``
+    validations without improvement), writing mid-epoch checkpoints when due and
+    stopping after one on SIGTERM/SIGINT; unless the time was spent before the epoch
+    began (no step) or a signal stopped it, :func:`_end_epoch`. A resumed mid-epoch
+    ``run.position`` continues this epoch."""
     o = t.cfg.optim
     position, run.position = run.position, None  # (a resumed mid-epoch state: this epoch's)
     t.world.seed_epoch(o.seed, epoch)
@@ -724,12 +778,19 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
         run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
     schedule = LRSchedule(o, run.planned_steps)
-    clock = distributed.Clock(t.world, start, o.log_interval)  # K ranks: rank 0's seconds
+    clock = distributed.Clock(t.world, start.wall, o.log_interval)  # K ranks: rank 0's seconds
 
-    def before_step(step):
+    def before_step(step, tokens, sums):
         elapsed, signalled = clock(step, t.signals.received is not None)
         if o.max_seconds and elapsed > o.max_seconds:
             return True  # the time budget is spent: no further update
+        words = _words_seen(run, t.tokens_per_word, tokens)
+        if t.valid is not None and t.validator.due(step, elapsed, words):
+            t.validator.saved(step, elapsed, words)
+            _point(t, run, _progress_entry(t, run, epoch, step, tokens, *sums(), start), validate=True)
+            t.model.train()
+            if run.bad_epochs >= o.patience:
+                return True  # early stopping within the epoch
         set_lr(t.opt, o.lr * run.lr_scale * schedule.factor(step, elapsed))
         t.model.on_progress(schedule.progress(step, elapsed))
         if signalled or t.saver.due(step, elapsed):
@@ -738,7 +799,8 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
         return None
 
     def on_pause(position: EpochPosition) -> None:  # (every rank; the main one writes)
-        t.write(dataclasses.replace(run, seconds=time.perf_counter() - start), position)
+        t.write(dataclasses.replace(run, seconds=time.perf_counter() - start.wall,
+                                    cpu_seconds=time.process_time() - start.cpu), position)
 
     t.model.train()
     bar = Progress("tok", desc=f"epoch {epoch}", leave=False) if t.progress else None
@@ -755,35 +817,55 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     return stats
 
 
-def _end_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, stats: EpochStats, start: float) -> None:
-    """Count the epoch's updates into ``run``, validate, keep the best weights, log and
-    add the epoch's history entry."""
-    run.step += stats.steps
-    run.tokens += stats.tokens
-    per_token = stats.nll / max(1, stats.tokens)
-    train_ppl = math.exp(min(50.0, per_token * t.tokens_per_word))  # per word (per subword token below)
-    entry = {"epoch": epoch, "train_ppl": train_ppl, "seconds": time.perf_counter() - start,
-             "lr": float(t.opt.param_groups[0]["lr"]), "steps": run.step, "tokens": run.tokens}
+def _progress_entry(t: _Training, run: "checkpointing.RunState", epoch: int, step: int, tokens: int,
+                    nll: float, aux: float, start: _Clocks) -> dict:
+    """A history entry or learning-curve point before global update ``step`` of
+    ``epoch``, after ``tokens`` real target tokens of the epoch with summed ``nll``
+    and auxiliary loss ``aux`` (nats): the epoch's training perplexity so far (per
+    word; per token too for subwords), the auxiliary loss per token (only for a model
+    that has one), the training words seen, wall and CPU seconds, learning rate."""
+    per_token = nll / max(1, tokens)
+    entry = {"epoch": epoch, "train_ppl": math.exp(min(50.0, per_token * t.tokens_per_word)),
+             "seconds": time.perf_counter() - start.wall, "cpu_seconds": time.process_time() - start.cpu,
+             "lr": float(t.opt.param_groups[0]["lr"]), "steps": step, "tokens": run.tokens + tokens,
+             "words": round(_words_seen(run, t.tokens_per_word, tokens))}
     if t.subword:
         entry["train_token_ppl"] = math.exp(min(50.0, per_token))
+    if aux:
+        entry["aux_loss"] = aux / max(1, tokens)
+    return entry
+
+
+def _end_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, stats: EpochStats, start: _Clocks) -> None:
+    """Count the epoch's updates into ``run``, validate (unless a point was just taken
+    at this step), keep the best weights, log and add the epoch's history entry."""
+    entry = _progress_entry(t, run, epoch, run.step + stats.steps, stats.tokens, stats.nll, stats.aux, start)
+    run.step += stats.steps
+    run.tokens += stats.tokens
     if stats.abs_log_z is not None:
         entry["mean_abs_log_z"] = stats.abs_log_z / max(1, stats.tokens)
     if t.valid is not None:
-        _validate(t, run, entry)
+        taken = run.curve and run.curve[-1]["steps"] == run.step  # (early stopping just validated)
+        entry.update({k: v for k, v in run.curve[-1].items() if k.startswith("valid") or k == "memcells"}
+                     if taken else _point(t, run, dict(entry), validate=False))
+        t.validator.saved(run.step, entry["seconds"], entry["words"])
     else:
         run.best_state = copy.deepcopy(t.model.state_dict())
-        log.info("epoch %d: train ppl %.2f, %.0f s", epoch, train_ppl, entry["seconds"])
+        log.info("epoch %d: train ppl %.2f, %.0f s", epoch, entry["train_ppl"], entry["seconds"])
     run.history.append(entry)
     # after validation, so that an epoch is validated with the settings it trained with
     t.model.on_epoch_end(epoch)
     run.epoch = epoch
-    run.seconds = time.perf_counter() - start
+    run.seconds = time.perf_counter() - start.wall
+    run.cpu_seconds = time.process_time() - start.cpu
 
 
-def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
-    """Validation perplexity (and memcell health) of the epoch into ``entry``; keep the
-    weights when they are the best so far, else count a bad epoch (and halve the
-    learning rate with ``optim.halve_lr_on_plateau``)."""
+def _point(t: _Training, run: "checkpointing.RunState", entry: dict, validate: bool) -> dict:
+    """A validation point: validation perplexity (and memcell health) of the current
+    weights added to ``entry`` (:func:`_progress_entry`), which joins ``run.curve``;
+    keep the weights when they are the best so far, else count a bad validation (and
+    halve the learning rate with ``optim.halve_lr_on_plateau``). ``validate``: within
+    an epoch (logged as such). Returns the validation's keys."""
     model, world = t.model, t.world
     model.eval()
     model.begin_diagnostics()
@@ -795,14 +877,17 @@ def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
     nll = world.sum(nll)[0]
     vppl = math.exp(nll / t.valid.words)  # per word: every word and one </s> per sentence
     health = model.end_diagnostics()
-    entry["valid_ppl"] = vppl
+    found = {"valid_ppl": vppl}
     if t.subword:
         tokens = valid.num_tokens
-        entry.update(valid_token_ppl=math.exp(nll / tokens), valid_tokens_per_word=tokens / t.valid.words)
-    log.info("epoch %d: train ppl %.2f, valid ppl %.2f, lr %.2e, %.0f s", entry["epoch"], entry["train_ppl"], vppl,
-             entry["lr"], entry["seconds"])
+        found.update(valid_token_ppl=math.exp(nll / tokens), valid_tokens_per_word=tokens / t.valid.words)
     if health:
-        entry["memcells"] = health
+        found["memcells"] = health
+    entry.update(found)
+    log.info("epoch %d%s: train ppl %.2f, valid ppl %.2f%s, lr %.2e, %.0f s", entry["epoch"],
+             f", {entry['words']} words" if validate else "", entry["train_ppl"], vppl,
+             f", aux loss {entry['aux_loss']:.4f}" if "aux_loss" in entry else "", entry["lr"], entry["seconds"])
+    if health:
         log.info("epoch %d memcells: %s", entry["epoch"], ", ".join(f"{k} {v}" for k, v in health.items()))
     if vppl < run.best_ppl:
         run.best_ppl, run.bad_epochs = vppl, 0
@@ -811,6 +896,8 @@ def _validate(t: _Training, run: "checkpointing.RunState", entry: dict) -> None:
         run.bad_epochs += 1
         if t.cfg.optim.halve_lr_on_plateau:
             run.lr_scale *= 0.5
+    run.curve.append(entry)
+    return found
 
 
 def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState", tokens_per_word: float = 1.0) -> dict:
@@ -818,4 +905,4 @@ def _info(cfg: TrainConfig, params: dict, run: "checkpointing.RunState", tokens_
     return {"train_config": dataclasses.asdict(cfg), "parameters": params, "epochs": run.epoch,
             "best_valid_ppl": run.best_valid_ppl,
             "seconds": run.seconds, "words_per_s": run.tokens / tokens_per_word / max(run.seconds, 1e-9),
-            "history": list(run.history)}
+            "history": list(run.history), "curve": list(run.curve)}

@@ -489,3 +489,59 @@ def test_new_options_refuse_bad_values_by_name(field, value, expected):
     with pytest.raises(DataError, match=f"model_config.{field} must be") as err:
         build_model("amn", {**CFG, field: value}, 30)
     assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_thesis_epoch_annealing_values():
+    """000 section 6.3.1: T0 = 250, x0.15 per epoch, floor 1 (anneal_fraction unset)."""
+    m = build_model("amn", {**CFG, "anneal_t0": 250.0, "anneal_gamma": 0.15}, 30)
+    temps = [float(m.temperature)]
+    for epoch in range(1, 5):
+        m.on_epoch_end(epoch)
+        temps.append(float(m.temperature))
+    assert temps == pytest.approx([250.0, 37.5, 5.625, 1.0, 1.0])
+
+
+def test_experts_itl_equals_its_definition_and_trains_the_controller():
+    """itl_form experts: itl_weight * mean over real tokens of sum_i alpha_i * -log P(w | m_i),
+    P through the shared output layer, computed here from the recorded memcells and attention."""
+    torch.manual_seed(5)
+    m = build_model("amn", {**CFG, "itl_weight": 0.7, "itl_form": "experts"}, 30).train()
+    x, y = torch.randint(0, 30, (3, 6)), torch.randint(0, 30, (3, 6))
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False  # padding leaves nothing
+    m.record_memcells = m.record_attention = True
+    m.token_mask(mask)
+    out = m(x, m.init_state(3))
+    assert out.aux_loss is None  # the experts form needs the targets: not in the forward's aux
+    loss = m.target_aux_loss(y)
+    cells, alpha = m.recorded_memcells[0], m.recorded_attention[0]  # [B, T, K, H], [B, T, K]
+    w, b = m.decoder.weight, m.decoder.bias
+    logp = torch.log_softmax(cells @ w.T + b, -1).gather(-1, y[:, :, None, None].expand(3, 6, 4, 1)).squeeze(-1)
+    per_token = -(alpha * logp).sum(-1)  # [B, T]
+    expected = 0.7 * per_token[mask].mean()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert m.target_aux_loss(y) is None  # used once per segment
+    loss.backward()
+    assert m.w_hh.grad[0].abs().sum() > 0  # the controller learns the gating through alpha
+    m.eval()
+    m.token_mask(mask)
+    m(x, m.init_state(3))
+    assert m.target_aux_loss(y) is None  # not in evaluation
+
+
+def test_trainer_adds_the_experts_itl_to_the_loss():
+    from nbest_rescore.training.trainer import segment_forward
+
+    torch.manual_seed(2)
+    x, y = torch.randint(0, 30, (2, 5)), torch.randint(0, 30, (2, 5))
+    mask, reset = torch.ones(2, 5, dtype=torch.bool), torch.zeros(2, 5, dtype=torch.bool)
+    losses = {}
+    for weight in (0.0, 1.5):
+        torch.manual_seed(0)
+        m = build_model("amn", {**CFG, "itl_weight": weight, "itl_form": "experts"}, 30).train()
+        _, step = segment_forward(m, m.init_state(2), x, y, mask, reset, True)
+        losses[weight] = step
+    assert losses[0.0].aux is None
+    ce = float(losses[0.0].loss)
+    assert float(losses[1.5].loss) == pytest.approx(ce + float(losses[1.5].aux) / 10, rel=1e-6)
+    assert float(losses[1.5].aux) > 0

@@ -18,11 +18,11 @@ import pytest
 import torch
 import yaml
 
-from nbest_rescore.config import parse_interval, CheckpointInterval
+from nbest_rescore.config import parse_interval, Interval
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.checkpoint import load_checkpoint
 from nbest_rescore.training.checkpointing import last_path
-from nbest_rescore.training.preemption import EXIT_PREEMPTED, CheckpointClock
+from nbest_rescore.training.preemption import EXIT_PREEMPTED, IntervalClock
 
 REPO = Path(__file__).resolve().parents[2]
 INTERVAL = 7  # steps between mid-epoch checkpoints in these runs
@@ -82,20 +82,29 @@ def reference(DATA, tmp_path_factory):
 
 
 def test_interval_spellings():
-    assert parse_interval("5m") == CheckpointInterval(seconds=300.0)
-    assert parse_interval("90s") == CheckpointInterval(seconds=90.0)
-    assert parse_interval("1.5h") == CheckpointInterval(seconds=5400.0)
-    assert parse_interval("500steps") == CheckpointInterval(steps=500)
+    assert parse_interval("5m") == Interval(seconds=300.0)
+    assert parse_interval("90s") == Interval(seconds=90.0)
+    assert parse_interval("1.5h") == Interval(seconds=5400.0)
+    assert parse_interval("500steps") == Interval(steps=500)
+    assert parse_interval("300kwords", "optim.valid_every", "words") == Interval(words=300000)
+    assert parse_interval("1.5mwords", "optim.valid_every", "words") == Interval(words=1500000)
+    assert parse_interval("epoch", "optim.valid_every", "words").off
+    with pytest.raises(DataError, match="optim.valid_every must be a time .* training words"):
+        parse_interval("500steps", "optim.valid_every", "words")
+    with pytest.raises(DataError, match="optim.checkpoint_interval must be a time"):
+        parse_interval("300kwords")
     assert parse_interval("off").off and parse_interval("0").off
     for bad in ("10", "-5m", "5 parsecs", "2.5steps", ""):
         with pytest.raises(DataError, match="optim.checkpoint_interval must be a time"):
             parse_interval(bad)
-    clock = CheckpointClock(parse_interval("60s"), step=0, elapsed=10.0)
+    clock = IntervalClock(parse_interval("60s"), step=0, elapsed=10.0)
     assert not clock.due(5, 69.0) and clock.due(5, 70.0)
     clock.saved(5, 70.0)
     assert not clock.due(6, 100.0)
-    steps = CheckpointClock(parse_interval("7steps"), step=3, elapsed=0.0)
+    steps = IntervalClock(parse_interval("7steps"), step=3, elapsed=0.0)
     assert not steps.due(9, 1e9) and steps.due(10, 0.0)
+    words = IntervalClock(parse_interval("1000words", "optim.valid_every", "words"), step=0, elapsed=0.0, words=500)
+    assert not words.due(3, 1e9, 1499) and words.due(3, 0.0, 1500)
 
 
 def test_sigterm_saves_exits_75_and_resume_is_bit_identical(reference, tmp_path):
@@ -249,7 +258,7 @@ def test_a_pass_paused_and_continued_from_its_position_equals_one_pass(name, dev
     m, opt = fresh()
     saved = {}
 
-    def pause_at_3(step):
+    def pause_at_3(step, tokens, sums):
         return Pause.SAVE if step == 3 else None
 
     def on_pause(position):
