@@ -139,7 +139,8 @@ class ScoreJob(ScoreOptions):
 
     def weights(self) -> Weights:
         """The combination weights: from ``weights_file`` (its NN weights put in the
-        order of ``lm``) or the weight options. Raises DataError (see
+        order of ``lm`` by name; with one ``lm`` and one NN weight in the file, that
+        weight whatever its name) or the weight options. Raises DataError (see
         :func:`score_weights`; a weights file naming other LMs than ``lm``)."""
         n = len(self.lm_paths)
         if self.weights_file is None:
@@ -147,6 +148,8 @@ class ScoreJob(ScoreOptions):
                                  self.nn_weights, n)
         w, names = read_weights_file(self.weights_file)
         mine = self.lm_names
+        if n == 1 and len(names) == 1:  # one LM: its weight, whatever the name (tune calls a lone nn_cost 'nn')
+            names = mine
         if sorted(names) != sorted(mine):
             raise DataError(f"--weights {self.weights_file} has weights for the NN LMs {', '.join(names)}, but the "
                             f"--lm checkpoints are named {', '.join(mine)} (from their file names); give the "

@@ -117,6 +117,9 @@ class HfTrainModel(nn.Module):
     def token_mask(self, mask: Optional[Tensor]) -> None:
         pass
 
+    def target_aux_loss(self, targets: Tensor) -> Optional[Tensor]:
+        return None
+
     def on_progress(self, fraction: float) -> None:
         pass
 

@@ -177,3 +177,21 @@ def test_cli_on_shards_then_merge_per_lm_equals_one_run(scored, lms, DATA, tmp_p
                                         r"scored with different --lm"):
         merge_scores([jobs[0], tmp_path / "one"], tmp_path / "m2")
     assert not (tmp_path / "m2").exists()
+
+
+def test_one_lm_tune_then_score_at_the_tuned_weights(lms, DATA, tmp_path):
+    """The most common path: score with one LM, tune on its nn_cost (tune names it 'nn'),
+    then score again with --weights tune.json: the same checkpoint is accepted and its
+    WER is the one tune found at its best point (independently: the tune's own search)."""
+    first, tuned, again = tmp_path / "first", tmp_path / "tune", tmp_path / "again"
+    ci = DATA / "ci"
+    assert run(["score", "--lm", lms[0], "--nbest", ci, "--out", first]).exit_code == 0
+    res = run(["tune", "--nbest", ci, "--ref", ci / "ref.txt", "--nn-cost", first / "nn_cost", "--out", tuned])
+    assert res.exit_code == 0, res.output
+    weights = json.loads((tuned / "tune.json").read_text())
+    assert list(weights["weights"]["nn"]) == ["nn"]  # the lone cost file's name
+    res = run(["score", "--lm", lms[0], "--nbest", ci, "--ref", ci / "ref.txt", "--weights", tuned / "tune.json",
+               "--out", again])
+    assert res.exit_code == 0, res.output
+    wer = json.loads((again / "wer.json").read_text())["wer"]["rescored"]["wer"]
+    assert wer == pytest.approx(weights["best"]["wer"], abs=1e-9)

@@ -264,7 +264,7 @@ def test_training_logs_progress_before_its_first_epoch_ends(DATA, tmp_path, capl
     caplog.set_level(logging.INFO, logger="nbest_rescore")
 
     monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.0)
-    train(tiny_cfg(DATA, max_epochs=1), tmp_path / "m.pt", progress=True)
+    train(tiny_cfg(DATA, max_epochs=1, log_interval=10), tmp_path / "m.pt", progress=True)
     messages = [(r.name, r.getMessage()) for r in caplog.records]
     end = next(i for i, (_, m) in enumerate(messages) if m.startswith("epoch 1: train ppl"))
     lines = [m for name, m in messages[:end] if name == "nbest_rescore.progress"]
