@@ -237,6 +237,13 @@ def check_paths(obj, names) -> None:
                 raise DataError(f"{flag(name)} {path}: no such file or folder")
 
 
+def named_paths(obj, names) -> list:
+    """``(--option, path)`` of the path attributes ``names`` of ``obj`` (a path, a
+    sequence of paths or None each), as :func:`~nbest_rescore.io.atomic.check_outside_inputs`
+    takes them."""
+    return [(flag(name), getattr(obj, name)) for name in names]
+
+
 def check_input_file(path, option: str, what: str, stream: bool = True) -> None:
     """``option path`` names a file to read (``what``, e.g. ``"the references"``): it
     exists and is not a folder. A named pipe or another special file (``--ref <(...)``)

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from ..errors import DataError
-from ..io.atomic import atomic_dir, check_output_dir, check_output_file
+from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
 from ..io.jsonl_nbest import write_jsonl_nbest
 from ..io.kaldi_nbest import KALDI_WRITTEN, write_kaldi_nbest_files
 from ..io.plain_nbest import PLAIN_WRITTEN, write_plain_nbest_files
 from ..options import NBEST_FORMATS, ConvertOptions
 from ..types import NbestSet
-from ..validation import check_choice, check_paths
+from ..validation import check_choice, check_paths, named_paths
 from .inputs import PLAIN_PATHS, load_nbest
 
 __all__ = ["ConvertJob", "ConvertResult", "convert_nbest"]
@@ -96,6 +96,7 @@ class ConvertJob(ConvertOptions):
     def __post_init__(self):
         super().__post_init__()
         check_paths(self, ("nbest", *PLAIN_PATHS))
+        check_outside_inputs(self.out, named_paths(self, ("nbest", *PLAIN_PATHS)))
         _check_out(self.to, self.out)
 
     def run(self) -> ConvertResult:

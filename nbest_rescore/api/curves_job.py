@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 from ..errors import DataError
 from ..evaluation.plots import plot_learning_curves
-from ..io.atomic import check_output_file
+from ..io.atomic import check_output_file, check_outside_inputs
 from ..options.commands import CurvesOptions
 
 
@@ -59,6 +59,7 @@ class CurvesJob(CurvesOptions):
         super().__post_init__()
         if self.label and len(self.label) != len(self.runs):
             raise DataError(f"--label: give one per run ({len(self.runs)}), got {len(self.label)}")
+        check_outside_inputs(self.out, [("RUN", self.runs)])
         if not str(self.out).lower().endswith(".png"):
             raise DataError(f"--out {self.out}: the plot is a PNG; give a file name ending in .png")
         check_output_file(self.out, "--out")

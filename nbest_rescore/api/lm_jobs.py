@@ -10,14 +10,14 @@ from ..config import TrainConfig, load_train_config, parse_interval, validate_tr
 from ..errors import DataError
 from ..evaluation.analysis import Analysis, analyze_model, write_analysis
 from ..evaluation.perplexity import PerplexityReport, corpus_perplexity, history_perplexity
-from ..io.atomic import atomic_dir, check_output_dir
+from ..io.atomic import atomic_dir, check_output_dir, check_outside_inputs
 from ..io.lm_text import read_lm_text
 from ..models.cache import cache_settings
 from ..training.checkpointing import last_path
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, TrainOptions
-from ..validation import check_input_file, check_option, check_paths
+from ..validation import check_input_file, check_option, check_paths, named_paths
 from .inputs import Progress
 from .lm_loading import LoadedLM, load_lm, seed_everything, set_threads
 
@@ -103,7 +103,11 @@ class TrainJob(TrainOptions):
         super().__post_init__()
         check_paths(self, ("config", "init_from") if self.resume == AUTO_RESUME else ("config", "resume", "init_from"))
         check_input_file(self.config, "--config", "the YAML training config", stream=False)
-        self.train_config()
+        cfg = self.train_config()
+        check_outside_inputs(self.out, named_paths(self, ("config", "init_from")) + [
+            (f"{section}.{key}", getattr(getattr(cfg, section), key)) for section, key in
+            (("data", "train"), ("data", "valid"), ("vocab", "file"), ("vocab", "restrict_to"))] + (
+            [("hf.pretrained", cfg.hf.pretrained), ("hf.tokenizer", cfg.hf.tokenizer)] if cfg.hf else []))
 
     def train_config(self) -> TrainConfig:
         """The config file with this job's overrides applied (raises DataError)."""
@@ -147,6 +151,7 @@ class AnalyzeJob(AnalyzeOptions):
     def __post_init__(self):
         super().__post_init__()
         check_paths(self, ("lm", "text"))
+        check_outside_inputs(self.out, named_paths(self, ("lm", "text")))
         check_output_dir(self.out, ANALYSIS_OUTPUTS)
 
     def run(self) -> Tuple[Analysis, List[str]]:

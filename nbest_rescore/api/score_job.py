@@ -20,13 +20,13 @@ import numpy as np
 
 from ..errors import DataError
 from ..evaluation.wer import check_references
-from ..io.atomic import check_output_dir
+from ..io.atomic import check_output_dir, check_outside_inputs
 from ..io.spans import NbestSource, SetSource
 from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, WeightOptions
 from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
-from ..validation import check_paths
+from ..validation import check_paths, named_paths
 from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_weights_file
 from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
@@ -168,6 +168,8 @@ class ScoreJob(ScoreOptions):
         check_device(self.device, self)
         check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
         if self.out is not None:
+            check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "weights_file", *PLAIN_PATHS,
+                                                              "ngram_arpa")))
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:

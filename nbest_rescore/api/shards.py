@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
-from ..io.atomic import atomic_dir, atomic_write, check_output_dir
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
 from ..io.kaldi_nbest import split_hyp_key, write_kaldi_nbest_files
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..io.score_ark import read_cost_ark, write_cost_ark
@@ -163,6 +163,7 @@ class SplitJob(SplitOptions):
         super().__post_init__()
         if not os.path.exists(self.nbest):
             raise DataError(f"NBEST_DIR {self.nbest}: no such file or folder")
+        check_outside_inputs(self.out, [("NBEST_DIR", self.nbest)], option="OUT_DIR")
         check_output_dir(self.out, _split_outputs(self.nj), option="OUT_DIR")
 
     def run(self) -> SplitResult:
@@ -411,6 +412,7 @@ class MergeJob(MergeOptions):
         _check_jobs(self.jobs)
         if self.ref is not None:  # a named pipe is read once, as a stream
             check_input_file(self.ref, "--ref", "the references (Kaldi text)")
+        check_outside_inputs(self.out, [("JOB_DIR", self.jobs), ("--ref", self.ref)])
         _check_out(self.out, self.jobs)
 
     def run(self) -> MergeResult:

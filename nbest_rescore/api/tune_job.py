@@ -19,13 +19,13 @@ from ..evaluation.tune_report import assess
 from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
                                  tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
-from ..io.atomic import atomic_dir, atomic_write, check_output_dir
+from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
 from ..types import NbestSet
 from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
 from ..options.parse import check_grid, parse_grid
-from ..validation import check_choice, check_option, check_paths
+from ..validation import check_choice, check_option, check_paths, named_paths
 from .inputs import PLAIN_PATHS, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
@@ -233,6 +233,7 @@ class TuneJob(TuneOptions):
             check_option("seed", self.seed, "int", ">= 0")
         check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
         if self.out is not None:
+            check_outside_inputs(self.out, named_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost")))
             check_output_dir(self.out, TUNE_OUTPUTS)
 
     def run(self) -> TuneResult:

@@ -43,6 +43,36 @@ def check_output_file(path, option: str = "--out") -> None:
     _check_base(Path(path).absolute().parent, path, option)
 
 
+def check_outside_inputs(out, inputs: Iterable, option: str = "--out") -> None:
+    """The one rule for every command that writes: its output ``out`` (a file or a folder
+    replaced as a whole) must not be, contain or lie inside one of its inputs, which it
+    would write over or into. Paths are compared after resolving links and ``..``.
+
+    Args:
+        inputs: ``(name, path)`` pairs, e.g. ``("--nbest", "dev/")``; a path may be None
+            (not given), a sequence of paths, or an ``hf:DIR`` LM.
+    Raises:
+        DataError: one line naming ``option out``, the input and a fix, before any work.
+    """
+    mine = os.path.realpath(os.fspath(out))
+    for name, value in inputs:
+        for path in value if isinstance(value, (list, tuple)) else (value,):
+            if path is None:
+                continue
+            text = os.fspath(path)
+            theirs = os.path.realpath(text[3:] if text.startswith("hf:") else text)
+            if theirs == mine:
+                how = "is"
+            elif theirs.startswith(mine.rstrip(os.sep) + os.sep):
+                how = "contains"
+            elif mine.startswith(theirs.rstrip(os.sep) + os.sep):
+                how = "lies inside"
+            else:
+                continue
+            raise DataError(f"{option} {out}: {how} the input {name} {text}, which writing it would replace or "
+                            f"change; choose an {option} outside every input (nothing was written)")
+
+
 def _check_base(folder: Path, path, option: str) -> None:
     """The nearest existing folder at or above ``folder`` is a folder this user may
     write in (:func:`_probe`); DataError naming ``option path`` otherwise."""
