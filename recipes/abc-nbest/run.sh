@@ -5,7 +5,8 @@
 # the WER table. Kaldi-style stages; run from the repository root:
 #
 #   bash recipes/abc-nbest/run.sh [--stage N] [--stop-stage M] [--data DIR] [--exp DIR]
-#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal|cpu-twins|cpu-ensemble] [--models "gru amn ..."] [--device cpu|cuda]
+#        [--conf DIR | --conf-set gpu|cpu|gpu-equal|cpu-equal|cpu-twins|cpu-ensemble|cpu-ablation|cpu-converged]
+#        [--models "gru amn ..."] [--device cpu|cuda]
 #        [--threads N] [--train-seconds S] [--eval-sets "DIR ..."] [--histories "first-pass none"]
 #
 # Stages: 0 check the data, 1 train, 2 lm_valid perplexity, 3 rescore dev, 4 tune on
@@ -50,6 +51,11 @@
 # minutes on one thread, two side by side (one run.sh --stop-stage 3 per model, then stages
 # 4-7 once); amn-full-costeq / amn-full-eqparams are the same training at two other shapes,
 # and amn-full-{itl2,floor,balance,detach} the options beyond the thesis.
+#
+# --conf-set cpu-converged: experiment 2 of docs/amn_convergence.md: the GRU 256 of cpu-ensemble
+# and the AMN of experiment 1 scaled to the 43k vocabulary, each at most 1 hour on one thread with
+# a validation point every 500k words and early stopping; train them side by side (one run.sh
+# --stop-stage 1 per model), then run stages 2-7 once.
 #
 # --conf-set cpu-twins: the same GRU 256 with the adaptive softmax (gru-adaptive) and
 # the full softmax (gru-softmax), 30 minutes each; train them side by side with
@@ -126,7 +132,8 @@ if [ -n "$conf_set" ]; then
     cpu-twins) set_models="gru-adaptive gru-softmax"; set_device=cpu ;;
     cpu-ensemble) set_models="gru-fwd gru-bwd amn"; set_device=cpu ;;
     cpu-ablation) set_models="gru lstm amn-vanilla amn-anneal amn-dropmem amn-dropmem-itl amn-full"; set_device=cpu ;;
-    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal, cpu-twins, cpu-ensemble or cpu-ablation, got '$conf_set'" >&2; exit 2 ;;
+    cpu-converged) set_models="gru amn"; set_device=cpu ;;
+    *) echo "--conf-set: expected gpu, cpu, gpu-equal, cpu-equal, cpu-twins, cpu-ensemble, cpu-ablation or cpu-converged, got '$conf_set'" >&2; exit 2 ;;
   esac
   [[ $given == *" --conf "* ]] || conf=recipes/abc-nbest/conf/$conf_set
   [[ $given == *" --models "* ]] || models=$set_models
