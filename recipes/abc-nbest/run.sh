@@ -253,7 +253,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
     # saves it and exits 75 (torchrun: non-zero): rerun this script to continue
     status=0
     "${trainer[@]}" -v train --config "$conf/$m.yaml" --out "$out" --device "$device" --resume auto \
-      ${train_seconds:+--max-seconds "$train_seconds"} ${threads:+--threads "$threads"} --no-progress \
+      ${train_seconds:+--max-seconds "$train_seconds"} ${threads:+--threads "$threads"} \
       2>> "$exp/train_$m.log" > "$exp/train_$m.json.tmp" || status=$?
     if [ "$status" -ne 0 ]; then
       [ ! -e "$last" ] || log 1 "training of $m stopped (exit $status; $exp/train_$m.log); rerun to resume from $last"
@@ -281,7 +281,7 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       if [ -f "$out/wer.json" ]; then log 3 "$out exists, skipping"; continue; fi
       log 3 "rescore dev with $m, --history $h"
       nbest-rescore score "${lm[@]}" --nbest "$data/dev" --ref "$data/dev/ref.txt" --out "$out" \
-        --history "$h" --interp 0.5 --device "$device" --no-progress
+        --history "$h" --interp 0.5 --device "$device"
     done
   done
 fi
@@ -370,7 +370,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
           rm -f "$out/weights"
           nbest-rescore score "${lm[@]}" --nbest "$d" ${ref:+--ref "$ref"} --out "$out" --history "$h" \
             --acoustic-scale "$as" --interp "$lam" --lm-weight "$lw" --word-ins-penalty "$wip" \
-            --device "$device" --no-progress
+            --device "$device"
           echo "$want" > "$out/weights"
         done
       done

@@ -33,6 +33,6 @@ for run in "$@"; do
   if [ -s "$exp/$name.json" ]; then echo "$name: done ($exp/$name.json)"; continue; fi
   echo "$(date +%T) $name: training ($exp/$name.log)"
   python -m nbest_rescore -v --seed "$seed" train --config "$conf/$row.yaml" --out "$exp/$name.pt" \
-    --resume auto "${cap[@]}" --no-progress > "$exp/$name.json.tmp" 2>> "$exp/$name.log"
+    --resume auto "${cap[@]}" > "$exp/$name.json.tmp" 2>> "$exp/$name.log"
   mv "$exp/$name.json.tmp" "$exp/$name.json"
 done
