@@ -67,7 +67,9 @@ def test_score_tune_split_merge_refuse_their_inputs(nb, tiny_lm, tmp_path):
     assert run("score", "--lm", tiny_lm, "--nbest", d, "--out", out).exit_code == 0
     refused(run("tune", "--nbest", d, "--ref", d / "ref.txt", "--nn-cost", out / "nn_cost", "--out", out),
             "contains")
-    refused(run("merge", "--out", out, out), "is")
+    refused(run("merge", "--out", out / "merged", out), "lies inside")
+    res = run("merge", "--out", out, out)  # (the older check's own words for this one)
+    assert res.exit_code != 0 and "is also a job folder" in res.output
     assert (out / "nn_cost").is_file() and (out / "text").is_file()  # still the score run's output
 
 

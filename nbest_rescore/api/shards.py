@@ -412,8 +412,8 @@ class MergeJob(MergeOptions):
         _check_jobs(self.jobs)
         if self.ref is not None:  # a named pipe is read once, as a stream
             check_input_file(self.ref, "--ref", "the references (Kaldi text)")
+        _check_out(self.out, self.jobs)  # (--out being a job folder: its own message)
         check_outside_inputs(self.out, [("JOB_DIR", self.jobs), ("--ref", self.ref)])
-        _check_out(self.out, self.jobs)
 
     def run(self) -> MergeResult:
         """Read, merge and write; returns the :class:`MergeResult`."""

@@ -123,12 +123,12 @@ def test_output_variants_do_not_depend_on_the_batch(variant, ci_nbest, ci_vocab,
 
 
 def test_safe_rows_and_pad_rows():
-    assert [safe_rows(n) for n in range(1, 15)] == [4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 13, 14]
-    assert MIN_ROWS == 12 and ROW_MULTIPLE == 4
+    assert [safe_rows(n) for n in range(1, 20)] == [16] * 16 + [17, 18, 19]
+    assert MIN_ROWS == 16 and ROW_MULTIPLE == 16
     t = torch.arange(6.0).view(3, 2)
     p = pad_rows(t)
-    assert p.shape == (4, 2) and torch.equal(p[:3], t) and torch.equal(p[3], t[0])
-    for n in (4, 8, MIN_ROWS, MIN_ROWS + 1):
+    assert p.shape == (16, 2) and torch.equal(p[:3], t) and (p[3:] == t[0]).all()
+    for n in (MIN_ROWS, MIN_ROWS + 1):
         ok = torch.zeros(n, 2)
         assert pad_rows(ok) is ok
     with pytest.raises(ValueError, match="at least one row"):
