@@ -260,8 +260,13 @@ def learning_curves_figure(runs: Sequence, *, title: Optional[str] = None):
                        (by_cpu, [p["cpu_seconds"] / 60.0 for p in curve])):
             line, = ax.plot(xs, ppl, marker=".", markersize=3, linewidth=1.2, label=f"{label} (best {ppl[best]:.1f})")
             ax.plot([xs[best]], [ppl[best]], marker="o", markersize=7, fillstyle="none", color=line.get_color())
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
     for ax, xlabel in ((by_words, "training words (millions)"), (by_cpu, "CPU minutes (all threads of the run)")):
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0)))
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)
         ax.set_ylabel("validation perplexity")
         ax.grid(True, which="both", alpha=0.3)
