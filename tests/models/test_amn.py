@@ -482,7 +482,8 @@ def test_annealing_floor_above_one():
 
 @pytest.mark.parametrize("field, value, expected", [("anneal_floor", 0.5, ">= 1"), ("input_projection", -3, ">= 0"),
                                                     ("balance_weight", -0.1, ">= 0"),
-                                                    ("itl_detach_attention", "yes", "true or false")])
+                                                    ("itl_detach_attention", "yes", "true or false"),
+                                                    ("itl_form", "mixture", "experts")])
 def test_new_options_refuse_bad_values_by_name(field, value, expected):
     from nbest_rescore.errors import DataError
 
