@@ -18,7 +18,8 @@ Jobs: :meth:`SlurmCluster.submit` (``sbatch --parsable``), :meth:`SlurmCluster.w
 later), and the job runs its batch script again with ``SLURM_RESTART_COUNT`` = 1, 2 ...
 (the script resumes when the checkpoint exists). Slurm holds a requeued job for about
 two minutes (``Reason=BeginTime``); ``requeue`` lifts that with ``scontrol update
-StartTime=now``. A job that already ended (e.g. exit 75) can be requeued the same way;
+StartTime=now``, 2 s after the job is pending (a relaunch in the second its previous
+credential was revoked fails). A job that already ended (e.g. exit 75) can be requeued the same way;
 ``sbatch --no-requeue`` refuses it. Jobs get the submitter's environment (sbatch's
 default ``--export=ALL``: PATH, PYTHONPATH ...). A resuming batch script, e.g.::
 
@@ -157,7 +158,10 @@ class SlurmCluster:
     def requeue(self, job_id: str) -> None:
         """``scontrol requeue`` (SIGTERM to a running job, then it starts again from its
         batch script) and ``scontrol update StartTime=now``: without it Slurm holds a
-        requeued job about two minutes (Reason=BeginTime)."""
+        requeued job about two minutes (Reason=BeginTime, the credential lifetime). The
+        update waits 2 s after the job is pending: slurmd refuses a job credential created
+        in the same second as the revocation of the job's previous one (slurm_cred.c,
+        ``ctime <= revoked``), and the relaunch would end FAILED."""
         res = self._run("scontrol", "requeue", str(job_id))
         if res.returncode != 0:
             raise RuntimeError(f"scontrol requeue {job_id}: {(res.stdout + res.stderr).strip()}")
@@ -165,6 +169,10 @@ class SlurmCluster:
         while time.monotonic() < deadline:
             info = self.jobs(job_id)
             if info and info[-1].get("JobState") == "PENDING":
+                # slurmd refuses a credential made in the second (or before) it revoked the
+                # job's last one ("cred revoked": the batch launch fails and the job ends
+                # FAILED); the revocation came before PENDING, so 2 s later is always after
+                time.sleep(2.0)
                 self._run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
                 return
             time.sleep(0.2)

@@ -48,8 +48,9 @@ def test_a_job_that_exited_75_is_requeued_and_resumes(slurm, tmp_path):
     assert info["JobState"] == "FAILED" and info["exit_code"] == 75
     slurm.requeue(job)
     info = slurm.wait(job, timeout=60, min_restarts=1)
-    assert info["JobState"] == "COMPLETED" and info["exit_code"] == 0
-    assert (tmp_path / "job.out").read_text().endswith("resumed from saved\n")
+    out = (tmp_path / "job.out").read_text()
+    assert (info["JobState"], info["exit_code"]) == ("COMPLETED", 0), (info.get("Reason"), out)
+    assert out.endswith("resumed from saved\n")
 
 
 def test_no_requeue_jobs_are_refused(slurm, tmp_path):
