@@ -28,10 +28,12 @@ from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
 @dataclass
 class DataConfig:
-    """Training text: one sentence per line, blank lines between documents."""
+    """Training text: one sentence per line, blank lines between documents. ``train``
+    is required (:func:`validate_train_config` says so); without ``valid`` the run has no
+    validation (no perplexity points, no early stopping; the last weights are kept)."""
 
-    train: str = "../shared/data/abc-nbest/lm/lm_train.txt"
-    valid: Optional[str] = "../shared/data/abc-nbest/lm/lm_valid.txt"
+    train: Optional[str] = None
+    valid: Optional[str] = None
     max_words: Optional[int] = None  # word budget: train on a prefix of the text
     max_valid_words: Optional[int] = None
 
@@ -272,6 +274,9 @@ def validate_train_config(cfg: TrainConfig, source=None) -> None:
     try:
         for key in _SECTIONS:
             dataclasses.replace(getattr(cfg, key))  # re-runs __post_init__ on the current values
+        if not cfg.data.train:
+            raise DataError("data.train: required, the training text (one sentence per line, a blank line between "
+                            "documents); e.g. data: {train: data/lm_train.txt, valid: data/lm_valid.txt}")
         dataclasses.replace(cfg)
         if cfg.model == HF_MODEL:
             _check_hf(cfg)

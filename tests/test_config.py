@@ -189,3 +189,23 @@ def test_section_dataclasses_check_their_fields():
     with pytest.raises(DataError, match=r"^model must be a non-empty string"):
         TrainConfig(model=None)
     assert DataConfig(train=Path("a.txt")).train == "a.txt"  # Path objects become strings
+
+
+def test_the_training_text_is_required_and_validation_optional(tmp_path):
+    # no default path to the benchmark: a config without data.train is one line naming the key
+    cfg = tmp_path / "nodata.yaml"
+    cfg.write_text("model: gru\nmodel_config: {embedding_dim: 8, hidden_size: 8}\n")
+    out = tmp_path / "m.pt"
+    res = CliRunner().invoke(nbest_rescore.cli.main, ["train", "--config", str(cfg), "--out", str(out)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.strip().splitlines() == [f"Error: {cfg}: data.train: required, the training text (one sentence "
+                                               "per line, a blank line between documents); e.g. data: {train: "
+                                               "data/lm_train.txt, valid: data/lm_valid.txt}"]
+    assert not out.exists()
+    assert DataConfig().train is None and DataConfig().valid is None
+    # the same check for a config built in Python
+    from nbest_rescore.training.trainer import train
+
+    with pytest.raises(DataError, match=r"^data\.train: required"):
+        train(TrainConfig(model="gru", model_config={"embedding_dim": 8, "hidden_size": 8}), tmp_path / "p.pt")
+    assert not (tmp_path / "p.pt").exists()

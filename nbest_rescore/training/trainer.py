@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import HF_MODEL, TrainConfig, parse_interval
+from ..config import HF_MODEL, TrainConfig, parse_interval, validate_train_config
 from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
                       segment_tokens)
 from ..errors import DataError
@@ -621,6 +621,7 @@ class WordFamily:
     subword = False
 
     def check(self, cfg: TrainConfig, out_path, world: distributed.World) -> str:
+        validate_train_config(cfg)  # (a TrainConfig built in Python has not been checked)
         if world.main:  # (the only rank that writes)
             checkpointing.check_writable(out_path)
         return config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
