@@ -12,14 +12,16 @@ nbest = nr.load_nbest(lists)                        # Kaldi N-best directory (or
 refs = nr.load_references(f"{lists}/ref.txt")
 lm = nr.load_lm(lm_path, device="cpu")              # "cuda" on a GPU
 
-res = nr.score(nbest, lm, refs=refs, lm_weight=9.5, interp=0.5, history="first-pass")
+wip = -0.629606                                     # the benchmark decoder's word insertion penalty
+res = nr.score(nbest, lm, refs=refs, lm_weight=9.5, interp=0.5, word_ins_penalty=wip, history="first-pass")
 print(f"{lm.name}: {res.stats['hypotheses']} hypotheses of {len(nbest)} utterances scored")
 for name, report in res.wer.items():                # rescored, first_pass, oracle
     print(f"  {name:<10} {report}")
 utt = nbest.utt_ids[0]
 print(f"  new 1-best of {utt}: {' '.join(res.one_best[utt])}")
 
-tuned = nr.tune(nbest, refs, res.nn_costs(), interps=[0.5, 0.6, 0.7, 0.8, 0.9, 1.0], lm_weights=[8, 9, 10, 11, 12])
+tuned = nr.tune(nbest, refs, res.nn_costs(), interps=[0.5, 0.6, 0.7, 0.8, 0.9, 1.0], lm_weights=[8, 9, 10, 11, 12],
+                word_ins_penalties=[wip])
 b = tuned.best
 print(f"tuned: WER {b.wer:.2f}% at interp {b.interp:g}, lm_weight {b.lm_weight:g}")
 

@@ -85,7 +85,11 @@ def test_constants_agree_with_the_code_using_them():
 
 def test_defaults_users_rely_on():
     s = opt.ScoreOptions(lm="m.pt", nbest="dir")
-    assert (s.word_ins_penalty, s.lm_weight, s.interp, s.acoustic_scale) == (-0.629606, 9.5, 0.5, 1.0)
+    assert (s.word_ins_penalty, s.lm_weight, s.interp, s.acoustic_scale) == (0.0, 9.5, 0.5, 1.0)
+    # the API's weights are the options' (declared once): Weights() equals the CLI defaults
+    from nbest_rescore.rescoring.combine import Weights
+    w = Weights()
+    assert (w.word_ins_penalty, w.lm_weight, w.interp, w.acoustic_scale) == (0.0, 9.5, 0.5, 1.0)
     assert (s.batch_size, s.max_tokens, s.span_hyps, s.history) == (256, 8192, 10000, ("first-pass",))
     assert (s.scoring, s.output, s.quantize, s.dtype, s.softmax_impl) == ("tree", "softmax", "none", "float32",
                                                                          "fused")

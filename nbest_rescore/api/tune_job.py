@@ -19,6 +19,7 @@ from ..evaluation.tune_report import assess
 from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
                                  tune_grid, tune_line, unique_names)
 from ..evaluation.wer import check_references
+from ..rescoring.combine import Weights
 from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
@@ -41,7 +42,7 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
          interps: Sequence[float] = (0.0, 0.5, 1.0), lm_weights: Sequence[float] = (9.5,),
          word_ins_penalties: Optional[Sequence[float]] = None, acoustic_scale: float = 1.0,
          search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
-         seed: int = 0, lm_weight: float = 9.5, word_ins_penalty: Optional[float] = None,
+         seed: int = 0, lm_weight: float = Weights.lm_weight, word_ins_penalty: Optional[float] = None,
          labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
          replications: int = REPLICATIONS) -> TuneResult:
     """Search the weights by WER (percent); the best point is ``result.best``, and

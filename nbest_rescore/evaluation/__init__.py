@@ -10,12 +10,12 @@ from .edit_distance import kaldi_error_counts
 from .folds import CrossValidation, cross_validate, document_folds
 from .kaldi_scoring import KaldiWer, best_path_sweep, best_wer_line, kaldi_wers
 from .plots import plot_wer_heatmap
-from .tuning import FIRST_PASS_WIP, TunePoint, TuneResult, tune_grid
+from .tuning import TunePoint, TuneResult, tune_grid
 from .wer import WerReport, compute_wer, hyp_errors, nbest_errors, oracle_choice
 
 __all__ = [
     "WerReport", "compute_wer", "hyp_errors", "nbest_errors", "oracle_choice",
-    "TunePoint", "TuneResult", "tune_grid", "FIRST_PASS_WIP",
+    "TunePoint", "TuneResult", "tune_grid",
     "KaldiWer", "best_path_sweep", "best_wer_line", "kaldi_error_counts", "kaldi_wers",
     "plot_wer_heatmap", "BootstrapWer", "bootstrap_wer", "improvement_probability", "CrossValidation",
     "cross_validate", "document_folds",

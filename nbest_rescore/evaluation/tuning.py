@@ -26,8 +26,6 @@ from .wer import nbest_errors, utterance_ref_words
 if TYPE_CHECKING:
     from .tune_report import TuneReport
 
-#: The benchmark's first-pass word insertion penalty at acoustic scale 1 (nats per word).
-FIRST_PASS_WIP = -0.629606
 #: Bound of the line search: ``0 <= delta * w_k <= LINE_LIMIT`` and ``|wip| <= LINE_LIMIT``.
 LINE_LIMIT = 100.0
 
@@ -360,8 +358,8 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
             included), or K such maps, each covering every key; None only when
             every interp is 1.
         interps: n-gram weights lambda (w_0) in [0, 1]; lm_weights: delta.
-        word_ins_penalties: nats per word (negative penalises words); None:
-            ``(FIRST_PASS_WIP * acoustic_scale,)``.
+        word_ins_penalties: nats per word (negative penalises words); None: the
+            default penalty of :class:`~nbest_rescore.rescoring.combine.Weights` (0).
         names: the LM names (default ``nn``, ``nn_2``, ...); labels: how error
             messages name each cost map (default from the names).
     Returns:
@@ -390,11 +388,11 @@ def tune_grid(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
 
 def _grid_values(interps, lm_weights, word_ins_penalties, acoustic_scale: float, no_nn: bool):
     """(interps, lm_weights, word_ins_penalties) of :func:`tune_grid` as float tuples,
-    the penalty defaulting to the first pass's. Raises ValueError as it says."""
+    the penalty defaulting to :class:`Weights`'s. Raises ValueError as it says."""
     interps_t = _floats("interps", interps)
     lms_t = _floats("lm_weights", lm_weights)
     if word_ins_penalties is None:
-        word_ins_penalties = (FIRST_PASS_WIP * float(acoustic_scale),)
+        word_ins_penalties = (Weights.word_ins_penalty,)
     wips_t = _floats("word_ins_penalties", word_ins_penalties)
     bad = [v for v in interps_t if not 0.0 <= v <= 1.0]
     if bad:
@@ -425,13 +423,14 @@ def linear_scores(flat, nn: Optional[np.ndarray], errors, offsets, acoustic_scal
 
 
 def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts, *,
-              lm_weight: float = 9.5, word_ins_penalty: Optional[float] = None, acoustic_scale: float = 1.0,
+              lm_weight: float = Weights.lm_weight, word_ins_penalty: Optional[float] = None,
+              acoustic_scale: float = Weights.acoustic_scale,
               restarts: int = 5, seed: int = 0, names: Optional[Sequence[str]] = None,
               labels: Optional[Sequence[str]] = None) -> TuneResult:
     """Exact line search (Och 2003) of ``a_k = delta * w_k`` (k = 0 .. K) and the
     penalty at a fixed acoustic scale, from ``delta = lm_weight``, equal weights
-    ``w_k = 1 / (K + 1)`` and ``word_ins_penalty`` (None: the first-pass value scaled to
-    ``acoustic_scale``), plus ``restarts`` seeded random starts around it (``a_k``
+    ``w_k = 1 / (K + 1)`` and ``word_ins_penalty`` (None: the default of :class:`Weights`,
+    0), plus ``restarts`` seeded random starts around it (``a_k``
     spread by ``delta / (K + 1)``, the penalty by 1 nat). Bounds: ``0 <= a_k <=
     LINE_LIMIT``, ``|wip| <= LINE_LIMIT``.
 
@@ -449,7 +448,7 @@ def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCos
         raise ValueError(f"tune_line: restarts must be >= 0, got {restarts}")
     prep = tune_data(nbest, refs, nn_cost, names, labels)
     k = len(prep.names)
-    wip0 = FIRST_PASS_WIP * float(acoustic_scale) if word_ins_penalty is None else float(word_ins_penalty)
+    wip0 = Weights.word_ins_penalty if word_ins_penalty is None else float(word_ins_penalty)
     problem = linear_scores(prep, prep.nn, prep.errors, prep.offsets, acoustic_scale)
     x0 = initial_point(k, float(lm_weight), wip0)
     lower, upper = box(k, LINE_LIMIT)

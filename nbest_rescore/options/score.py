@@ -63,8 +63,9 @@ class DecoderWeights(Options):
     """The weights of the first pass that every job combining scores uses."""
 
     acoustic_scale: float = option(1.0, "Multiplies the acoustic log-likelihood (-ac_cost).", kind="float")
-    word_ins_penalty: float = option(-0.629606, "Added per word, in nats (negative = penalty); the default is the "
-                                     "benchmark decoder's first-pass value.", kind="float", unit="nats per word")
+    word_ins_penalty: float = option(0.0, "Added per word, in nats (negative = penalty). Default 0, as Kaldi's "
+                                     "lattice best path; set your first pass's value (the abc-nbest benchmark's: "
+                                     "-0.629606).", kind="float", unit="nats per word")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,8 +14,9 @@ n-gram only), ``w_k`` the weight of neural LM k (``nn_weights``; with one LM it 
 ``1 - lambda``, the classic two-model interpolation), ``wip`` the word insertion
 penalty per word (negative values penalise words). ``graph_cost`` is Kaldi's non-LM
 graph cost (``lmwt.nolm``), zero for lists that have none. With ``acoustic_scale = 1,
-delta = 9.5, wip = -0.629606, lambda = 1`` the benchmark's first-pass ranking is
-reproduced exactly.
+delta = 9.5, wip = -0.629606, lambda = 1`` the abc-nbest benchmark's first-pass ranking
+is reproduced exactly. The defaults of :class:`Weights` are the command-line defaults,
+declared once in :class:`~nbest_rescore.options.score.WeightOptions` (the penalty: 0).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
+
+from ..options.score import WeightOptions
 
 #: How far ``w_0 + sum_k w_k`` may be from 1.
 WEIGHT_SUM_TOL = 1e-6
@@ -39,10 +42,10 @@ class Weights:
     [0, 1], a weight is not finite, or ``interp + sum(nn_weights)`` is not 1.
     """
 
-    acoustic_scale: float = 1.0
-    lm_weight: float = 9.5
-    interp: float = 0.5
-    word_ins_penalty: float = -0.629606
+    acoustic_scale: float = WeightOptions.acoustic_scale
+    lm_weight: float = WeightOptions.lm_weight
+    interp: float = WeightOptions.interp
+    word_ins_penalty: float = WeightOptions.word_ins_penalty
     nn_weights: Optional[Tuple[float, ...]] = None
 
     def __post_init__(self):

@@ -6,6 +6,7 @@
 set -euo pipefail
 data=${1:-../shared/data/abc-nbest}
 exp=exp/abc-nbest-quick
+wip=-0.629606  # the benchmark decoder's word insertion penalty (nats per word; the toolkit's default is 0)
 log() { echo "$(date '+%H:%M:%S') [quick] $*" >&2; }
 mkdir -p $exp
 
@@ -15,7 +16,7 @@ log "perplexity on lm_valid"
 nbest-rescore ppl --lm $exp/tiny.pt --text $data/lm/lm_valid.txt
 log "rescore dev with --history first-pass"
 nbest-rescore score --lm $exp/tiny.pt --nbest $data/dev --ref $data/dev/ref.txt --out $exp/score_dev \
-  --history first-pass --interp 0.8
+  --history first-pass --interp 0.8 --word-ins-penalty $wip
 log "tune lambda and delta on the stored NN costs"
 nbest-rescore tune --nbest $data/dev --ref $data/dev/ref.txt --nn-cost $exp/score_dev/nn_cost \
-  --interps 0.5:1:0.1 --lm-weights 8:14:1 --out $exp/tune_dev | tail -n 2
+  --interps 0.5:1:0.1 --lm-weights 8:14:1 --word-ins-penalty $wip --out $exp/tune_dev | tail -n 2

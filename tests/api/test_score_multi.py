@@ -158,7 +158,8 @@ def test_cli_on_shards_then_merge_per_lm_equals_one_run(scored, lms, DATA, tmp_p
         jobs.append(tmp_path / f"job{i}")
         res = run(["score", "--lm", lms[0], "--lm", lms[1], "--nbest", shards / str(i), "--ref",
                    shards / str(i) / "ref.txt", "--out", jobs[-1], "--interp", W0, "--nn-weights", "0.35,0.25",
-                   "--history", "rescored", "--history", "first-pass", "--threads", 1, "--no-progress"])
+                   "--history", "rescored", "--history", "first-pass", "--word-ins-penalty", WIP, "--threads", 1,
+                   "--no-progress"])
         assert res.exit_code == 0, res.output
         assert f"{jobs[-1]}/nn_cost.gru, {jobs[-1]}/nn_cost.lstm" in res.output
     merged = tmp_path / "merged"

@@ -44,10 +44,15 @@ def test_first_pass_point(ci, edit_distance):
     dp = sum(edit_distance(refs[u.utt_id], u.hyps[0]) for u in nbest.utterances)
     ref_words = sum(len(refs[u.utt_id]) for u in nbest.utterances)
     assert res.best.wer == pytest.approx(dp / ref_words * 100, abs=1e-12)
-    # default wip = first-pass value scaled with the acoustic scale (1/9.5, delta 1)
-    res2 = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[1.0],
+    # the same ranking with every weight divided by 9.5 (acoustic scale 1/9.5, delta 1)
+    res2 = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[1.0], word_ins_penalties=[-0.629606 / 9.5],
                      acoustic_scale=1 / 9.5)
     assert res2.best.wer == pytest.approx(res.best.wer, abs=1e-12)
+    # the default penalty is 0, not the benchmark's
+    default = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5])
+    assert default.best.word_ins_penalty == 0.0
+    assert default.best.wer == tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
+                                         word_ins_penalties=[0.0]).best.wer
 
 
 def test_lm_weight_sweep_matches_loop(ci):
