@@ -127,16 +127,32 @@ def _p(value: Optional[float]) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def _bootstrap_rows(rows: List[dict], baselines: Sequence[str], replications: int, seed: int) -> None:
-    """Add ``boot``, ``cv_boot``, ``p`` and ``p_cv`` (baseline name -> probability) to
-    each row (from its ``errors``; None / absent without them or ``replications``)."""
+def _check_rows(rows: List[dict], baselines: Sequence[str]) -> None:
+    """Row names unique; every baseline a row with per-utterance errors over the same
+    utterances as each row that has them (whatever the replications). Raises DataError."""
+    names = [r["name"] for r in rows]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise DataError(f"row name(s) {', '.join(map(repr, twice))} given more than once: give each NAME=PATH its own "
+                        f"NAME")
     by_name = {r["name"]: r for r in rows}
     for b in baselines:
         if b not in by_name:
             raise DataError(f"--baseline {b!r}: no such row; the rows are {', '.join(map(repr, by_name))}")
-        if by_name[b]["errors"] is None:
+        base = by_name[b]["errors"]
+        if base is None:
             raise DataError(f"--baseline {b!r}: the row has no per-utterance errors (a tune.json written by this "
                             f"version, or a wer.json:rescored with --ref)")
+        for r in rows:
+            if r["errors"] is not None and r["name"] != b:
+                r["errors"].aligned(base.ids, r["name"], b)
+
+
+def _bootstrap_rows(rows: List[dict], baselines: Sequence[str], replications: int, seed: int) -> None:
+    """Add ``boot``, ``cv_boot``, ``p`` and ``p_cv`` (baseline name -> probability) to
+    each row (from its ``errors``; None / absent without them or ``replications``);
+    the rows and baselines as :func:`_check_rows` left them."""
+    by_name = {r["name"]: r for r in rows}
     for r in rows:
         e = r["errors"] if replications else None
         r["boot"] = None if e is None else bootstrap_wer(e.errors, e.ref_words, replications, seed)
@@ -161,10 +177,12 @@ def wer_table(specs: Iterable[str], baselines: Sequence[str] = (), ref: Optional
     docs/evaluation.md (``table``); ``ref``: references for ``wer.json:rescored`` rows;
     ``replications`` 0: no bootstrap columns.
 
-    Raises DataError: a malformed row, an unknown baseline or one without per-utterance
-    errors, or a row and a baseline over different utterances."""
+    Raises DataError: a malformed row, a row name given twice, an unknown baseline or one
+    without per-utterance errors, or a row and a baseline over different utterances
+    (checked with ``replications`` 0 too)."""
     refs = None if ref is None else read_references(ref)
     rows = [wer_row(spec, refs, ref or "") for spec in specs]
+    _check_rows(rows, baselines)
     _bootstrap_rows(rows, baselines if replications else (), replications, seed)
     cols = _columns(rows, baselines if replications else ())
     lines = ["| " + " | ".join(["system", "WER %", "lambda", "delta", *[c[0] for c in cols]]) + " |",

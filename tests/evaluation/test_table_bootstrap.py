@@ -28,7 +28,7 @@ def results(DATA, ci, edit_distance, tmp_path_factory):
     and a score-like folder: the rank-2 hypotheses as text with their wer.json."""
     d = tmp_path_factory.mktemp("results")
     nbest, refs = ci
-    base = ["tune", "--nbest", DATA / "ci", "--ref", DATA / "ci" / "ref.txt"]
+    base = ["tune", "--nbest", DATA / "ci", "--ref", DATA / "ci" / "ref.txt", "--word-ins-penalty", "-0.629606"]
     _run(*base, "--lm-weights", "9.5", "--out", d / "fp")
     _run(*base, "--lm-weights", "6:14:1", "--folds", "2", "--out", d / "tuned")
     second = {u.utt_id: u.hyps[min(1, len(u) - 1)] for u in nbest.utterances}
@@ -95,5 +95,10 @@ def test_errors_are_one_line(results, DATA, tmp_path):
     for key in ("ids", "ref_words", "dev_tuned", "first_pass"):
         sub["utterance_errors"][key] = sub["utterance_errors"][key][:-1]
     (tmp_path / "sub.json").write_text(json.dumps(sub))
-    out = _run("table", "--baseline", "fp", fp, f"sub={tmp_path / 'sub.json'}", code=1)
-    assert "do not hold the same utterances" in out and out.count("\n") == 1
+    for reps in ("1000", "0"):  # checked whatever the replications
+        out = _run("table", "--replications", reps, "--baseline", "fp", fp, f"sub={tmp_path / 'sub.json'}", code=1)
+        assert "do not hold the same utterances" in out and out.count("\n") == 1
+    out = _run("table", "--replications", "0", "--baseline", "nope", fp, code=1)
+    assert "--baseline 'nope': no such row" in out and out.count("\n") == 1
+    out = _run("table", fp, f"fp={d / 'tuned' / 'tune.json'}", code=1)
+    assert out == "Error: row name(s) 'fp' given more than once: give each NAME=PATH its own NAME\n"
