@@ -137,8 +137,11 @@ class TrainJob(TrainOptions):
         cfg = self.train_config()
         set_threads(cfg.optim.threads)
         seed_everything(cfg.optim.seed)
-        return train(cfg, self.out, device=self.device, progress=progress, resume=self.resume_path(),
-                     init_from=self.init_from, stop_after_epochs=self.stop_after_epochs)
+        resume = self.resume_path()
+        # --resume auto --init-from M: M starts the run; a restart resumes its state (which holds the weights)
+        init_from = None if resume and self.resume == AUTO_RESUME else self.init_from
+        return train(cfg, self.out, device=self.device, progress=progress, resume=resume, init_from=init_from,
+                     stop_after_epochs=self.stop_after_epochs)
 
 
 @dataclass(frozen=True, kw_only=True)

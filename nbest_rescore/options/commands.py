@@ -102,7 +102,8 @@ class TrainOptions(DeviceOption, ThreadsOption):
                                                       "(5m, 90s, 1h), optimiser steps (500steps) or off (overrides "
                                                       "optim.checkpoint_interval, default 5m).")
     init_from: Optional[str] = option(None, "Start from this model checkpoint's weights and vocabulary "
-                                            "(fine-tuning).", path=_FILE)
+                                            "(fine-tuning). With --resume auto, only when no <out>.last.pt exists: a "
+                                            "restarted job resumes its own state.", path=_FILE)
     stop_after_epochs: Optional[int] = option(None, "End this run after N epochs (the schedule still plans max_epochs; "
                                               "--resume continues).", kind="int", range=">= 1")
 

@@ -142,14 +142,51 @@ def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
     if payload["model"] != cfg.model:
         raise DataError(f"{opt} {path}: is a {payload['model']!r} model but the config trains {cfg.model!r}")
     if resume:
-        stored = payload.get("info", {}).get("train_config", {}).get("model_config")
-        # (direction: forward is the default, written or not)
-        mine, theirs = ({k: v for k, v in c.items() if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
-                        for c in (cfg.model_config, stored or {}))
-        if stored is not None and mine != theirs:
-            raise DataError(f"--resume {path}: was trained with model_config {theirs}, the config gives {mine}; "
-                            f"resume with the run's own config")
+        check_resume_config(path, payload, cfg, ("model_config", *RESUME_KEYS, *VOCAB_KEYS))
     return Loaded(str(path), payload, Vocabulary(payload["vocab"]))
+
+
+#: Config keys a resumed run must share with the run that wrote its state: the position
+#: within an epoch, the optimiser's state and the document order depend on them. The
+#: rest (max_epochs, max_seconds, patience, lr, threads, intervals ...) may change.
+RESUME_KEYS = ("data.max_words", "optim.optimizer", "optim.batch_size", "optim.bptt", "optim.seed",
+               "optim.shuffle")
+#: The vocabulary's keys (a resumed run keeps its stored vocabulary: other values would be ignored).
+VOCAB_KEYS = ("vocab.max_size", "vocab.min_count", "vocab.restrict_to", "vocab.file")
+
+
+def _comparable(key: str, value):
+    """``model_config`` without what training fills in (``adaptive_cutoffs``) or leaves at
+    its default whether written or not (``direction: forward``); other values as they are."""
+    if key != "model_config" or not isinstance(value, dict):
+        return value
+    return {k: v for k, v in value.items() if k != "adaptive_cutoffs" and (k, v) != ("direction", "forward")}
+
+
+def check_resume_config(path, payload: dict, cfg: TrainConfig, keys) -> None:
+    """Compare ``cfg`` with the config stored in a ``--resume`` checkpoint, before any
+    state is restored: ``keys`` are ``section.key`` (or a whole top-level key such as
+    ``model_config``); keys the checkpoint does not hold (older versions) are skipped.
+
+    Raises:
+        DataError: one line naming every key that differs, with both values and the fix.
+    """
+    stored = payload.get("info", {}).get("train_config")
+    if not isinstance(stored, dict):
+        return
+    mine, diffs = dataclasses.asdict(cfg), []
+    for key in keys:
+        section, _, name = key.partition(".")
+        theirs_at, mine_at = (stored.get(section), mine.get(section)) if name else (stored, mine)
+        name = name or section
+        if not isinstance(theirs_at, dict) or name not in theirs_at:
+            continue
+        theirs, ours = _comparable(name, theirs_at[name]), _comparable(name, (mine_at or {}).get(name))
+        if theirs != ours:
+            diffs.append(f"{key} {theirs!r} (the run's) against {ours!r} (the config's)")
+    if diffs:
+        raise DataError(f"--resume {path}: the config differs from the run's: {'; '.join(diffs)}; resume with the "
+                        f"run's own values, or train a new run without --resume")
 
 
 def load_weights(model, loaded: Loaded) -> None:

@@ -30,7 +30,6 @@ schedule, validation, best epoch, ``--resume``) is the trainer's.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import inspect
 import json
 import logging
@@ -190,12 +189,8 @@ class HfFamily:
                             f"written after every epoch")
         if payload["model"] != HF_MODEL:
             raise DataError(f"--resume {path}: is a {payload['model']!r} model but the config trains {HF_MODEL!r}")
-        stored = payload.get("info", {}).get("train_config", {}).get("hf") or {}
-        mine = dataclasses.asdict(cfg.hf)
-        for key in ("config", "context_tokens"):
-            if stored.get(key) != mine[key]:
-                raise DataError(f"--resume {path}: was trained with hf.{key} {stored.get(key)!r}, the config gives "
-                                f"{mine[key]!r}; resume with the run's own config")
+        checkpointing.check_resume_config(path, payload, cfg, ("hf.config", "hf.context_tokens",
+                                                               *checkpointing.RESUME_KEYS))
         return checkpointing.Loaded(str(path), payload, None)
 
     def text(self, cfg: TrainConfig, train_docs, loaded) -> HfText:

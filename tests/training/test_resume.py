@@ -14,7 +14,7 @@ from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConf
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.checkpoint import load_checkpoint
 from nbest_rescore.training import trainer as trainer_mod
-from nbest_rescore.training.checkpointing import last_path
+from nbest_rescore.training.checkpointing import RESUME_KEYS, VOCAB_KEYS, check_resume_config, last_path
 from nbest_rescore.training.trainer import train
 
 
@@ -270,3 +270,49 @@ def test_training_logs_progress_before_its_first_epoch_ends(DATA, tmp_path, capl
     lines = [m for name, m in messages[:end] if name == "nbest_rescore.progress"]
     assert lines and all(re.match(r"epoch 1: \d+/\d+ tok \(\d+\.\d%\), (\d+|\?) tok/s, .*ETA", m) for m in lines)
     assert any(", ppl " in m for m in lines)  # the running training perplexity
+
+
+# -- the resumed config against the run's ---------------------------------------------
+
+
+def test_resume_with_another_config_names_every_key_that_differs(DATA, tmp_path, uninterrupted, monkeypatch):
+    a, _ = uninterrupted
+    read = []
+    monkeypatch.setattr(trainer_mod, "read_lm_text", lambda *args, **kw: read.append(args) or [])
+    cfg = tiny_cfg(DATA, batch_size=4)
+    cfg.vocab.max_size = 1000
+    with pytest.raises(DataError) as err:
+        train(cfg, tmp_path / "c.pt", progress=False, resume=last_path(a))
+    assert str(err.value) == (f"--resume {last_path(a)}: the config differs from the run's: optim.batch_size 8 (the "
+                              f"run's) against 4 (the config's); vocab.max_size 2000 (the run's) against 1000 (the "
+                              f"config's); resume with the run's own values, or train a new run without --resume")
+    assert read == []  # refused before any text was read or state restored
+    # what may change on resume: the length of the run, the learning rate, the threads
+    more = tiny_cfg(DATA, max_epochs=4, lr=0.005, patience=9)
+    check_resume_config(last_path(a), load_checkpoint(last_path(a)), more, ("model_config", *RESUME_KEYS, *VOCAB_KEYS))
+
+
+def test_resume_auto_with_init_from_restarts_from_its_own_state(DATA, tmp_path, uninterrupted):
+    """--init-from M --resume auto: the first start begins from M, a restart resumes its
+    .last.pt (once refused: --resume and --init-from exclude each other)."""
+    a, _ = uninterrupted
+    text = str(DATA / "lm" / "lm_valid.txt")
+    cfg = tmp_path / "ft.yaml"
+    c = tiny_cfg(DATA, max_epochs=2)
+    cfg.write_text(yaml.safe_dump({"model": "gru", "model_config": c.model_config,
+                                   "data": {"train": text, "valid": text, "max_words": 3000, "max_valid_words": 1000},
+                                   "vocab": {"max_size": 2000}, "optim": {k: getattr(c.optim, k) for k in (
+                                       "batch_size", "bptt", "lr", "max_epochs", "seed", "threads", "patience")}}))
+    out = tmp_path / "ft.pt"
+    args = ["train", "--config", str(cfg), "--out", str(out), "--init-from", str(a), "--resume", "auto",
+            "--no-progress"]
+    first = CliRunner().invoke(main, [*args, "--stop-after-epochs", "1"])
+    assert first.exit_code == 0, first.output
+    after_one = weights(last_path(out))
+    second = CliRunner().invoke(main, args)
+    assert second.exit_code == 0, second.output
+    import json
+
+    ends = [p["epoch"] for p in json.loads(second.output)["curve"]]
+    assert ends == [1, 2] and json.loads(second.output)["epochs"] == 2  # epoch 1 kept, not redone
+    assert differ(after_one, weights(last_path(out)))
