@@ -178,6 +178,60 @@ def _check_causal(transformers, name: str, kwargs: dict) -> None:
                         f"AutoModelForCausalLM loads; give a decoder-only LM (GPT-2, Llama, ...)")
 
 
+#: The files a tokenizer directory holds (one of them), as named in a missing-tokenizer message.
+TOKENIZER_FILES = "tokenizer.json, tokenizer_config.json, vocab.json + merges.txt, tokenizer.model or vocab.txt"
+#: A text every tokenizer meant for words must turn into tokens.
+PROBE_TEXT = "the cat sat on the mat"
+
+
+def load_tokenizer(transformers, label: str, path: str, **kwargs):
+    """``AutoTokenizer.from_pretrained(path)`` checked to tokenise: ``label`` names the
+    option or key in messages (``--lm hf:DIR``, ``hf.tokenizer DIR``).
+
+    Raises:
+        DataError: no tokenizer at ``path`` (the files looked for named), or one with an
+            empty vocabulary or that encodes :data:`PROBE_TEXT` as no tokens.
+    """
+    kwargs.setdefault("local_files_only", True)
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+        raise DataError(f"{label}: transformers could not load a tokenizer there ({_first_line(exc)}); it looks for "
+                        f"{TOKENIZER_FILES}: save the tokenizer beside the model (tokenizer.save_pretrained(DIR))"
+                        ) from None
+    try:
+        ids, why = (tok(PROBE_TEXT, add_special_tokens=False)["input_ids"] if len(tok) else []), "no tokens"
+    except Exception as exc:  # noqa: BLE001 (a broken tokenizer raises whatever its library raises)
+        ids, why = [], f"an error ({_first_line(exc)})"
+    if not ids:
+        raise DataError(f"{label}: the tokenizer ({type(tok).__name__}, vocabulary of {len(tok)}) encodes "
+                        f"{PROBE_TEXT!r} as {why}: it does not tokenise; save the tokenizer the model was trained "
+                        f"with in {path} (one of {TOKENIZER_FILES})")
+    return tok
+
+
+def check_causal_behaviour(model, label: str, ids: Sequence[int]) -> None:
+    """Refuse a model whose prediction at a position changes with the tokens after it
+    (an encoder such as BERT loaded by ``AutoModelForCausalLM`` without ``is_decoder``):
+    one forward of ``ids`` and one of its first half must agree on that half.
+
+    Raises:
+        DataError: naming the model class and the fix.
+    """
+    import torch
+
+    ids = list(ids)[:16]
+    k = max(1, len(ids) // 2)
+    with torch.no_grad():
+        full = model(torch.tensor([ids])).logits[0, :k].float()
+        part = model(torch.tensor([ids[:k]])).logits[0].float()
+    # relative to the logits' scale (a random model's are tiny); rounding differs by ~1e-7 of it
+    if not torch.allclose(full, part, atol=1e-4 * float(part.abs().max()) + 1e-12, rtol=0):
+        raise DataError(f"{label}: the model ({type(model).__name__}) is not causal: its prediction at a position "
+                        f"changes with the tokens after it (an encoder such as BERT; its config has is_decoder "
+                        f"{getattr(model.config, 'is_decoder', None)}); give a decoder-only LM (GPT-2, Llama, ...)")
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -193,8 +247,10 @@ def load_hf_lm(spec: str, *, context_tokens: Optional[int] = None, trust_remote_
             or for a model ``train`` wrote, its training window less :data:`~nbest_rescore.options.HYP_ROOM`.
         trust_remote_code, allow_pickle: the safety switches (module docstring).
     Raises:
-        DataError: transformers missing, nothing loadable at PATH, not a causal LM,
-            pickled weights without ``allow_pickle``, a tokenizer that cannot mark ends.
+        DataError: transformers missing, nothing loadable at PATH, not a causal LM (by
+            its config, or by behaviour: :func:`check_causal_behaviour`), pickled weights
+            without ``allow_pickle``, no tokenizer or one that does not tokenise
+            (:func:`load_tokenizer`), a tokenizer that cannot mark ends.
     """
     transformers = import_transformers()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on every run
@@ -211,13 +267,14 @@ def load_hf_lm(spec: str, *, context_tokens: Optional[int] = None, trust_remote_
     weights = _weights_kwargs(name, allow_pickle)
     import torch
 
+    tokenizer = load_tokenizer(transformers, f"--lm {spec}", name, **common)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name, **common)
         model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **weights, **common)
     except (OSError, ValueError, KeyError, ImportError) as exc:
-        raise DataError(f"--lm {spec}: transformers could not load the model or its tokenizer: {_first_line(exc)}; "
-                        f"give a directory written by save_pretrained (model and tokenizer)") from None
+        raise DataError(f"--lm {spec}: transformers could not load the model: {_first_line(exc)}; give a directory "
+                        f"written by save_pretrained (model and tokenizer)") from None
     model.eval()
+    check_causal_behaviour(model, f"--lm {spec}", tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
     info = _read_info(name)
     window = trained_window(info)
     if context_tokens is None:

@@ -47,7 +47,7 @@ from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models.base import Output
-from ..models.hf import HfText, import_transformers, load_hf_lm, write_metadata
+from ..models.hf import HfText, import_transformers, load_hf_lm, load_tokenizer, write_metadata
 from . import checkpointing
 
 log = logging.getLogger(__name__)
@@ -196,15 +196,8 @@ class HfFamily:
     def text(self, cfg: TrainConfig, train_docs, loaded) -> HfText:
         """The tokenizer of ``hf.tokenizer`` (or of ``hf.pretrained``) as :class:`HfText`;
         on resume it must be the run's (same size and special ids)."""
-        transformers = import_transformers()
         where = ("hf.tokenizer", cfg.hf.tokenizer) if cfg.hf.tokenizer else ("hf.pretrained", cfg.hf.pretrained)
-        try:
-            tok = transformers.AutoTokenizer.from_pretrained(where[1], local_files_only=True)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise DataError(f"{where[0]} {where[1]}: transformers could not load a tokenizer there ({first}); give "
-                            f"a directory written by save_pretrained") from None
-        text = HfText(tok)
+        text = HfText(load_tokenizer(import_transformers(), f"{where[0]} {where[1]}", where[1]))
         if loaded is not None and loaded.payload.get("tokenizer") != _tokenizer_facts(text):
             raise DataError(f"--resume {loaded.path}: {where[0]} {where[1]} is not the tokenizer the run trained with "
                             f"({loaded.payload.get('tokenizer')} against {_tokenizer_facts(text)})")

@@ -153,6 +153,31 @@ def test_bad_hf_lms_are_one_line_errors(hf_lm, DATA, tmp_path):
     T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=8, d_ff=8, num_layers=1, num_heads=2,
                                         d_kv=4)).save_pretrained(t5)
     _refuses([*score, f"hf:{t5}"], "is not a causal LM")
+    # an encoder that AutoModelForCausalLM loads (BERT without is_decoder): refused by its behaviour
+    from transformers import BertConfig, BertLMHeadModel, PreTrainedTokenizerFast
+
+    bert, gpt2 = tmp_path / "bert", hf_lm("gpt2")
+    tok = PreTrainedTokenizerFast.from_pretrained(gpt2)
+    BertLMHeadModel(BertConfig(vocab_size=len(tok), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=8)).save_pretrained(bert)
+    tok.save_pretrained(bert)
+    _refuses([*score, f"hf:{bert}"], f"--lm hf:{bert}: the model (BertLMHeadModel) is not causal",
+             "is_decoder False", "give a decoder-only LM")
+    # no tokenizer beside the model; a tokenizer that tokenises nothing
+    bare = tmp_path / "bare"
+    shutil.copytree(gpt2, bare)
+    for f in bare.iterdir():
+        if f.name not in ("config.json", "model.safetensors", "generation_config.json"):
+            f.unlink()
+    # (transformers makes a GPT2Tokenizer of 1 entry from the model's config alone)
+    _refuses([*score, f"hf:{bare}"], f"--lm hf:{bare}: the tokenizer", "it does not tokenise",
+             "tokenizer.json, tokenizer_config.json")
+    from tokenizers import Tokenizer, models
+
+    empty = tmp_path / "empty"
+    shutil.copytree(bare, empty)
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({}, unk_token="<unk>"))).save_pretrained(empty)
+    _refuses([*score, f"hf:{empty}"], "vocabulary of 0", "it does not tokenise")
     pickled = tmp_path / "pickled"
     shutil.copytree(hf_lm("gpt2"), pickled)
     from safetensors.torch import load_file
