@@ -312,7 +312,7 @@ def merge(out, ref, job_dirs):
 
 
 @main.command("convert", short_help="Convert N-best lists between Kaldi, plain and JSON Lines.")
-@options_of(ConvertOptions, "nbest to out plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids")
+@options_of(ConvertOptions, "nbest to out drop_scores plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids")
 def convert(**kw):
     """Read the N-best lists --nbest (a Kaldi N-best directory, a JSON Lines file or a
     plain N-best file, as score reads them) and write them --to kaldi, plain or jsonl

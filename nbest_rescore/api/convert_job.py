@@ -12,7 +12,7 @@ from typing import Tuple
 
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
-from ..io.jsonl_nbest import write_jsonl_nbest
+from ..io.jsonl_nbest import is_jsonl, other_score_names, write_jsonl_nbest
 from ..io.kaldi_nbest import KALDI_WRITTEN, write_kaldi_nbest_files
 from ..io.plain_nbest import PLAIN_WRITTEN, write_plain_nbest_files
 from ..options import NBEST_FORMATS, ConvertOptions
@@ -101,7 +101,18 @@ class ConvertJob(ConvertOptions):
 
     def run(self) -> ConvertResult:
         """Read the lists (:func:`~.inputs.load_nbest` with the plain-format options)
-        and write them (:func:`convert_nbest`); returns the :class:`ConvertResult`."""
+        and write them (:func:`convert_nbest`); returns the :class:`ConvertResult`.
+
+        Raises DataError: JSON Lines input with other scores than ac_cost, lm_cost and
+        graph_cost (they would be lost) without ``drop_scores``; as the reader and
+        :func:`convert_nbest`."""
+        if not self.drop_scores and is_jsonl(self.nbest):
+            other = other_score_names(self.nbest)
+            if other:
+                names = ", ".join(f"{n!r} (first on line {line})" for n, line in other.items())
+                raise DataError(f"--nbest {self.nbest}: the hypotheses carry scores that convert cannot keep: {names}; "
+                                f"every format writes only ac_cost, lm_cost and graph_cost: pass --drop-scores to "
+                                f"write the lists without them")
         nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
                            utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
         return convert_nbest(nbest, self.to, self.out)

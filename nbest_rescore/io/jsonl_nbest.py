@@ -33,8 +33,8 @@ from ._common import DocumentOrder, check_key, check_ranked_keys, float_text, it
 from .atomic import atomic_write
 from .spans import StreamSource, open_stream
 
-__all__ = ["JSONL_SUFFIX", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "read_jsonl_nbest",
-           "write_jsonl_nbest"]
+__all__ = ["JSONL_SUFFIX", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
+           "read_jsonl_nbest", "write_jsonl_nbest"]
 
 logger = logging.getLogger(__name__)
 
@@ -293,6 +293,26 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
     """
     lists = tuple(iter_jsonl_nbest(path, log=log))
     return NbestSet(utterances=lists, doc_source=_doc_source(path), source=os.fspath(path))
+
+
+def other_score_names(path) -> Dict[str, int]:
+    """The score names of the file's hypotheses beyond ``ac_cost``, ``lm_cost`` and
+    ``graph_cost`` (which the reader checks and then ignores), each with the first line
+    that has it; {} when there are none. Lines that do not parse are skipped (the
+    reader reports them). Raises DataError: the file unreadable or not UTF-8."""
+    known, found = set(REQUIRED_SCORES + OPTIONAL_SCORES), {}
+    for line_no, line in iter_lines(path):
+        try:
+            obj = json.loads(line) if line.strip() else {}
+        except ValueError:
+            continue
+        hyps = obj.get("hypotheses") if isinstance(obj, dict) else None
+        for hyp in hyps if isinstance(hyps, list) else ():
+            scores = hyp.get("scores") if isinstance(hyp, dict) else None
+            for name in scores if isinstance(scores, dict) else ():
+                if name not in known:
+                    found.setdefault(name, line_no)
+    return found
 
 
 def open_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:

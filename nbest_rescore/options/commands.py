@@ -173,6 +173,9 @@ class ConvertOptions(NbestOptions):
                           "utt_ids, utt2doc) or jsonl (one file, one utterance per line).", choices=NBEST_FORMATS)
     out: str = option(help="Output: a folder for kaldi and plain (replaced as a whole), a file for jsonl (written "
                            "atomically).", path={})
+    drop_scores: bool = option(False, "Write JSON Lines input whose hypotheses carry scores beyond ac_cost, lm_cost "
+                                      "and graph_cost without them (refused otherwise: no format written here keeps "
+                                      "them).", is_flag=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -98,6 +98,25 @@ def test_graph_cost_survives_kaldi_and_jsonl_but_not_plain(DATA, tmp_path):
     assert "graph cost" in out and "convert to kaldi or jsonl" in out and not (tmp_path / "p").exists()
 
 
+def test_scores_convert_cannot_keep_are_refused_unless_dropped(converted, tmp_path):
+    lines = (converted / "ci.jsonl").read_text().splitlines(True)
+    extra = json.loads(lines[2])
+    extra["hypotheses"][4]["scores"]["confidence"] = 0.75
+    extra["hypotheses"][5]["scores"]["am2_cost"] = 12.0
+    src = tmp_path / "extra.jsonl"
+    src.write_text("".join(lines[:2]) + json.dumps(extra) + "\n" + "".join(lines[3:]))
+    for to in ("jsonl", "kaldi", "plain"):
+        out = convert(src, to, tmp_path / f"o_{to}", code=1)
+        assert out == (f"Error: --nbest {src}: the hypotheses carry scores that convert cannot keep: 'confidence' "
+                       f"(first on line 3), 'am2_cost' (first on line 3); every format writes only ac_cost, lm_cost "
+                       f"and graph_cost: pass --drop-scores to write the lists without them\n")
+        assert not (tmp_path / f"o_{to}").exists()
+    # asked to drop them: the lists as the file without the two scores
+    convert(src, "jsonl", tmp_path / "dropped.jsonl", "--drop-scores")
+    assert (tmp_path / "dropped.jsonl").read_bytes() == (converted / "ci.jsonl").read_bytes()
+    # a file with only the three known scores is converted without the flag (the fixture did)
+
+
 @pytest.mark.parametrize("case", ["jsonl-into-folder", "plain-option-with-jsonl", "foreign-files", "bad-format"])
 def test_bad_requests_fail_before_writing(converted, tmp_path, case):
     src = converted / "ci.jsonl"
