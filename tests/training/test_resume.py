@@ -226,7 +226,8 @@ def test_cli_train_rejects_bad_new_options(DATA, tmp_path, no_reading, args, exp
     """Each new train option with a wrong value: a usage error (exit 2, or 1 from the
     job's own check) naming the option, no traceback, nothing read or written."""
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("model: gru\nmodel_config: {embedding_dim: 8, hidden_size: 8}\n")
+    cfg.write_text(f"model: gru\nmodel_config: {{embedding_dim: 8, hidden_size: 8}}\n"
+                   f"data: {{train: {DATA / 'lm' / 'lm_valid.txt'}}}\n")
     out = tmp_path / "m.pt"
     res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(out), *args])
     assert res.exit_code == status, res.output
