@@ -12,13 +12,13 @@ from typing import Tuple
 
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
-from ..io.jsonl_nbest import is_jsonl, other_score_names, write_jsonl_nbest
+from ..io.jsonl_nbest import other_score_names, write_jsonl_nbest
 from ..io.kaldi_nbest import KALDI_WRITTEN, write_kaldi_nbest_files
 from ..io.plain_nbest import PLAIN_WRITTEN, write_plain_nbest_files
 from ..options import NBEST_FORMATS, ConvertOptions
 from ..types import NbestSet
 from ..validation import check_choice, check_paths, named_paths
-from .inputs import PLAIN_PATHS, load_nbest
+from .inputs import PLAIN_PATHS, load_nbest, nbest_format
 
 __all__ = ["ConvertJob", "ConvertResult", "convert_nbest"]
 
@@ -106,7 +106,7 @@ class ConvertJob(ConvertOptions):
         Raises DataError: JSON Lines input with other scores than ac_cost, lm_cost and
         graph_cost (they would be lost) without ``drop_scores``; as the reader and
         :func:`convert_nbest`."""
-        if not self.drop_scores and is_jsonl(self.nbest):
+        if not self.drop_scores and nbest_format(self.nbest) == "jsonl":
             other = other_score_names(self.nbest)
             if other:
                 names = ", ".join(f"{n!r} (first on line {line})" for n, line in other.items())

@@ -46,10 +46,42 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
                        scores_are_costs, utt2doc, utt_ids)
 
 
+#: The first bytes of compressed files -> (the format, the command that decompresses one).
+COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -k"), b"BZh": ("bzip2", "bunzip2 -k"),
+              b"\xfd7zXZ\x00": ("xz", "unxz -k"), b"\x28\xb5\x2f\xfd": ("zstd", "unzstd")}
+
+
+def check_nbest_input(path) -> None:
+    """Refuse N-best input that the readers cannot take, before any is read: a pipe or
+    another file that is not a regular one (every reader reads its input twice: a
+    checking pass, then the lists), or a compressed file (by its first bytes).
+
+    Raises:
+        DataError: one line naming the path, what it is and the fix.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise DataError(f"{path}: is a pipe or device, not a file; N-best input is read twice (a checking pass, "
+                        f"then the lists): write it to a file first (e.g. ... > nbest.jsonl) and give that")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(6)
+    except OSError:
+        return  # (the reader names a missing or unreadable file)
+    for magic, (name, command) in COMPRESSED.items():
+        if head.startswith(magic):
+            raise DataError(f"{path}: is {name}-compressed; N-best files are read as text: decompress it first "
+                            f"({command} {path}) and give the decompressed file")
+
+
 def nbest_format(path) -> str:
     """``kaldi`` (a folder), ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a
     name ending in ``.jsonl``, or ``{`` as the first byte that is not white space) or
-    ``plain`` (any other file): how :func:`load_nbest` and :func:`open_nbest` read ``path``."""
+    ``plain`` (any other file): how :func:`load_nbest` and :func:`open_nbest` read ``path``.
+    Raises DataError: a pipe or a compressed file (:func:`check_nbest_input`)."""
+    check_nbest_input(path)
     if os.path.isdir(path):
         return "kaldi"
     return "jsonl" if is_jsonl(path) else "plain"
