@@ -213,7 +213,9 @@ def load_tokenizer(transformers, label: str, path: str, **kwargs):
 def check_causal_behaviour(model, label: str, ids: Sequence[int]) -> None:
     """Refuse a model whose prediction at a position changes with the tokens after it
     (an encoder such as BERT loaded by ``AutoModelForCausalLM`` without ``is_decoder``):
-    one forward of ``ids`` and one of its first half must agree on that half.
+    one forward of ``ids`` (token ids, the first 16 used: ``[1, T]``) and one of its first
+    half ``[1, k]`` must give the same logits ``[k, V]`` (unnormalised) on that half, to
+    1e-4 of their largest magnitude (a causal model differs by rounding, about 1e-7).
 
     Raises:
         DataError: naming the model class and the fix.
