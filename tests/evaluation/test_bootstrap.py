@@ -16,11 +16,12 @@ from nbest_rescore.rescoring.combine import Weights
 
 @pytest.fixture(scope="module")
 def two_systems(dev, own_argmax, edit_distance):
-    """Dev: the first pass (rank 1) and the 1-best at LM weight 11 (acoustic + n-gram;
-    P(improve) near 0.63, a discriminating check), each as hypotheses by utterance and
+    """Dev: the first pass (rank 1) and the 1-best at LM weight 11 and the benchmark
+    decoder's word insertion penalty -0.629606 (acoustic + n-gram; P(improve) near 0.63,
+    a discriminating check), each as hypotheses by utterance and
     int64 [U] word errors; int64 [U] reference words."""
     nbest, refs = dev
-    w = Weights(lm_weight=11.0, interp=1.0)
+    w = Weights(lm_weight=11.0, interp=1.0, word_ins_penalty=-0.629606)
     first = {u.utt_id: u.hyps[0] for u in nbest.utterances}
     other = {u.utt_id: u.hyps[own_argmax(u, w)] for u in nbest.utterances}
 
