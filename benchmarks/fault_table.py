@@ -95,6 +95,8 @@ the kill changed nothing, so the probe run from the same state is the rerun (a
 `writability probe` leftover is the empty folder the output checks make and remove
 before any work; the next run removes one of a dead process). JSON
 outputs are compared without their timing fields (`seconds`, `tokens_per_s`).
+`convert over its input`: no kill; `convert` run with its output on its own input
+must be refused in one line (exit 1) and leave the folder as it was, byte for byte.
 """
 
 
@@ -426,6 +428,15 @@ class Case:
     pid: int = 0
 
 
+#: The cases of :meth:`Harness.over_input` (kill point column, arguments in a folder
+#: holding ``out/n.jsonl`` and the Kaldi shard ``kaldi/``): refused before any work.
+OVER_INPUT_NAME = "convert over its input"
+OVER_INPUT = (
+    ("--out is the --nbest file", ["convert", "--nbest", "out/n.jsonl", "--to", "jsonl", "--out", "out/n.jsonl"]),
+    ("--out is the --nbest folder", ["convert", "--nbest", "kaldi", "--to", "kaldi", "--out", "kaldi"]),
+    ("--out inside the --nbest folder", ["convert", "--nbest", "kaldi", "--to", "plain", "--out", "kaldi/p"]))
+
+
 def commands(data: Path, work: Path) -> List[Command]:
     """The commands and their previous-set variants; inputs are prepared by
     :meth:`Harness.setup` under ``work``."""
@@ -624,8 +635,29 @@ class Harness:
         return Case(name, "sabotaged swap (control)", "fork", res["killed"], res["seconds"], state,
                     describe_leftovers(folder, hidden, res["pid"], {}, cmd.out), "-", hidden, res["pid"])
 
+    def over_input(self) -> List[Case]:
+        """``convert`` with its output on its own input (:data:`OVER_INPUT`: a JSON Lines
+        file, a Kaldi folder, a folder inside the input), each from a folder holding
+        ``convert --to jsonl``'s previous set and a Kaldi shard: the run must be refused
+        (exit 1, one line) and leave the folder byte for byte as it was."""
+        folder = self._restore(commands(self.data, self.work)[-1], self.work / "convert" / "prev", "over-input")
+        shutil.copytree(self.work / "shards" / "1", folder / "kaldi")
+        before = snapshot(folder)
+        cases = []
+        for point, args in OVER_INPUT:
+            lg = self.log(f"over-input-{point}")
+            res = self.server.run(folder, lg, args)
+            said = lg.read_text().strip().splitlines()
+            refused = res["rc"] == 1 and len(said) == 1 and said[0].startswith("Error: ")
+            state = "input unchanged" if snapshot(folder) == before else "INPUT CHANGED"
+            cases.append(Case(OVER_INPUT_NAME, point, "fork", False, res["seconds"], f"{state} (exit {res['rc']})",
+                              "none", "OK (refused in one line)" if refused else f"NOT REFUSED: {said[-1:]}",
+                              pid=res["pid"]))
+        return cases
+
     def run_all(self, names: Optional[Sequence[str]] = None) -> List[Case]:
-        """:meth:`setup`, then the cases of every command (or those named)."""
+        """:meth:`setup`, then the cases of every command (or those named), and with
+        ``convert --to jsonl`` those of :meth:`over_input`."""
         t0 = time.monotonic()
         self.setup()
         self.seconds = {"setup": time.monotonic() - t0}
@@ -635,6 +667,8 @@ class Harness:
                 t0 = time.monotonic()
                 cases += self.run_command(cmd)
                 self.seconds[cmd.name] = time.monotonic() - t0
+        if names is None or "convert --to jsonl" in names:
+            cases += self.over_input()
         return cases
 
 
@@ -643,7 +677,8 @@ def unexpected(case: Case) -> bool:
     than kaldi-score's between its per-entry renames (documented), hidden leftovers of
     another process, or a rerun that was not OK."""
     documented = case.command == "kaldi-score" and case.point == "after 1st commit rename"
-    whole = not case.state.startswith(("MIXED", "PARTIAL")) or (documented and case.state.startswith("MIXED"))
+    whole = not case.state.startswith(("MIXED", "PARTIAL", "INPUT CHANGED")) or \
+        (documented and case.state.startswith("MIXED"))
     return not whole or "not of pid" in case.leftovers or not case.rerun.startswith("OK")
 
 

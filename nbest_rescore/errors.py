@@ -10,6 +10,15 @@ class DataError(ValueError):
     """Malformed or inconsistent input data (N-best files, text, checkpoints)."""
 
 
+class HypothesisError(DataError):
+    """A :class:`DataError` about one hypothesis of a scored batch: ``index`` its
+    position in the batch, for the caller that knows its key to name it."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
+
+
 def format_location(path, line_no=None) -> str:
     """``"path:line"`` (1-based line) or just ``"path"`` when no line is given."""
     return f"{path}:{line_no}" if line_no is not None else f"{path}"

@@ -1,6 +1,7 @@
 """Fault injection (issue 29): SIGKILL ``score``, ``tune``, ``kaldi-score``, ``merge``,
 ``split`` and ``convert --to jsonl`` on the ci lists at seeded random times and at the
-phases of their output code, and check what each kill leaves: the previous output set
+phases of their output code (plus ``convert`` over its own input: refused, nothing
+changed), and check what each kill leaves: the previous output set
 or the new one, whole and byte for byte, plus only hidden staging folders or temporary
 files of the killed process, which an uninterrupted rerun removes while writing exactly
 the set of a run that was never killed.
@@ -41,7 +42,9 @@ def faults(DATA, tmp_path_factory):
     table = ft.markdown(cases)
     if os.environ.get("FAULT_TABLE"):
         Path(os.environ["FAULT_TABLE"]).write_text(table)
-    return SimpleNamespace(cases=cases, control=control, table=table, identical=h.identical)
+    kills = [c for c in cases if c.command != ft.OVER_INPUT_NAME]
+    return SimpleNamespace(cases=kills, over=cases[len(kills):], control=control, table=table,
+                           identical=h.identical)
 
 
 def _cases(faults, command):
@@ -101,6 +104,17 @@ def test_the_kills_land_before_during_and_after_the_output_phase(faults):
     assert [c.command for c in real] == ["score"] and real[0].killed and real[0].hidden
 
 
+def test_convert_over_its_own_input_is_refused_and_changes_nothing(faults):
+    """The table's rows for convert with --out on its input (a file, a folder, inside a
+    folder): exit 1 with one line, every byte of the run folder as before."""
+    over = faults.over
+    assert [c.point for c in over] == [p for p, _ in ft.OVER_INPUT]
+    for c in over:
+        assert c.state == "input unchanged (exit 1)" and c.rerun == "OK (refused in one line)", c
+    changed = ft.Case(ft.OVER_INPUT_NAME, "x", "fork", False, 0.0, "INPUT CHANGED (exit 0)", "none", "OK")
+    assert ft.unexpected(changed)  # the check can fail
+
+
 def test_a_sabotaged_swap_is_caught(faults):
     """The control: the folder swap replaced by a file-by-file copy killed after the
     first file; the checks must see a partial set (so they can fail)."""
@@ -126,5 +140,5 @@ def test_classify_tells_whole_mixed_and_partial_sets():
 def test_the_table_has_a_row_per_case(faults):
     rows = [line for line in faults.table.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| command | kill point |")
-    assert len(rows) == 1 + len(faults.cases)
+    assert len(rows) == 1 + len(faults.cases) + len(faults.over)
     assert any("kaldi-score | after 1st commit rename" in r and "MIXED" in r for r in rows)

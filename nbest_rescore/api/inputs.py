@@ -8,11 +8,12 @@ import json
 import logging
 import math
 import os
+from functools import partial
 from typing import Callable, Dict, Tuple
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
-from ..io.jsonl_nbest import is_jsonl, open_jsonl_nbest, read_jsonl_nbest
+from ..io.jsonl_nbest import JSONL_SUFFIX, is_jsonl, open_jsonl_nbest, read_jsonl_nbest
 from ..io.kaldi_nbest import open_kaldi_nbest, read_kaldi_nbest_dir
 from ..io.plain_nbest import open_plain_nbest, read_plain_nbest
 from ..io.references import read_references
@@ -103,8 +104,24 @@ def _read_nbest(readers, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
             raise DataError(f"{path} is {what}: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-        return (kaldi if fmt == "kaldi" else jsonl)(path, log=log.info)
-    return plain(path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids, log=log.info)
+        read = partial(kaldi if fmt == "kaldi" else jsonl, path)
+    else:
+        read = partial(plain, path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids)
+    try:
+        return read(log=log.info)
+    except DataError as e:
+        raise DataError(f"{e} [{format_guess(path, fmt)}]") from None
+
+
+def format_guess(path, fmt: str) -> str:
+    """Which format :func:`nbest_format` guessed for ``path`` and why, for the end of a
+    reader's error: "read as a Kaldi N-best directory: x.jsonl is a folder"."""
+    if fmt == "kaldi":
+        return f"read as a Kaldi N-best directory: {os.path.basename(path)} is a folder"
+    if fmt == "jsonl":
+        why = f"its name ends in {JSONL_SUFFIX}" if os.fspath(path).endswith(JSONL_SUFFIX) else "its first character is '{'"
+        return f"read as JSON Lines: {why}"
+    return "read as a plain N-best file: not a folder, not named .jsonl, and its first character is not '{'"
 
 
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import DataError, examples
 from ..names import unique_names
-from ..rescoring.combine import Weights, flat_scores, segment_argmax
+from ..rescoring.combine import Weights, flat_scores, overflow_error, segment_argmax
 from ..types import NbestSet
 from .line_search import LinearScores, box, initial_point, och_search, split_point
 from .wer import nbest_errors, utterance_ref_words
@@ -413,13 +413,18 @@ def _grid_point(prep: TuneData, w: Weights) -> TunePoint:
 def linear_scores(flat, nn: Optional[np.ndarray], errors, offsets, acoustic_scale: float) -> LinearScores:
     """The scores as ``base + F @ [a_0 .. a_K, wip]`` with ``a_k = delta * w_k``:
     base = -acoustic_scale * ac_cost, F = [-ngram - graph, -nn_k - graph, num_words]
-    (equal to :func:`~nbest_rescore.rescoring.combine.combine` up to rounding)."""
+    (equal to :func:`~nbest_rescore.rescoring.combine.combine` up to rounding).
+    Raises DataError when a score inside the search's box could overflow float64."""
     graph = np.asarray(flat.graph_cost, dtype=np.float64)
     cols = [-np.asarray(flat.lm_cost, np.float64) - graph]
     cols += [-c - graph for c in (nn if nn is not None else [])]
     cols.append(np.asarray(flat.num_words, dtype=np.float64))
-    return LinearScores(base=-float(acoustic_scale) * np.asarray(flat.ac_cost, np.float64),
-                        features=np.column_stack(cols), offsets=np.asarray(offsets), errors=np.asarray(errors))
+    with np.errstate(over="ignore", invalid="ignore"):
+        base, features = -float(acoustic_scale) * np.asarray(flat.ac_cost, np.float64), np.column_stack(cols)
+        reach = np.abs(base).max(initial=0) + LINE_LIMIT * np.abs(features).max(axis=0, initial=0).sum()
+    if not reach < 1e300:  # (the largest score any point in the search's box can give)
+        raise overflow_error(f"a score of the line search (weights up to {LINE_LIMIT:g})", flat.ac_cost, flat.lm_cost)
+    return LinearScores(base=base, features=features, offsets=np.asarray(offsets), errors=np.asarray(errors))
 
 
 def tune_line(nbest: NbestSet, refs: Mapping[str, Sequence[str]], nn_cost: NnCosts, *,

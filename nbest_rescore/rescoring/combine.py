@@ -25,6 +25,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import DataError
 from ..options.score import WeightOptions
 
 #: How far ``w_0 + sum_k w_k`` may be from 1.
@@ -81,7 +82,8 @@ def _nn_costs(nn_cost, k: int) -> Sequence[np.ndarray]:
     return costs
 
 
-def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, graph_cost=None) -> np.ndarray:
+def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, graph_cost=None,
+            keys=None) -> np.ndarray:
     """Combined scores (natural log, larger = better), float64 with the inputs' shape.
 
     Args:
@@ -92,12 +94,33 @@ def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, grap
         nn_cost: neural LM costs: one [...] array (one LM), or K arrays / a [K, ...]
             array in the order of ``weights.nn_weights``; None when no NN weight is > 0.
         graph_cost: [...] optional non-LM graph costs (scaled by the LM weight).
+        keys: optional hypothesis keys [H] (one-dimensional inputs), to name one in an error.
     Raises:
         ValueError: ``nn_cost`` is None while an NN weight is > 0, or the number of
             cost arrays differs from the number of NN weights.
+        DataError: a combined score is not finite (a huge cost or weight overflowed).
     """
-    ac = np.asarray(ac_cost, dtype=np.float64)
-    ng = np.asarray(ngram_cost, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused below, in one line)
+        score = _combine(np.asarray(ac_cost, dtype=np.float64), np.asarray(ngram_cost, dtype=np.float64),
+                         num_words, weights, nn_cost, graph_cost)
+    bad = np.flatnonzero(~np.isfinite(score))
+    if len(bad):
+        which = f"hypothesis {keys[bad[0]]}" if keys is not None else f"{len(bad)} of {score.size} hypotheses"
+        raise overflow_error(f"the combined score of {which}", ac_cost, ngram_cost)
+    return score
+
+
+def overflow_error(what: str, ac_cost, ngram_cost) -> DataError:
+    """The one-line error for scores (``what``) that a huge cost times its weight takes
+    past float64's range; ``ac_cost``, ``ngram_cost``: the costs, for their largest."""
+    return DataError(f"{what} passes float64's range (about +-1.8e308): a cost (largest "
+                     f"{float(np.abs(ac_cost).max(initial=0)):.3g} acoustic, "
+                     f"{float(np.abs(ngram_cost).max(initial=0)):.3g} n-gram) times its weight overflows; costs are "
+                     f"-log P in nats, a few thousand at most: check the N-best's cost fields and the weights")
+
+
+def _combine(ac, ng, num_words, weights: Weights, nn_cost, graph_cost) -> np.ndarray:
+    """:func:`combine` without the check (numpy may overflow to inf here)."""
     lam = weights.interp
     lm_score = -lam * ng if lam != 0.0 else np.zeros_like(ng)
     ws = weights.lm_weights_per_model
@@ -118,14 +141,14 @@ def flat_scores(flat, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndar
     (``nn_cost``: float64 [H] over all its rows for one LM, K such arrays or a [K, H]
     array for several, or None when no NN weight is > 0).
     Returns float64 scores (natural log, larger = better) of the selected rows."""
-    graph = flat.graph_cost[sl]
+    graph, keys = flat.graph_cost[sl], getattr(flat, "keys", None)  # (a TuneData has no keys)
     nn = None
     if nn_cost is not None:
         k = len(weights.lm_weights_per_model)
         nn = [c[sl] for c in _nn_costs(nn_cost, k)]
         nn = nn[0] if k == 1 else nn
     return combine(flat.ac_cost[sl], flat.lm_cost[sl], flat.num_words[sl], weights, nn,
-                   graph if np.any(graph) else None)
+                   graph if np.any(graph) else None, keys=keys[sl] if keys is not None else None)
 
 
 def best_index(scores) -> int:

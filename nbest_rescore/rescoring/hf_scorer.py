@@ -39,7 +39,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import torch
 
-from ..errors import DataError
+from ..errors import DataError, HypothesisError
 from ..models.hf import HfLM
 from ..models.quantize import cpu_has_fast_bfloat16
 from ..options import ScorerOptions
@@ -157,15 +157,16 @@ class HfScorer:
     def _fit(self, contexts, rows, seqs, hyps):
         """(contexts, rows) where a context and its hypothesis would pass the model's
         positions: that hypothesis gets a context of its own, cut to what fits. Raises
-        DataError for a hypothesis that alone takes every position."""
+        HypothesisError (a DataError) for a hypothesis that alone takes every position."""
         if self.max_positions is None:
             return contexts, list(rows)
         out, new_rows, cut = list(contexts), [], {}
-        for r, s, h in zip(rows, seqs, hyps):
+        for i, (r, s, h) in enumerate(zip(rows, seqs, hyps)):
             room = self.max_positions - len(s)
             if room < 1:
-                raise DataError(f"a hypothesis of {len(s)} tokens ('{' '.join(h[:8])} ...') does not fit the "
-                                f"{self.max_positions} positions of the hf: LM; it cannot be scored by this model")
+                raise HypothesisError(f"the hypothesis of {len(h)} words ({len(s)} tokens) does not fit the "
+                                      f"{self.max_positions} positions of the hf: LM: it cannot be scored by this "
+                                      f"model; take an LM with more positions or leave this utterance out", i)
             if len(contexts[r]) <= room:
                 new_rows.append(r)
                 continue

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import torch
 
-from ..errors import DataError, examples
+from ..errors import DataError, HypothesisError, examples
 from ..models.base import align_slots, cat_states, select_state
 from ..options import HISTORY_MODES
 from ..types import NbestSet
@@ -171,7 +171,8 @@ class _Costs:
 
     def score(self, utt_idx: List[int], states, state_rows: List[int]) -> None:
         """Score every hypothesis of the utterances ``utt_idx``, each from the state
-        row of ``state_rows``. Raises NonFiniteCostError for NaN or infinite costs."""
+        row of ``state_rows``. Raises NonFiniteCostError for NaN or infinite costs, and
+        DataError naming the hypothesis key for one the scorer cannot score."""
         flat = self.flat
         rows, hyps, flat_pos = [], [], []
         for u, r in zip(utt_idx, state_rows):
@@ -179,7 +180,10 @@ class _Costs:
             rows.extend([r] * (b - a))
             hyps.extend(flat.hyps[a:b])
             flat_pos.extend(range(a, b))
-        costs = self.scorer.costs(states, rows, hyps)
+        try:
+            costs = self.scorer.costs(states, rows, hyps)
+        except HypothesisError as e:
+            raise DataError(f"hypothesis {flat.keys[flat_pos[e.index]]}: {e}") from None
         if not np.all(np.isfinite(costs)):
             raise NonFiniteCostError([flat.keys[p] for p, c in zip(flat_pos, costs) if not np.isfinite(c)])
         self.nn_cost[flat_pos] = costs

@@ -46,3 +46,39 @@ def test_a_pipe_is_refused_without_reading_it(DATA, tmp_path):
         assert res.output.startswith(f"Error: {fifo}: is a pipe or device, not a file; N-best input is read twice"), \
             res.output
         assert "write it to a file first" in res.output
+
+
+def test_an_error_names_the_format_guessed_and_why(DATA, tmp_path):
+    """An empty folder named x.jsonl is read as a Kaldi directory (it is a folder), and
+    the reader's message says so; a plain list's error says why it was read as plain."""
+    folder = tmp_path / "x.jsonl"
+    folder.mkdir()
+    plain = tmp_path / "lists.txt"
+    plain.write_text("not a plain N-best line\n")
+    for path, why in ((folder, "[read as a Kaldi N-best directory: x.jsonl is a folder]"),
+                      (plain, "[read as a plain N-best file: not a folder, not named .jsonl, and its first character "
+                              "is not '{']")):
+        res = CliRunner().invoke(main, ["tune", "--nbest", str(path), "--ref", str(DATA / "ci" / "ref.txt")])
+        assert res.exit_code == 1 and res.output.startswith(f"Error: {path}"), res.output
+        assert res.output.rstrip("\n").endswith(why) and res.output.count("\n") == 1, res.output
+
+
+@pytest.mark.parametrize("search", ["grid", "line"])
+def test_huge_finite_costs_end_in_one_line_not_a_numpy_warning(DATA, tmp_path, search):
+    """Costs near float64's limit pass the readers (finite) but overflow once weighted:
+    one line naming the largest costs, with numpy's warnings turned into errors."""
+    import json
+    import warnings
+
+    lines = _jsonl(DATA, tmp_path).read_text().splitlines()
+    first = json.loads(lines[0])
+    first["hypotheses"][2]["scores"]["lm_cost"] = 1.7e308
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy RuntimeWarning would end in "unexpected ..."
+        res = CliRunner().invoke(main, ["tune", "--nbest", str(huge), "--ref", str(DATA / "ci" / "ref.txt"),
+                                        "--search", search, "--out", str(tmp_path / "t")])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert "passes float64's range" in res.output and "1.7e+308 n-gram" in res.output, res.output
+    assert not (tmp_path / "t").exists()

@@ -236,3 +236,9 @@ def test_a_long_hypothesis_gets_a_shorter_context(DATA, small_set, tmp_path):
     scorer = lm.scorer()
     with pytest.raises(DataError, match="does not fit the 96 positions"):
         scorer.costs(scorer.initial_state(1), [0], [("word",) * 97])
+    u = small_set.utterances[1]  # through rescoring, the message names the hypothesis key
+    bad = type(u)(u.utt_id, u.doc_id, u.keys, (u.hyps[0], ("word",) * 97) + u.hyps[2:], u.ac_cost, u.lm_cost,
+                  u.graph_cost)
+    too_long = NbestSet((small_set.utterances[0], bad) + small_set.utterances[2:], small_set.doc_source)
+    with pytest.raises(DataError, match=f"^hypothesis {u.keys[1]}: the hypothesis of 97 words .* 96 positions"):
+        rescore(too_long, scorer, WEIGHTS, "first-pass")

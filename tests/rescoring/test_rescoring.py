@@ -121,6 +121,26 @@ def test_combine_formula():
         combine(np.array([1.0]), np.array([1.0]), np.array([1]), Weights(interp=0.5))
 
 
+def test_an_overflowing_combined_score_names_its_hypothesis(ci_nbest):
+    """A finite cost that overflows once weighted: a DataError naming the hypothesis key
+    (no numpy warning: warnings are errors here), and the same scores as before else."""
+    import warnings
+    from dataclasses import replace
+
+    from nbest_rescore.errors import DataError
+    from nbest_rescore.rescoring.combine import flat_scores
+
+    flat, w = ci_nbest.flat(), Weights(lm_weight=9.5, interp=1.0)
+    before = flat_scores(flat, w)
+    huge = flat.lm_cost.copy()
+    huge[7] = 1.7e308
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=f"^the combined score of hypothesis {flat.keys[7]} passes float64"):
+            flat_scores(replace(flat, lm_cost=huge), w)
+        np.testing.assert_array_equal(flat_scores(flat, w), before)
+
+
 def test_ngram_arpa_costs_match_lists_lm_cost(DATA, ci_nbest):
     """kenlm on the benchmark trigram reproduces the lists' lm_cost (natural log)."""
     from nbest_rescore.rescoring.ngram import NgramScorer
