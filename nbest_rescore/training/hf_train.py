@@ -47,7 +47,8 @@ from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models.base import Output
-from ..models.hf import HfText, import_transformers, load_hf_lm, load_tokenizer, write_metadata
+from ..models.hf import (PROBE_TEXT, HfText, check_causal_behaviour, import_transformers, load_hf_lm, load_tokenizer,
+                         write_metadata)
 from . import checkpointing
 
 log = logging.getLogger(__name__)
@@ -280,7 +281,10 @@ def _usual_modes(folder) -> None:
 
 def new_model(config: dict, text: HfText):
     """A new transformers causal LM of ``hf.config`` (float32, initialised from torch's
-    random state): the vocabulary size (unless given) and the BOS/EOS ids the tokenizer's."""
+    random state): the vocabulary size (unless given) and the BOS/EOS ids the tokenizer's.
+    Raises DataError for a config transformers cannot build, or a model that is not
+    causal (:func:`~nbest_rescore.models.hf.check_causal_behaviour`:
+    BERT without ``is_decoder``)."""
     transformers = import_transformers()
     conf = transformers.AutoConfig.for_model(**config)
     size = len(text.tokenizer)
@@ -291,10 +295,12 @@ def new_model(config: dict, text: HfText):
                         f"leave it out (the tokenizer's size is used)")
     conf.bos_token_id, conf.eos_token_id = text.start_ids[0], text.end_ids[0]
     try:
-        return transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.float32)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise DataError(f"hf.config: transformers could not build the model ({first})") from None
+    check_causal_behaviour(model.eval(), "hf.config", text.tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
+    return model
 
 
 def _positions(conf) -> Optional[int]:

@@ -230,6 +230,8 @@ def test_a_failed_run_leaves_no_folder(DATA, bpe, tmp_path, monkeypatch):
     ({"pretrained": "no/such/dir"}, "hf.pretrained"),
     ({"config": GPT2, "tokenizer": "TOK", "context": 8}, "hf: unknown key(s) ['context']"),
     (None, "hf: model: hf needs an hf block"),
+    ({"config": {"model_type": "t5", "d_model": 8, "d_ff": 8, "d_kv": 4, "num_layers": 1, "num_heads": 2},
+      "tokenizer": "TOK"}, "hf.config.model_type: 't5' is not a causal LM"),
 ])
 def test_a_bad_hf_block_is_one_error_line_naming_the_key(DATA, bpe, tmp_path, hf, key):
     cfg = tmp_path / "c.yaml"
@@ -242,6 +244,18 @@ def test_a_bad_hf_block_is_one_error_line_naming_the_key(DATA, bpe, tmp_path, hf
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and key in lines[0] and str(cfg) in lines[0], res.output
     assert not (tmp_path / "m").exists()
+
+
+def test_an_encoder_config_is_refused_by_its_behaviour(DATA, bpe, tmp_path):
+    """BERT passes the config checks (transformers maps it to BertLMHeadModel) but sees
+    the words it predicts: refused once built, in one line, before any training."""
+    bert = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "intermediate_size": 8}
+    cfg = write_config(tmp_path / "c.yaml", DATA, bpe, hf={"config": bert, "tokenizer": str(bpe)}, max_epochs=1)
+    res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(tmp_path / "m"), "--no-progress"])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert res.output.startswith("Error: hf.config: the model (BertLMHeadModel) is not causal"), res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
 
 
 def test_train_bpe_script(DATA, tmp_path):
