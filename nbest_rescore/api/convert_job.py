@@ -12,19 +12,14 @@ from typing import Tuple
 
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
-from ..io.jsonl_nbest import other_score_names, write_jsonl_nbest
-from ..io.kaldi_nbest import KALDI_WRITTEN, write_kaldi_nbest_files
-from ..io.plain_nbest import PLAIN_WRITTEN, write_plain_nbest_files
+from ..io.formats import FORMATS
+from ..io.jsonl_nbest import other_score_names
 from ..options import NBEST_FORMATS, ConvertOptions
 from ..types import NbestSet
 from ..validation import check_choice, check_paths, named_paths
 from .inputs import PLAIN_PATHS, load_nbest, nbest_format
 
 __all__ = ["ConvertJob", "ConvertResult", "convert_nbest"]
-
-#: The folder writers: format -> (writer(folder, nbest) -> names written, every name it may write).
-_FOLDER_WRITERS = {"kaldi": (write_kaldi_nbest_files, KALDI_WRITTEN), "plain": (write_plain_nbest_files, PLAIN_WRITTEN)}
-
 
 @dataclass(frozen=True)
 class ConvertResult:
@@ -50,17 +45,17 @@ def _check_out(to: str, out) -> None:
     """``out`` can take format ``to``: a folder (:func:`check_output_dir`), or for
     ``jsonl`` a file that is not a folder, in a folder that is or can be made writable."""
     check_choice("to", to, NBEST_FORMATS)
-    if to != "jsonl":
-        check_output_dir(out, _FOLDER_WRITERS[to][1])
+    if FORMATS[to].folder:
+        check_output_dir(out, FORMATS[to].written)
         return
     if os.path.isdir(out):
-        raise DataError(f"--out {out}: is a folder, but --to jsonl writes one file; give a file name such as "
-                        f"{os.path.join(out, 'nbest.jsonl')}")
+        raise DataError(f"--out {out}: is a folder, but --to {to} writes one file; give a file name such as "
+                        f"{os.path.join(out, 'nbest.' + to)}")
     check_output_file(out, "--out")
 
 
 def convert_nbest(nbest: NbestSet, to: str, out) -> ConvertResult:
-    """Write ``nbest`` in format ``to`` (one of :data:`~nbest_rescore.options.NBEST_FORMATS`)
+    """Write ``nbest`` in format ``to`` (one of :data:`~nbest_rescore.io.formats.FORMATS`)
     at ``out``: ``kaldi`` (:func:`~nbest_rescore.io.kaldi_nbest.write_kaldi_nbest_files`;
     costs with 6 decimals) or ``plain`` (:func:`~nbest_rescore.io.plain_nbest.write_plain_nbest_files`)
     into the folder ``out``, replaced as a whole; ``jsonl``
@@ -74,16 +69,14 @@ def convert_nbest(nbest: NbestSet, to: str, out) -> ConvertResult:
             ``<utt_id>-1 .. <utt_id>-N``). Nothing is written then.
     """
     _check_out(to, out)
-    out = os.fspath(out)
-    if to == "jsonl":
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        write_jsonl_nbest(nbest, out, option="--out")
-        files: Tuple[str, ...] = (os.path.basename(out),)
-    else:
-        write, written = _FOLDER_WRITERS[to]
+    out, fmt = os.fspath(out), FORMATS[to]
+    if fmt.folder:
         settings = {"nbest": nbest.source, "to": to, "doc_source": nbest.doc_source}
-        with atomic_dir(out, written, settings=settings) as tmp:
-            files = tuple(write(tmp, nbest))
+        with atomic_dir(out, fmt.written, settings=settings) as tmp:
+            files = tuple(fmt.write(tmp, nbest))
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        files = fmt.write(out, nbest)
     return ConvertResult(out, to, files, len(nbest.documents()), len(nbest), nbest.num_hyps(), nbest.doc_source)
 
 

@@ -13,9 +13,8 @@ from typing import Callable, Dict, Tuple
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
-from ..io.jsonl_nbest import JSONL_SUFFIX, is_jsonl, open_jsonl_nbest, read_jsonl_nbest
-from ..io.kaldi_nbest import open_kaldi_nbest, read_kaldi_nbest_dir
-from ..io.plain_nbest import open_plain_nbest, read_plain_nbest
+from ..io.formats import FORMATS
+from ..io.jsonl_nbest import JSONL_SUFFIX, is_jsonl
 from ..io.references import read_references
 from ..io.spans import NbestSource
 from ..rescoring.combine import WEIGHT_SUM_TOL, Weights
@@ -43,8 +42,7 @@ def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
         DataError: missing or malformed files (file and line named); plain-format
             options with a Kaldi directory or a JSON Lines file.
     """
-    return _read_nbest((read_kaldi_nbest_dir, read_jsonl_nbest, read_plain_nbest), path, ac, ngram,
-                       scores_are_costs, utt2doc, utt_ids)
+    return _read_nbest("read", path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
 
 
 #: The first bytes of compressed files -> (the format, the command that decompresses one).
@@ -88,29 +86,29 @@ def nbest_format(path) -> str:
     return "jsonl" if is_jsonl(path) else "plain"
 
 
-def _read_nbest(readers, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
-    """The one dispatch: ``readers`` = (Kaldi, JSON Lines, plain) reader, the one of
-    :func:`nbest_format` called after the checks of :func:`load_nbest`."""
+def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
+    """The one dispatch: the ``how`` (``read`` or ``open``) of the format
+    (:data:`~nbest_rescore.io.formats.FORMATS`) that :func:`nbest_format` names, called
+    after the checks of :func:`load_nbest`."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory, a JSON Lines file or a "
                         f"plain N-best file")
-    kaldi, jsonl, plain = readers
-    fmt = nbest_format(path)
-    if fmt != "plain":
+    fmt = FORMATS[nbest_format(path)]
+    if fmt.plain_options:
+        read = partial(getattr(fmt, how), path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                       utt_ids=utt_ids)
+    else:
         given = [n for n, v in (("ac", ac), ("ngram", ngram), ("utt2doc", utt2doc), ("utt_ids", utt_ids)) if v]
         if given or scores_are_costs:
-            what = "a Kaldi N-best directory" if fmt == "kaldi" else "a JSON Lines file"
-            raise DataError(f"{path} is {what}: the plain-format options "
+            raise DataError(f"{path} is {fmt.what}: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-        read = partial(kaldi if fmt == "kaldi" else jsonl, path)
-    else:
-        read = partial(plain, path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc, utt_ids=utt_ids)
+        read = partial(getattr(fmt, how), path)
     try:
         return read(log=log.info)
     except DataError as e:
-        raise DataError(f"{e} [{format_guess(path, fmt)}]") from None
+        raise DataError(f"{e} [{format_guess(path, fmt.name)}]") from None
 
 
 def format_guess(path, fmt: str) -> str:
@@ -136,8 +134,7 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
 
     Arguments, checks and errors as :func:`load_nbest`.
     """
-    return _read_nbest((open_kaldi_nbest, open_jsonl_nbest, open_plain_nbest), path, ac, ngram, scores_are_costs,
-                       utt2doc, utt_ids)
+    return _read_nbest("open", path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
 
 
 #: The plain-format path options a job may carry (``plain_ac`` ...).

@@ -5,6 +5,8 @@ import json
 import os
 from typing import Callable, Iterable, List, Sequence
 
+import numpy as np
+
 from ..io.atomic import atomic_dir, atomic_write
 from ..io.score_outputs import ScoreFilesWriter
 from .score_result import SCORE_OUTPUTS, ScoreResult, cost_files
@@ -23,14 +25,29 @@ def write_score_outputs(result: ScoreResult, out_dir) -> List[str]:
     """
     files = cost_files(result.names)
     by_lm = [result.nn_costs_by_lm[n] for n in result.names] if len(files) > 1 else [result.nn_cost]
-    with atomic_dir(out_dir, SCORE_OUTPUTS + files, settings=result.summary()) as tmp:
+    return write_score_set(out_dir, result, files, result.one_best.items(), result.keys, by_lm)
+
+
+def write_score_set(out_dir, result, files: Sequence[str], one_best: Iterable, keys: Sequence[str],
+                    costs: Sequence[np.ndarray]) -> List[str]:
+    """The one writer of a score output set (``score`` whole, and ``merge``): ``text``
+    (``one_best``: (utterance id, words) pairs), the cost files ``files`` (float64 [H]
+    ``costs`` per file over the hypothesis ``keys`` [H]) and, when ``result.wer`` is
+    set, ``wer.json`` (``result.summary()``, also the run marker's settings) into
+    ``out_dir`` as one set (:func:`~nbest_rescore.io.atomic.atomic_dir`).
+
+    Returns:
+        the paths written. Raises DataError when ``out_dir`` cannot be used.
+    """
+    with atomic_dir(out_dir, SCORE_OUTPUTS + tuple(files), settings=result.summary()) as tmp:
         with ScoreFilesWriter(tmp, files) as writer:
-            writer.write(result.one_best.items(), result.keys, by_lm)
+            writer.write(one_best, keys, costs)
         return [os.path.join(out_dir, n) for n in finish(tmp, result, files)]
 
 
-def finish(tmp, result: ScoreResult, files) -> List[str]:
-    """Write ``wer.json`` (with references) beside the other outputs; their names."""
+def finish(tmp, result, files) -> List[str]:
+    """Write ``wer.json`` (``result.summary()``, when ``result.wer`` is set: a
+    :class:`ScoreResult` or a merge's result) beside the other outputs; their names."""
     names = ["text", *files]
     if result.wer is not None:
         with atomic_write(tmp / "wer.json") as f:

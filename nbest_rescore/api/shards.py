@@ -10,7 +10,6 @@ after an error nothing is written.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -20,14 +19,15 @@ import numpy as np
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
-from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
+from ..io.atomic import atomic_dir, check_output_dir, check_outside_inputs
 from ..io.kaldi_nbest import split_hyp_key, write_kaldi_nbest_files
-from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
-from ..io.score_ark import read_cost_ark, write_cost_ark
+from ..io.kaldi_text import read_kaldi_text
+from ..io.score_ark import read_cost_ark
 from ..options import MergeOptions, SplitOptions
 from ..types import NbestSet, Words
 from ..validation import check_input_file
 from .inputs import load_nbest, load_references, read_json_key, run_settings
+from .score_outputs import write_score_set
 from .score_result import SCORE_OUTPUTS, cost_files
 
 __all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores", "plan_shards", "split_nbest"]
@@ -302,13 +302,9 @@ def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, S
     res = MergeResult(tuple(job_dirs), one_best, merged.get("nn_cost", {}), wer, sentence_errors,
                       dict(settings or {}), absent, by_lm)
     if out_dir is not None:
-        with atomic_dir(out_dir, SCORE_OUTPUTS + files, settings=res.summary()) as tmp:
-            write_kaldi_text(tmp / "text", one_best.items())
-            for name in files:
-                write_cost_ark(tmp / name, merged[name].items())
-            if wer is not None:
-                with atomic_write(tmp / "wer.json") as f:
-                    json.dump(res.summary(), f, indent=2)
+        keys = list(merged[files[0]])
+        costs = [np.fromiter((merged[name][k] for k in keys), np.float64, len(keys)) for name in files]
+        write_score_set(out_dir, res, files, one_best.items(), keys, costs)
     return res
 
 
