@@ -109,6 +109,28 @@ def hf_lm(DATA, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_set(tmp_path_factory):
+    """The project's own tiny N-best set (tests/tiny_data.py: 16 utterances of 4
+    documents, 6 hypotheses each) in the Kaldi layout, as (folder, references); needs
+    no benchmark data."""
+    from tiny_data import write_tiny_set
+
+    folder = tmp_path_factory.mktemp("tiny") / "nbest"
+    return folder, write_tiny_set(folder)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Without the benchmark data: one line saying how many tests it skipped, and where
+    it was looked for."""
+    if _FOUND:
+        return
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and SKIP_NO_DATA in str(r.longrepr[2])]
+    terminalreporter.write_line(f"{len(skipped)} tests skipped: {SKIP_NO_DATA} (the tests on the project's "
+                                f"own tiny set, tests/tiny_data.py, ran without it)")
+
+
+@pytest.fixture(scope="session")
 def ci_nbest(DATA):
     from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 
