@@ -112,12 +112,13 @@ def flag(name: str) -> str:
 def _fault(meta, value):
     """What is wrong with ``value`` against a field's declaration ``meta`` (``kind``,
     ``range``, ``choices``, ``nullable``, ``multiple``): None when it fits, else
-    ``(the bad value, whether its type is right)``. A ``multiple`` field holds a list or
-    tuple, checked item by item (a string counts as one item); the bad item is returned."""
+    ``(the bad value, whether its type is right)``. A ``multiple`` field, or one whose
+    text is ``parse``d into values, holds a list or tuple, checked item by item (a string
+    counts as one item); the bad item is returned."""
     kind, choices = meta.get("kind"), meta.get("choices")
     if value is None:
         return None if meta.get("nullable") or not (kind or choices) else (value, False)
-    many = meta.get("multiple") and not isinstance(value, str)
+    many = (meta.get("multiple") or meta.get("parse")) and not isinstance(value, str)
     if many and not isinstance(value, (list, tuple)):
         return value, False
     type_test = KINDS[kind][1] if kind else (lambda v: True)
