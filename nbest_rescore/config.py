@@ -4,8 +4,9 @@ Relative paths in a config are resolved against the current directory (run comma
 from the repository root); if not found there, against the config file's directory
 and its parent.
 
-Every value is checked when a config is built (:func:`check_fields`, run by each
-dataclass's ``__post_init__``), and the model name and ``model_config`` by
+Every key is declared with its kind and range or choices (:func:`~nbest_rescore.options.option`)
+and checked when a config is built (:func:`~nbest_rescore.validation.check_options`, run
+by each dataclass's ``__post_init__``), and the model name and ``model_config`` by
 :func:`validate_train_config`, before any data is read.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ import yaml
 
 from .errors import DataError
 from .options import TRAIN_DTYPES  # optim.dtype: the choices of train --dtype
-from .validation import check_fields, describe_value
+from .options import option
+from .validation import check_options, describe_value
 from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
 
@@ -32,18 +34,17 @@ class DataConfig:
     is required (:func:`validate_train_config` says so); without ``valid`` the run has no
     validation (no perplexity points, no early stopping; the last weights are kept)."""
 
-    train: Optional[str] = None
-    valid: Optional[str] = None
-    max_words: Optional[int] = None  # word budget: train on a prefix of the text
-    max_valid_words: Optional[int] = None
+    train: Optional[str] = option(None, kind="str", example="data/lm_train.txt")
+    valid: Optional[str] = option(None, kind="str", example="data/lm_valid.txt")
+    # word budget: train on a prefix of the text
+    max_words: Optional[int] = option(None, kind="int", range=">= 1", example=1000000)
+    max_valid_words: Optional[int] = option(None, kind="int", range=">= 1", example=100000)
 
     _SECTION = "data"
-    _EXAMPLES = {"train": "data/lm_train.txt", "valid": "data/lm_valid.txt", "max_words": 1000000,
-                 "max_valid_words": 100000}
 
     def __post_init__(self):
         _paths_to_str(self, ("train", "valid"))
-        check_fields(self)
+        check_options(self)
 
 
 @dataclass
@@ -52,18 +53,17 @@ class VocabConfig:
     ``<unk>``) with count >= ``min_count``, optionally restricted to the words of
     ``restrict_to`` (e.g. the first-pass vocabulary), or read from ``file``."""
 
-    max_size: Optional[int] = 20000
-    min_count: int = 1
-    restrict_to: Optional[str] = None
-    file: Optional[str] = None
+    max_size: Optional[int] = option(20000, kind="int", nullable=True,
+                                     range=f">= {MIN_VOCAB_SIZE} ({', '.join(SPECIALS)} and at least one word)")
+    min_count: int = option(1, kind="int", range=">= 1")
+    restrict_to: Optional[str] = option(None, kind="str", example="data/lang/words.txt")
+    file: Optional[str] = option(None, kind="str", example="data/lm_vocab.txt")
 
     _SECTION = "vocab"
-    _RANGES = {"max_size": f">= {MIN_VOCAB_SIZE} ({', '.join(SPECIALS)} and at least one word)"}
-    _EXAMPLES = {"restrict_to": "data/lang/words.txt", "file": "data/lm_vocab.txt"}
 
     def __post_init__(self):
         _paths_to_str(self, ("restrict_to", "file"))
-        check_fields(self)
+        check_options(self)
 
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -128,52 +128,52 @@ class OptimConfig:
     epoch end, and every ``valid_every`` words or seconds within epochs), ``max_epochs``
     or ``max_seconds``."""
 
-    batch_size: int = 32
-    bptt: int = 20
-    lr: float = 1e-3
-    clip: float = 10.0
-    max_epochs: int = 10
-    patience: int = 2
-    halve_lr_on_plateau: bool = True
-    max_seconds: Optional[float] = None
-    seed: int = 0
-    threads: Optional[int] = None
-    self_norm_weight: float = 0.0  # alpha, see trainer.segment_loss; 0 = plain cross-entropy
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    momentum: float = 0.0  # sgd only
-    lr_schedule: str = "constant"
-    warmup_steps: int = 0
-    min_lr_ratio: float = 0.0
-    shuffle: bool = True
-    dtype: str = "float32"
-    log_interval: int = 50  # steps between reads of the loss for the progress bar
-    cuda_graph: bool = True  # on CUDA: replay the training step as one CUDA graph
-    checkpoint_every: int = 1  # epochs between checkpoints (the last epoch is always saved)
+    batch_size: int = option(32, kind="int", range=">= 1")
+    bptt: int = option(20, kind="int", range=">= 1")
+    lr: float = option(1e-3, kind="float", range="> 0")
+    clip: float = option(10.0, kind="float", range="> 0")
+    max_epochs: int = option(10, kind="int", range=">= 1")
+    patience: int = option(2, kind="int", range=">= 1")
+    halve_lr_on_plateau: bool = option(True, kind="bool")
+    max_seconds: Optional[float] = option(None, kind="float", range="> 0", example=3600)
+    seed: int = option(0, kind="int", range=">= 0")
+    threads: Optional[int] = option(None, kind="int", range=">= 1", example=4)
+    # alpha, see trainer.segment_loss; 0 = plain cross-entropy
+    self_norm_weight: float = option(0.0, kind="float", range=">= 0 (0 = off)", example=0.1)
+    optimizer: str = option("adam", kind="str", choices=OPTIMIZERS)
+    weight_decay: float = option(0.0, kind="float", range=">= 0")
+    momentum: float = option(0.0, kind="float", range=">= 0")  # sgd only
+    lr_schedule: str = option("constant", kind="str", choices=LR_SCHEDULES)
+    warmup_steps: int = option(0, kind="int", range=">= 0")
+    min_lr_ratio: float = option(0.0, kind="float", range="[0, 1]")
+    shuffle: bool = option(True, kind="bool")
+    dtype: str = option("float32", kind="str", choices=TRAIN_DTYPES)
+    # steps between reads of the loss for the progress bar
+    log_interval: int = option(50, kind="int", range=">= 1")
+    # on CUDA: replay the training step as one CUDA graph
+    cuda_graph: bool = option(True, kind="bool")
+    # epochs between checkpoints (the last epoch is always saved)
+    checkpoint_every: int = option(1, kind="int", range=">= 1")
     # the resumable state also mid-epoch: a time (5m, 90s, 1h), N steps (500steps) or off
-    checkpoint_interval: str = "5m"
+    checkpoint_interval: str = option("5m", kind="str")
     # validation (a point of the learning curve) also within epochs: a time (10m) or a
     # number of training words (300kwords); epoch: at epoch ends only
-    valid_every: str = "epoch"
+    valid_every: str = option("epoch", kind="str")
     # full softmax: the loss through the fused output layer (vocabulary blocks, no [N, V]
     # logits or gradient kept; one more block product per step), see models/fused_output.py
-    fused_softmax: bool = False
+    fused_softmax: bool = option(False, kind="bool")
 
     _SECTION = "optim"
-    _RANGES = {"lr": "> 0", "clip": "> 0", "max_seconds": "> 0", "seed": ">= 0", "warmup_steps": ">= 0",
-               "self_norm_weight": ">= 0 (0 = off)", "weight_decay": ">= 0", "momentum": ">= 0",
-               "min_lr_ratio": "[0, 1]"}
-    _CHOICES = {"optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES, "dtype": TRAIN_DTYPES}
-    _EXAMPLES = {"max_seconds": 3600, "threads": 4, "self_norm_weight": 0.1}
 
     def __post_init__(self):
-        check_fields(self)
+        check_options(self)
         parse_interval(self.checkpoint_interval)
         parse_interval(self.valid_every, "optim.valid_every", "words")
 
 
 #: The ``model`` name of a Hugging Face causal LM trained through ``transformers`` (the ``hf`` block).
 HF_MODEL = "hf"
+_HF_CONFIG_EXAMPLE = "{model_type: gpt2, n_embd: 256, n_layer: 4, n_head: 4, n_positions: 256}"
 
 
 @dataclass
@@ -185,19 +185,16 @@ class HfConfig:
     document before each ``optim.bptt`` window that the window is run after (no loss on
     them; at most ``optim.bptt``)."""
 
-    pretrained: Optional[str] = None
-    config: Optional[dict] = None
-    tokenizer: Optional[str] = None
-    context_tokens: int = 0
+    pretrained: Optional[str] = option(None, kind="str", example="exp/gpt")
+    config: Optional[dict] = option(None, kind="dict", example=_HF_CONFIG_EXAMPLE)
+    tokenizer: Optional[str] = option(None, kind="str", example="exp/bpe8k")
+    context_tokens: int = option(0, kind="int", range=">= 0")
 
     _SECTION = "hf"
-    _RANGES = {"context_tokens": ">= 0"}
-    _EXAMPLES = {"pretrained": "exp/gpt", "tokenizer": "exp/bpe8k",
-                 "config": "{model_type: gpt2, n_embd: 256, n_layer: 4, n_head: 4, n_positions: 256}"}
 
     def __post_init__(self):
         _paths_to_str(self, ("pretrained", "tokenizer"))
-        check_fields(self)
+        check_options(self)
 
 
 @dataclass
@@ -206,18 +203,17 @@ class TrainConfig:
     model's ``Config`` dataclass), data, vocabulary and optimisation sections; for
     ``model: hf`` the ``hf`` block instead of ``model_config`` and ``vocab``."""
 
-    model: str = "gru"
-    model_config: dict = field(default_factory=dict)
+    model: str = option("gru", kind="str")
+    model_config: dict = option(kind="dict", default_factory=dict, example="{hidden_size: 512}")
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     hf: Optional[HfConfig] = None
 
     _SECTION = ""
-    _EXAMPLES = {"model_config": "{hidden_size: 512}"}
 
     def __post_init__(self):
-        check_fields(self)
+        check_options(self)
         for key, cls in _SECTIONS.items():
             if not isinstance(getattr(self, key), cls):
                 raise DataError(f"{key} must be the {key} section ({cls.__name__}, a mapping in YAML), "
@@ -296,7 +292,7 @@ def _check_hf(cfg: TrainConfig) -> None:
     ``optim`` (transformers imported here). Raises DataError naming the key."""
     h = cfg.hf
     if h is None:
-        raise DataError(f"hf: model: {HF_MODEL} needs an hf block, e.g. hf: {{config: {HfConfig._EXAMPLES['config']}, "
+        raise DataError(f"hf: model: {HF_MODEL} needs an hf block, e.g. hf: {{config: {_HF_CONFIG_EXAMPLE}, "
                         f"tokenizer: exp/bpe8k}} or hf: {{pretrained: exp/gpt}}")
     dataclasses.replace(h)
     if cfg.model_config:

@@ -1,11 +1,16 @@
-"""The one validator of the package: values against a type, a range spec (``">= 1"``,
-``"[0, 0.999999]"`` ...) and choices, with two message styles over the same checks:
+"""The one validator of the package: every value is checked against its field's
+declaration (:func:`nbest_rescore.options.option`: a kind, a range spec such as
+``">= 1"`` or ``"[0, 0.999999]"``, choices, whether it may be null or repeated), by
+:func:`check_options`, run in ``__post_init__`` by the command options
+(:mod:`nbest_rescore.options`, the jobs of :mod:`nbest_rescore.api`) and by the config
+dataclasses (training config sections, every model family's ``Config``, the neural cache).
 
-* config dataclasses (training config sections, every model family's ``Config``):
-  :func:`check_fields`, ``section.field must be ..., got ...; e.g. field: value``;
-* command options (:mod:`nbest_rescore.options`, the jobs of :mod:`nbest_rescore.api`):
-  :func:`check_options` over the fields' metadata, and :func:`check_option` /
-  :func:`check_choice` for one value, ``--option must be ..., got ...``.
+One check, two message styles, by where the value comes from:
+
+* a command option (a class without ``_SECTION``): ``--option must be ..., got ...`` or
+  ``--option 'value': expected one of a, b``;
+* a config key (a class whose ``_SECTION`` names its YAML section): ``section.key must
+  be ..., got ...; e.g. key: value``.
 
 Every failure is one :class:`~nbest_rescore.errors.DataError` line naming the field or
 option, the value found and what was expected."""
@@ -20,17 +25,6 @@ import re
 import typing
 
 from .errors import DataError
-
-# -- generic field validation ------------------------------------------------------------
-# Every config dataclass (these sections and each model family's ``Config``) calls
-# :func:`check_fields` in ``__post_init__``. The field annotations give the types; the
-# class attributes (merged along the MRO, subclasses win) give the rest:
-#   _SECTION  name used in messages ("optim" -> "optim.lr"; "" -> "model")
-#   _RANGES   {field: ">= 1" | "> 0" | ">= 0" | "[0, 1)" | "(0, 1]" | ... [+ " (note)"]}
-#   _CHOICES  {field: (allowed strings, ...)}
-#   _EXAMPLES {field: a valid value for the "e.g." hint} (default: the field's default)
-# Defaults: integers >= 1 (sizes, dims, counts), fields named dropout* in [0, 1), other
-# numbers any finite value, strings non-empty.
 
 _NUM = r"-?[\d.]+(?:e[-+]?\d+)?"
 _RANGE_RE = re.compile(rf"\s*(?:(>=|>|<=|<)\s*({_NUM})|([\[(])\s*({_NUM})\s*,\s*({_NUM})\s*([\])]))\s*(.*)$")
@@ -70,19 +64,6 @@ def _parse_range(spec: typing.Optional[str]):
     return test, text + (f" {note}" if note else "")
 
 
-def _merged(cls, attr: str) -> dict:
-    out: dict = {}
-    for k in reversed(cls.__mro__):
-        out.update(vars(k).get(attr, {}))
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _hints(cls) -> dict:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
-
-
 def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
@@ -91,22 +72,11 @@ def _is_number(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
-_TYPES = {int: ("an integer", _is_int), float: ("a finite number", _is_number),
-          bool: ("true or false", lambda v: isinstance(v, bool)),
-          str: ("a non-empty string", lambda v: isinstance(v, str) and v != ""),
-          dict: ("a mapping (key: value lines)", lambda v: isinstance(v, dict))}
-
-
-def _unpack(tp):
-    """(nullable, is_list, element type) of an annotation: ``Optional[List[int]]`` ->
-    (True, True, int); ``float`` -> (False, False, float)."""
-    nullable = False
-    if typing.get_origin(tp) is typing.Union:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        nullable, tp = len(args) < len(typing.get_args(tp)), args[0]
-    if typing.get_origin(tp) in (list, tuple):
-        return nullable, True, (typing.get_args(tp) or (typing.Any,))[0]
-    return nullable, False, tp
+#: The kinds a field may declare: (what the messages call it, the test of one value).
+KINDS = {"int": ("an integer", _is_int), "float": ("a finite number", _is_number),
+         "bool": ("true or false", lambda v: isinstance(v, bool)),
+         "str": ("a non-empty string", lambda v: isinstance(v, str) and v != ""),
+         "dict": ("a mapping (key: value lines)", lambda v: isinstance(v, dict))}
 
 
 def describe_value(v) -> str:
@@ -134,63 +104,106 @@ def yaml_value(v) -> str:
     return str(v)
 
 
-def check_fields(obj) -> None:
-    """Validate every field of the config dataclass ``obj`` against its annotation,
-    range and choices (see the comment above); DataError naming ``section.field``,
-    the value found, what was expected and a valid example."""
-    cls = type(obj)
-    section = getattr(cls, "_SECTION", cls.__name__)
-    prefix = f"{section}." if section else ""
-    ranges, choices, examples = _merged(cls, "_RANGES"), _merged(cls, "_CHOICES"), _merged(cls, "_EXAMPLES")
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    for name, tp in _hints(cls).items():
-        v = getattr(obj, name)
-        nullable, is_list, elem = _unpack(tp)
-        spec = ranges.get(name)
-        if spec is None and elem is int:
-            spec = ">= 1"
-        elif spec is None and elem is float and name.startswith("dropout"):
-            spec = "[0, 1)"
-        range_test, range_text = _parse_range(spec)
-        word, elem_test = _TYPES.get(elem, (getattr(elem, "__name__", str(elem)), lambda x: True))
-        items = v if is_list and isinstance(v, (list, tuple)) else [v]
-        if v is None:
-            type_ok = ok = nullable
-        else:
-            type_ok = (not is_list or isinstance(v, (list, tuple))) and all(elem_test(x) for x in items)
-            ok = type_ok and all(range_test(x) for x in items)
-        if is_list:
-            word = f"a list of {word.split(' ', 1)[-1]}s" + (" each" if range_text else "")
-        expected = word + range_text + (" or null" if nullable else "")
-        if ok and name in choices and v is not None and v not in choices[name]:
-            ok, expected = False, f"one of {', '.join(map(str, choices[name]))}"
-        if not ok:
-            example = examples.get(name, defaults.get(name))
-            if example is None or example is dataclasses.MISSING:
-                example = choices.get(name, ("...",))[0]
-            raise DataError(f"{prefix}{name} must be {expected}, got {describe_value(v) if not type_ok else repr(v)}; "
-                            f"e.g. {name}: {yaml_value(example)}")
-
-
-# -- command options -----------------------------------------------------------------------
-
 def flag(name: str) -> str:
     """The command-line spelling of option ``name``: ``batch_size`` -> ``--batch-size``."""
     return "--" + name.replace("_", "-")
 
 
+def _fault(meta, value):
+    """What is wrong with ``value`` against a field's declaration ``meta`` (``kind``,
+    ``range``, ``choices``, ``nullable``, ``multiple``): None when it fits, else
+    ``(the bad value, whether its type is right)``. A ``multiple`` field, or one whose
+    text is ``parse``d into values, holds a list or tuple, checked item by item (a string
+    counts as one item); the bad item is returned."""
+    kind, choices = meta.get("kind"), meta.get("choices")
+    if value is None:
+        return None if meta.get("nullable") or not (kind or choices) else (value, False)
+    many = (meta.get("multiple") or meta.get("parse")) and not isinstance(value, str)
+    if many and not isinstance(value, (list, tuple)):
+        return value, False
+    type_test = KINDS[kind][1] if kind else (lambda v: True)
+    in_range = _parse_range(meta.get("range"))[0] if kind in ("int", "float") else (lambda v: True)
+    for v in value if many else (value,):
+        if not type_test(v):
+            return v, False
+        if not in_range(v) or (choices and v not in choices):
+            return v, True
+    return None
+
+
+def _option_message(label: str, meta, bad) -> str:
+    """``--option must be an integer >= 1, got 0`` or ``--option 'x': expected one of a, b``."""
+    if meta.get("choices"):
+        return f"{label} {bad!r}: expected one of {', '.join(meta['choices'])}"
+    return f"{label} must be {KINDS[meta['kind']][0]}{_parse_range(meta.get('range'))[1]}, got {bad!r}"
+
+
+def _config_message(section: str, f: dataclasses.Field, value, type_ok: bool) -> str:
+    """``optim.lr must be a finite number > 0, got -0.1; e.g. lr: 0.001``: the whole value
+    of config key ``f`` of ``section``, what the key holds and a valid example."""
+    meta = f.metadata
+    word, text = KINDS[meta["kind"]][0] if meta.get("kind") else "", _parse_range(meta.get("range"))[1]
+    if meta.get("multiple"):
+        word = f"a list of {word.split(' ', 1)[-1]}s" + (" each" if text else "")
+    expected = word + text + (" or null" if meta.get("nullable") else "")
+    if type_ok and meta.get("choices"):
+        expected = f"one of {', '.join(map(str, meta['choices']))}"
+    example = meta.get("example")
+    if example is None:
+        example = f.default if f.default is not dataclasses.MISSING else None
+    if example is None:
+        example = (meta.get("choices") or ("...",))[0]
+    prefix = f"{section}." if section else ""
+    return (f"{prefix}{f.name} must be {expected}, got {repr(value) if type_ok else describe_value(value)}; "
+            f"e.g. {f.name}: {yaml_value(example)}")
+
+
+def check_options(obj) -> None:
+    """Check every field of the dataclass ``obj`` against its declaration (the metadata
+    of :func:`nbest_rescore.options.option`: ``kind`` ``int``/``float`` (finite, within
+    ``range``), ``bool``, ``str`` (non-empty) or ``dict``; ``choices``; ``nullable``;
+    ``multiple`` item by item). Fields that declare neither a kind nor choices are not
+    checked here.
+
+    Raises:
+        DataError: the first bad field, one line: ``--batch-size must be an integer >= 1,
+            got 0`` for a command option, ``optim.lr must be a finite number > 0, got -0.1;
+            e.g. lr: 0.001`` for a config key (a class with a ``_SECTION``).
+    """
+    section = getattr(type(obj), "_SECTION", None)
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        fault = _fault(f.metadata, value)
+        if fault is not None:
+            raise DataError(_option_message(flag(f.name), f.metadata, fault[0]) if section is None
+                            else _config_message(section, f, value, fault[1]))
+
+
+def check_value(cls, name: str, value, label: typing.Optional[str] = None) -> None:
+    """``value`` fits the declaration of field ``name`` of the option dataclass ``cls``
+    (for the same quantity given another way: a tune.json weight, a Python argument).
+
+    Raises:
+        DataError: ``--name must be ..., got ...`` (``label`` instead of ``--name``).
+    """
+    meta = {f.name: f for f in dataclasses.fields(cls)}[name].metadata
+    fault = _fault(meta, value)
+    if fault is not None:
+        raise DataError(_option_message(label or flag(name), meta, fault[0]))
+
+
 def check_option(name: str, value, kind: str, spec=None, nullable: bool = False) -> None:
     """``value`` of option ``name`` is of ``kind`` (``int`` or ``float``: finite) within
-    the range ``spec`` (as in ``_RANGES``; None: any), or None when ``nullable``.
+    the range ``spec`` (as :func:`nbest_rescore.options.option` spells it; None: any),
+    or None when ``nullable``.
 
     Raises:
         DataError: ``--name must be an integer >= 1, got 0``.
     """
-    if value is None and nullable:
-        return
-    (word, type_test), (test, text) = _TYPES[{"int": int, "float": float}[kind]], _parse_range(spec)
-    if not (type_test(value) and test(value)):
-        raise DataError(f"{flag(name)} must be {word}{text}, got {value!r}")
+    meta = {"kind": kind, "range": spec, "nullable": nullable}
+    fault = _fault(meta, value)
+    if fault is not None:
+        raise DataError(_option_message(flag(name), meta, fault[0]))
 
 
 def check_choice(name: str, value, choices) -> None:
@@ -200,27 +213,7 @@ def check_choice(name: str, value, choices) -> None:
         DataError: ``--name 'value': expected one of a, b``.
     """
     if value not in choices:
-        raise DataError(f"{flag(name)} {value!r}: expected one of {', '.join(choices)}")
-
-
-def check_options(obj) -> None:
-    """Check every field of the option dataclass ``obj`` that declares a ``kind``
-    (``int``/``float``, with ``range``) or ``choices`` in its metadata
-    (:func:`nbest_rescore.options.option`); ``multiple`` fields item by item.
-
-    Raises:
-        DataError: the first bad field (:func:`check_option`, :func:`check_choice`).
-    """
-    for f in dataclasses.fields(obj):
-        meta, value = f.metadata, getattr(obj, f.name)
-        if value is None and meta.get("nullable"):
-            continue
-        items = value if meta.get("multiple") and isinstance(value, (list, tuple)) else [value]
-        for v in items:
-            if meta.get("choices"):
-                check_choice(f.name, v, meta["choices"])
-            elif meta.get("kind") in ("int", "float"):
-                check_option(f.name, v, meta["kind"], meta.get("range"))
+        raise DataError(_option_message(flag(name), {"choices": choices}, value))
 
 
 def check_paths(obj, names) -> None:

@@ -73,14 +73,25 @@ def test_one_meaning_one_field_across_commands():
     assert all(len(ids) == 1 for ids in shared.values())
 
 
-def test_constants_agree_with_the_code_using_them():
-    from nbest_rescore.config import TRAIN_DTYPES
-    from nbest_rescore.evaluation.bootstrap import REPLICATIONS
-    from nbest_rescore.models.fused_output import SOFTMAX_IMPLS
-    from nbest_rescore.rescoring.history import HISTORY_MODES
+def test_option_constants_are_defined_once():
+    """The constants of the options (choices, defaults such as REPLICATIONS) are assigned
+    only in nbest_rescore/options/: the code using them imports them (no copy kept equal)."""
+    import ast
+    from pathlib import Path
 
-    assert opt.SOFTMAX_IMPLS == SOFTMAX_IMPLS and opt.HISTORY_MODES == HISTORY_MODES
-    assert opt.REPLICATIONS == REPLICATIONS and opt.TRAIN_DTYPES == TRAIN_DTYPES
+    pkg = Path(opt.__file__).resolve().parents[1]
+    names = {n for n in opt.__all__ if n.isupper()}
+    copies = []
+    for path in sorted(pkg.rglob("*.py")):
+        if path.parent.name == "options":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            copies += [f"{path.relative_to(pkg)}:{node.lineno}: {t.id}" for t in targets
+                       if isinstance(t, ast.Name) and t.id in names]
+    assert names >= {"REPLICATIONS", "HISTORY_MODES", "SOFTMAX_IMPLS", "TRAIN_DTYPES"}
+    assert not copies, f"constants of nbest_rescore.options assigned again (import them instead): {copies}"
 
 
 def test_defaults_users_rely_on():

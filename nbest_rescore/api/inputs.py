@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from functools import partial
 from typing import Callable, Dict, Tuple
@@ -17,8 +16,10 @@ from ..io.formats import FORMATS
 from ..io.jsonl_nbest import JSONL_SUFFIX, is_jsonl
 from ..io.references import read_references
 from ..io.spans import NbestSource
-from ..rescoring.combine import WEIGHT_SUM_TOL, Weights
+from ..options import WeightOptions, check_weight_sum
+from ..rescoring.combine import Weights
 from ..types import NbestSet, Words
+from ..validation import check_value
 
 log = logging.getLogger("nbest_rescore")
 #: ``progress(done, total)`` callbacks of the jobs.
@@ -168,7 +169,7 @@ def read_weights_file(path) -> Tuple[Weights, Tuple[str, ...]]:
     Raises:
         DataError: unreadable JSON, a missing key, a number that is not finite, a
             weight outside [0, 1], no NN LM, or weights not summing to 1 (file and key
-            named).
+            named; each weight checked as its option, :class:`~nbest_rescore.options.WeightOptions`).
     """
     path = os.fspath(path)
     fix = "give the tune.json that 'nbest-rescore tune' wrote, or fix the file"
@@ -187,20 +188,18 @@ def read_weights_file(path) -> Tuple[Weights, Tuple[str, ...]]:
         raise DataError(f"--weights {path}: 'nn' must map each NN LM name to its weight, e.g. "
                         f'{{"gru": 0.3, "amn": 0.2}}; got {nn!r}')
 
-    def number(key, value, lo=-math.inf, hi=math.inf):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not (ok and lo <= value <= hi):
-            rng = f" in [{lo:g}, {hi:g}]" if math.isfinite(lo) else ""
-            raise DataError(f"--weights {path}: '{key}' must be a finite number{rng}, got {value!r}; {fix}")
+    def number(key, field, value):
+        try:  # as the option it stands for
+            check_value(WeightOptions, field, (value,) if field == "nn_weights" else value,
+                        label=f"--weights {path}: '{key}'")
+        except DataError as exc:
+            raise DataError(f"{exc}; {fix}") from None
         return float(value)
 
-    a, delta, wip = (number(k, block[k]) for k in ("acoustic_scale", "lm_weight", "word_ins_penalty"))
-    w0 = number("ngram", block["ngram"], 0.0, 1.0)
-    ws = tuple(number(f"nn.{name}", w, 0.0, 1.0) for name, w in nn.items())
-    total = w0 + sum(ws)
-    if abs(total - 1.0) > WEIGHT_SUM_TOL:
-        raise DataError(f"--weights {path}: the n-gram weight {w0:g} and the NN LM weights {list(ws)} must sum "
-                        f"to 1, they sum to {total:g}; {fix}")
+    a, delta, wip = (number(k, k, block[k]) for k in ("acoustic_scale", "lm_weight", "word_ins_penalty"))
+    w0 = number("ngram", "interp", block["ngram"])
+    ws = tuple(number(f"nn.{name}", "nn_weights", w) for name, w in nn.items())
+    check_weight_sum(w0, ws, f"--weights {path}: 'ngram'", "'nn'", fix)
     return Weights(a, delta, w0, wip, nn_weights=ws), tuple(str(n) for n in nn)
 
 

@@ -22,11 +22,11 @@ from ..errors import DataError
 from ..evaluation.wer import check_references
 from ..io.atomic import check_output_dir, check_outside_inputs
 from ..io.spans import NbestSource, SetSource
-from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, WeightOptions
+from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, ScoringOptions, WeightOptions
 from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
-from ..validation import check_paths, named_paths
+from ..validation import check_paths, check_value, named_paths
 from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_weights_file
 from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
@@ -103,6 +103,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     if not lms:
         raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
     weights, opts = _split_options(options, len(lms))
+    check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
     histories = lm_histories(history, len(lms))
     source = SetSource(nbest)
     run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress)

@@ -13,8 +13,7 @@ from typing import Dict, Iterator, Tuple
 
 import numpy as np
 
-#: Replications by default, as ``compute-wer-bootci --replications``.
-REPLICATIONS = 10000
+from ..options import REPLICATIONS  # the default of --replications, defined once there
 #: Most drawn indices held at once (rows of U indices per chunk: this // U).
 CHUNK_INDICES = 1 << 20
 #: The normal quantile of Kaldi's interval.

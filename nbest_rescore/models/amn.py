@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import DataError
+from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, hold_done
 from .registry import register
 
@@ -118,33 +119,25 @@ def memcell_health_sums(alpha: Tensor, cells: Tensor, weight: Optional[Tensor] =
 @dataclass
 class AMNConfig(ModelConfig):
     """AMN settings (``000`` section 4.3 / 6.3: K = 5 memcells, T0 = 250, gamma = 0.15);
-    the fields are described in docs/models.md, their ranges in ``_RANGES``."""
+    the fields are described in docs/models.md, their ranges here."""
 
-    hidden_size: int = 256
-    num_memcells: int = 5
-    dropout_mode: str = "none"
-    dropout: float = 0.0
-    anneal_t0: float = 1.0
-    anneal_gamma: float = 0.15
-    anneal_fraction: Optional[float] = None
-    itl_weight: float = 0.0
-    itl_reduction: str = "mean-token"
-    itl_ramp_fraction: float = 0.0
-    anneal_floor: float = 1.0
-    itl_detach_attention: bool = False
-    balance_weight: float = 0.0
-    input_projection: int = 0
-    itl_form: str = "spread"
-
-    _RANGES = {"anneal_t0": ">= 1 (T = 1 is the plain softmax)",
-               "anneal_floor": ">= 1 (the lowest temperature; 1 = the thesis's floor)",
-               "balance_weight": ">= 0 (0 = no load-balancing term)",
-               "input_projection": ">= 0 (0 = every GRU reads the embedding itself)",
-               "anneal_gamma": "(0, 1] (T is multiplied by it after every epoch)", "itl_weight": ">= 0",
-               "anneal_fraction": "(0, 1] (the share of the planned training after which T = 1)",
-               "itl_ramp_fraction": "[0, 1] (the share of the planned training over which the ITL weight "
-                                    "rises once T = 1; 0 = full weight from the start)"}
-    _CHOICES = {"dropout_mode": DROPOUT_MODES, "itl_reduction": ITL_REDUCTIONS, "itl_form": ITL_FORMS}
+    hidden_size: int = option(256, kind="int", range=">= 1")
+    num_memcells: int = option(5, kind="int", range=">= 1")
+    dropout_mode: str = option("none", kind="str", choices=DROPOUT_MODES)
+    dropout: float = option(0.0, kind="float", range="[0, 1)")
+    anneal_t0: float = option(1.0, kind="float", range=">= 1 (T = 1 is the plain softmax)")
+    anneal_gamma: float = option(0.15, kind="float", range="(0, 1] (T is multiplied by it after every epoch)")
+    anneal_fraction: Optional[float] = option(
+        None, kind="float", range="(0, 1] (the share of the planned training after which T = 1)")
+    itl_weight: float = option(0.0, kind="float", range=">= 0")
+    itl_reduction: str = option("mean-token", kind="str", choices=ITL_REDUCTIONS)
+    itl_ramp_fraction: float = option(0.0, kind="float", range="[0, 1] (the share of the planned training over "
+                                      "which the ITL weight rises once T = 1; 0 = full weight from the start)")
+    anneal_floor: float = option(1.0, kind="float", range=">= 1 (the lowest temperature; 1 = the thesis's floor)")
+    itl_detach_attention: bool = option(False, kind="bool")
+    balance_weight: float = option(0.0, kind="float", range=">= 0 (0 = no load-balancing term)")
+    input_projection: int = option(0, kind="int", range=">= 0 (0 = every GRU reads the embedding itself)")
+    itl_form: str = option("spread", kind="str", choices=ITL_FORMS)
     _RETIRED = {"itl_ramp_epochs": 0}  # replaced by itl_ramp_fraction; 0 (no ramp) loads
 
     def __post_init__(self):

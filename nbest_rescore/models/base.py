@@ -23,8 +23,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..options import SOFTMAX_IMPLS, ScorerOptions, default_of
-from ..validation import check_choice, check_fields
+from ..options import SOFTMAX_IMPLS, ScorerOptions, default_of, option
+from ..validation import check_choice, check_options
 from ..errors import DataError
 from .adaptive_output import adaptive_log_probs_at
 from .fused_output import fused_linear_cross_entropy, fused_log_probs_at
@@ -159,10 +159,11 @@ DIRECTIONS = ("forward", "backward")
 class ModelConfig:
     """Options shared by every model family: each family's ``Config`` derives from this
     dataclass and adds its own fields (so ``model_config: {output: adaptive}`` works
-    for all). Every field is checked against its annotation and range when the config
-    is built (:func:`~nbest_rescore.config.check_fields`; integers >= 1, dropouts in
-    [0, 1)); a family declares other ranges / choices in ``_RANGES`` / ``_CHOICES`` and
-    cross-field rules in its ``__post_init__`` (after ``super().__post_init__()``).
+    for all). Every field is declared with its kind and range or choices
+    (:func:`~nbest_rescore.options.option`) and checked when the config is built
+    (:func:`~nbest_rescore.validation.check_options`; DataError naming
+    ``model_config.<key>``); a family declares cross-field rules in its
+    ``__post_init__`` (after ``super().__post_init__()``).
 
     Fields (defined in docs/models.md, "Options shared by all models" and "Backward
     LMs"): ``embedding_dim``, ``dropout_emb``/``dropout_out`` (on the embeddings / on the
@@ -176,22 +177,19 @@ class ModelConfig:
     forward).
     """
 
-    embedding_dim: int = 256
-    dropout_emb: float = 0.0
-    dropout_out: float = 0.0
-    tie_weights: bool = False
-    output: str = "softmax"
-    adaptive_cutoffs: Optional[List[int]] = None
-    adaptive_div_value: float = 4.0
-    direction: str = "forward"
+    embedding_dim: int = option(256, kind="int", range=">= 1")
+    dropout_emb: float = option(0.0, kind="float", range="[0, 1)")
+    dropout_out: float = option(0.0, kind="float", range="[0, 1)")
+    tie_weights: bool = option(False, kind="bool")
+    output: str = option("softmax", kind="str", choices=OUTPUT_LAYERS)
+    adaptive_cutoffs: Optional[List[int]] = option(None, kind="int", range=">= 1", multiple=True, example=[2000, 10000])
+    adaptive_div_value: float = option(4.0, kind="float", range=">= 1")
+    direction: str = option("forward", kind="str", choices=DIRECTIONS)
 
     _SECTION = "model_config"
-    _RANGES = {"adaptive_div_value": ">= 1"}
-    _CHOICES = {"output": OUTPUT_LAYERS, "direction": DIRECTIONS}
-    _EXAMPLES = {"adaptive_cutoffs": [2000, 10000]}
 
     def __post_init__(self):
-        check_fields(self)
+        check_options(self)
         if self.output == "adaptive" and self.tie_weights:
             raise DataError("model_config: tie_weights cannot be combined with output: adaptive "
                             "(the adaptive softmax has no single output embedding matrix); "

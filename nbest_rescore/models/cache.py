@@ -25,7 +25,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..validation import check_fields
+from ..options import option
+from ..validation import check_options
 from ..errors import DataError
 from .base import LanguageModel, Output, State, pad_front, state_row_bytes
 
@@ -38,19 +39,18 @@ SLOT_MULTIPLE = 64
 @dataclass
 class CacheConfig:
     """Cache settings: ``size`` M pairs, ``theta`` the flatness of the cache distribution
-    (typical 0.3-1.0), ``lam`` the cache weight lambda (typical 0.1-0.2); ranges in
-    ``_RANGES`` (DataError outside them)."""
+    (typical 0.3-1.0), ``lam`` the cache weight lambda (typical 0.1-0.2); DataError
+    outside the declared ranges."""
 
-    size: int = 500
-    theta: float = 0.3
-    lam: float = 0.1
+    size: int = option(500, kind="int", range=">= 1 (pairs kept; use no cache instead of size 0)")
+    theta: float = option(0.3, kind="float")
+    lam: float = option(0.1, kind="float", range="[0, 1) (the cache weight lambda; lambda = 1 gives probability 0 "
+                                                  "to words outside the cache)")
 
     _SECTION = "cache"
-    _RANGES = {"size": ">= 1 (pairs kept; use no cache instead of size 0)",
-               "lam": "[0, 1) (the cache weight lambda; lambda = 1 gives probability 0 to words outside the cache)"}
 
     def __post_init__(self):
-        check_fields(self)
+        check_options(self)
 
 
 def _feature_dim(model: LanguageModel) -> int:

@@ -42,10 +42,12 @@ from typing import ClassVar, List, Optional
 import torch
 from torch import Tensor, nn
 
+from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, lstm_forget_bias, run_rnn, slide_window
 from .registry import register, register_variant
 
 INIT_RANGE = 0.1  # ``001`` section 4.1
+_WINDOW = ">= 1 (previous outputs attended over)"  # model_config.window
 
 
 @dataclass
@@ -57,9 +59,7 @@ class _ShortSpanConfig(ModelConfig):
         ngram-rnn); also the size of h*_t fed to the softmax layer.
     """
 
-    hidden_size: int = 100
-
-    _RANGES = {"hidden_size": ">= 1 (units per piece of the LSTM output)"}
+    hidden_size: int = option(100, kind="int", range=">= 1 (units per piece of the LSTM output)")
 
 
 @dataclass
@@ -67,16 +67,14 @@ class AttentionConfig(_ShortSpanConfig):
     """Attention / key-value settings; ``window`` L = previous outputs attended over
     (``001`` Figure 2c: L = 10)."""
 
-    window: int = 10
-
-    _RANGES = {"window": ">= 1 (previous outputs attended over)"}
+    window: int = option(10, kind="int", range=_WINDOW)
 
 
 @dataclass
 class KeyValuePredictConfig(AttentionConfig):
     """Key-value-predict settings (``001`` Figure 2c: best window L = 5)."""
 
-    window: int = 5
+    window: int = option(5, kind="int", range=_WINDOW)
 
 
 @dataclass
@@ -84,9 +82,7 @@ class NgramRNNConfig(_ShortSpanConfig):
     """N-gram RNN settings: ``order`` N >= 2 (``001`` Figure 2b: N = 4 best); the LSTM
     output has N - 1 pieces and the window holds the previous N - 2 steps."""
 
-    order: int = 4
-
-    _RANGES = {"order": ">= 2 (N - 1 pieces of the LSTM output)"}
+    order: int = option(4, kind="int", range=">= 2 (N - 1 pieces of the LSTM output)")
 
 
 class _ShortSpanLM(LanguageModel):

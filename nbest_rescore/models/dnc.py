@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, hold_done, state_row_bytes
 from .registry import register
 
@@ -48,13 +49,11 @@ class DNCConfig(ModelConfig):
     """DNC settings: controller ``hidden_size``, memory ``memory_slots`` (H) x
     ``memory_width`` (W), ``read_heads`` (R), ``deallocation`` none/md/fmd."""
 
-    hidden_size: int = 256
-    memory_slots: int = 16
-    memory_width: int = 32
-    read_heads: int = 1
-    deallocation: str = "fmd"
-
-    _CHOICES = {"deallocation": DEALLOCATIONS}
+    hidden_size: int = option(256, kind="int", range=">= 1")
+    memory_slots: int = option(16, kind="int", range=">= 1")
+    memory_width: int = option(32, kind="int", range=">= 1")
+    read_heads: int = option(1, kind="int", range=">= 1")
+    deallocation: str = option("fmd", kind="str", choices=DEALLOCATIONS)
 
 
 # -- addressing: pure functions ---------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, hold_done
 from .registry import register
 
@@ -41,13 +42,10 @@ POOLINGS = ("none", "max", "fofe", "gated")
 class HORNNConfig(ModelConfig):
     """HORNN settings (``002`` section 6.2.1: order 3; 6.2.3: FOFE alpha 0.6)."""
 
-    hidden_size: int = 256
-    order: int = 3
-    pooling: str = "none"
-    fofe_alpha: float = 0.6
-
-    _RANGES = {"order": ">= 1 (1 = Elman RNN)", "fofe_alpha": "(0, 1) (002 eq. 5.5; 0.6 is the thesis's value)"}
-    _CHOICES = {"pooling": POOLINGS}
+    hidden_size: int = option(256, kind="int", range=">= 1")
+    order: int = option(3, kind="int", range=">= 1 (1 = Elman RNN)")
+    pooling: str = option("none", kind="str", choices=POOLINGS)
+    fofe_alpha: float = option(0.6, kind="float", range="(0, 1) (002 eq. 5.5; 0.6 is the thesis's value)")
 
 
 @register("hornn")

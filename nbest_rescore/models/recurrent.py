@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, lstm_forget_bias, run_rnn
 from .registry import register_variant
 
@@ -21,9 +22,9 @@ from .registry import register_variant
 class RecurrentConfig(ModelConfig):
     """Settings of an RNN/GRU/LSTM LM (sizes in units)."""
 
-    hidden_size: int = 256
-    num_layers: int = 1
-    dropout: float = 0.0  # between stacked layers
+    hidden_size: int = option(256, kind="int", range=">= 1")
+    num_layers: int = option(1, kind="int", range=">= 1")
+    dropout: float = option(0.0, kind="float", range="[0, 1)")  # between stacked layers
 
 
 class _RecurrentLM(LanguageModel):

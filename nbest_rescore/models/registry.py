@@ -45,7 +45,7 @@ def get_model_class(name: str):
 def config_from_dict(config_cls, values: dict):
     """Build a dataclass config from a plain dict (``model_config`` of a YAML config or
     a checkpoint). The config's ``__post_init__`` checks every value (types, ranges,
-    choices: :func:`~nbest_rescore.config.check_fields`).
+    choices: :func:`~nbest_rescore.validation.check_options`).
 
     Raises:
         DataError: ``values`` is not a mapping, has unknown keys (the valid ones are

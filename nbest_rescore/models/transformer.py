@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DataError
+from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, slide_window
 from .registry import register
 
@@ -47,17 +48,13 @@ class TransformerConfig(ModelConfig):
     (DataError otherwise); ``ff_dim`` 0 means 4 * hidden_size; ``dropout`` applies to
     attention weights and both residual branches."""
 
-    hidden_size: int = 256
-    num_layers: int = 2
-    num_heads: int = 4
-    ff_dim: int = 0
-    window: int = 64
-    position_bias: str = "alibi"
-    dropout: float = 0.1
-
-    _RANGES = {"ff_dim": ">= 0 (0 = 4 * hidden_size)"}
-    _CHOICES = {"position_bias": POSITION_BIASES}
-    _EXAMPLES = {"ff_dim": 1024}
+    hidden_size: int = option(256, kind="int", range=">= 1")
+    num_layers: int = option(2, kind="int", range=">= 1")
+    num_heads: int = option(4, kind="int", range=">= 1")
+    ff_dim: int = option(0, kind="int", range=">= 0 (0 = 4 * hidden_size)", example=1024)
+    window: int = option(64, kind="int", range=">= 1")
+    position_bias: str = option("alibi", kind="str", choices=POSITION_BIASES)
+    dropout: float = option(0.1, kind="float", range="[0, 1)")
 
     def __post_init__(self):
         super().__post_init__()

@@ -21,7 +21,8 @@ AUTO_RESUME = "auto"
 SEARCHES = ("grid", "line")
 #: ``convert --to``: the N-best formats written (docs/formats.md).
 NBEST_FORMATS = ("kaldi", "plain", "jsonl")
-#: Bootstrap replications by default (:data:`nbest_rescore.evaluation.bootstrap.REPLICATIONS`).
+#: Bootstrap replications by default, as ``compute-wer-bootci --replications`` (the default of
+#: :mod:`nbest_rescore.evaluation.bootstrap` too, defined here once: evaluation imports options).
 REPLICATIONS = 10000
 
 

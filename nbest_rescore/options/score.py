@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple, Union
 
+from ..errors import DataError
 from .base import Options, option
 from .parse import parse_nn_weights
 
@@ -33,6 +34,8 @@ LM_PATH = {"lm": True}
 CONTEXT_TOKENS = 512
 #: Positions left for a hypothesis after the context of a model trained on short windows.
 HYP_ROOM = 32
+#: How far ``w_0 + sum_k w_k`` (``--interp`` and ``--nn-weights``) may be from 1.
+WEIGHT_SUM_TOL = 1e-6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,8 +73,15 @@ class DecoderWeights(Options):
 
 @dataclass(frozen=True, kw_only=True)
 class WeightOptions(DecoderWeights):
-    """The combination weights of ``score`` (the sum and count checks across fields:
-    :func:`~nbest_rescore.api.score_weights.score_weights`)."""
+    """The combination weights of ``score``, each checked here once (for every source of
+    weights: the options, :class:`~nbest_rescore.rescoring.combine.Weights`, a tune.json),
+    with their sum (:func:`check_weight_sum`; not with ``weights_file``, which replaces
+    them). ``nn_weights`` given as text is parsed on construction. The count of NN
+    weights against the LMs: :func:`~nbest_rescore.api.score_weights.score_weights`.
+
+    Raises:
+        DataError: a weight not finite or out of range, or weights not summing to 1.
+    """
 
     lm_weight: float = option(9.5, "LM weight (grammar scale) delta: multiplies the interpolated LM "
                                    "log-probability.", kind="float")
@@ -80,10 +90,41 @@ class WeightOptions(DecoderWeights):
     nn_weights: Union[None, str, Sequence[float]] = option(
         None, "Weights w_1..w_K of the --lm models, comma-separated in --lm order, each in [0, 1], with --interp "
               "summing to 1 (e.g. --interp 0.5 --nn-weights 0.3,0.2). Default: 1 - interp split equally.",
-        parse=parse_nn_weights)
+        parse=parse_nn_weights, kind="float", range="[0, 1]")
     weights_file: Optional[str] = option(None, "tune.json (its 'weights' block: acoustic_scale, lm_weight, "
                                          "word_ins_penalty, ngram and nn weights by LM name, names matching the --lm "
                                          "ones): replaces the weight options.", flag="--weights", path=_FILE)
+
+    def __post_init__(self):
+        object.__setattr__(self, "nn_weights", parse_nn_weights(self.nn_weights))
+        super().__post_init__()
+        if self.weights_file is None and self.nn_weights is not None:
+            check_weight_sum(self.interp, self.nn_weights)
+
+
+def nn_weights_example(interp: float, k: int) -> str:
+    """``1 - interp`` split in ``k`` weights of 4 decimals that sum to it."""
+    each = [round((1.0 - interp) / k, 4)] * (k - 1)
+    return ",".join(f"{w:g}" for w in each + [round(1.0 - interp - sum(each), 4)])
+
+
+def check_weight_sum(interp: float, nn_weights: Sequence[float], ngram_name: str = "--interp",
+                     nn_name: str = "--nn-weights", fix: Optional[str] = None) -> None:
+    """The n-gram weight ``interp`` and the NN weights sum to 1 (within
+    :data:`WEIGHT_SUM_TOL`); the message names them ``ngram_name`` and ``nn_name``
+    and ends with ``fix`` (default: a valid ``--nn-weights``).
+
+    Raises:
+        DataError: ``--interp 0.5 (the n-gram weight) and --nn-weights 0.3,0.3 must sum
+            to 1, they sum to 1.1; e.g. --nn-weights 0.25,0.25, ...``.
+    """
+    total = interp + sum(nn_weights)
+    if abs(total - 1.0) > WEIGHT_SUM_TOL:
+        fix = fix or (f"e.g. {nn_name} {nn_weights_example(interp, len(nn_weights))}, or leave {nn_name} out to split "
+                      f"1 - interp equally")
+        shown = ",".join(f"{w:g}" for w in nn_weights)
+        raise DataError(f"{ngram_name} {interp:g} (the n-gram weight) and {nn_name} {shown} must sum to 1, they "
+                        f"sum to {total:g}; {fix}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,9 +28,6 @@ import numpy as np
 from ..errors import DataError
 from ..options.score import WeightOptions
 
-#: How far ``w_0 + sum_k w_k`` may be from 1.
-WEIGHT_SUM_TOL = 1e-6
-
 
 @dataclass(frozen=True)
 class Weights:
@@ -39,8 +36,10 @@ class Weights:
     ``nn_weights`` are ``w_1 .. w_K``, one per neural LM in the order their costs are
     given; None means one LM with weight ``1 - interp`` (the two-model case).
 
-    Raises ValueError (on construction) when ``interp`` or an NN weight is outside
-    [0, 1], a weight is not finite, or ``interp + sum(nn_weights)`` is not 1.
+    Raises:
+        DataError (a ValueError), on construction: a weight not finite, ``interp`` or an
+            NN weight outside [0, 1], or ``interp + sum(nn_weights)`` not 1 (checked by
+            :class:`~nbest_rescore.options.WeightOptions`, where the weights are declared).
     """
 
     acoustic_scale: float = WeightOptions.acoustic_scale
@@ -50,20 +49,10 @@ class Weights:
     nn_weights: Optional[Tuple[float, ...]] = None
 
     def __post_init__(self):
-        for name in ("acoustic_scale", "lm_weight", "interp", "word_ins_penalty"):
-            if not np.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be finite, got {getattr(self, name)}")
-        if not 0.0 <= self.interp <= 1.0:
-            raise ValueError(f"interp (lambda) must be in [0, 1], got {self.interp}")
+        WeightOptions(acoustic_scale=self.acoustic_scale, lm_weight=self.lm_weight, interp=self.interp,
+                      word_ins_penalty=self.word_ins_penalty, nn_weights=self.nn_weights)
         if self.nn_weights is not None:
             object.__setattr__(self, "nn_weights", tuple(float(w) for w in self.nn_weights))
-            bad = [w for w in self.nn_weights if not (np.isfinite(w) and 0.0 <= w <= 1.0)]
-            if bad:
-                raise ValueError(f"NN LM weights must be in [0, 1], got {list(self.nn_weights)}")
-            total = self.interp + sum(self.nn_weights)
-            if abs(total - 1.0) > WEIGHT_SUM_TOL:
-                raise ValueError(f"the n-gram weight {self.interp:g} and the NN LM weights "
-                                 f"{list(self.nn_weights)} must sum to 1, they sum to {total:g}")
 
     @property
     def lm_weights_per_model(self) -> Tuple[float, ...]:

@@ -20,8 +20,9 @@ import torch
 
 from ..errors import DataError, HypothesisError, examples
 from ..models.base import align_slots, cat_states, select_state
-from ..options import HISTORY_MODES
+from ..options import HISTORY_MODES, ScoringOptions  # noqa: F401  (HISTORY_MODES: the docs)
 from ..types import NbestSet
+from ..validation import check_value
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
 from .scorer import NnScorer
@@ -74,12 +75,12 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
     A backward model's results (see the module docstring) are in the original order too.
 
     Raises:
-        ValueError: unknown history policy; ``ngram_cost`` not [H].
+        DataError (a ValueError): unknown history policy (checked as ``--history``,
+            :class:`~nbest_rescore.options.ScoringOptions`). ValueError: ``ngram_cost`` not [H].
         NonFiniteCostError: the model gave a NaN or infinite cost (checked per batch,
             before any 1-best is picked from it).
     """
-    if history not in HISTORY_MODES:
-        raise ValueError(f"history {history!r}: expected one of {HISTORY_MODES}")
+    check_value(ScoringOptions, "history", history)
     if getattr(scorer.model, "direction", "forward") == "backward":
         return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress)
     return _rescore(nbest, scorer, weights, history, ngram_cost, progress)
