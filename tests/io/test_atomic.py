@@ -165,6 +165,7 @@ def test_kill_between_outputs_leaves_the_old_set(tmp_path):
     assert [q.name for q in tmp_path.iterdir()] == ["out"]  # stale partial folder removed
 
 
+@pytest.mark.slow  # timing: "some kills before the swap, some after" rests on the measured pace
 def test_kill_at_random_times_never_mixes_sets(tmp_path):
     import random
     import signal
