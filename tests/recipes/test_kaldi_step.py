@@ -268,16 +268,21 @@ def test_several_lms_weights_are_checked_before_any_work(kaldi, tmp_path):
 @pytest.mark.slow
 def test_step_with_an_hf_lm_beside_a_checkpoint(kaldi, ci_nbest, hf_lm):
     """--lm small.pt,hf:DIR over 3 jobs: the merged per-LM costs and 1-best equal one
-    score run over the whole set with the same two LMs."""
+    score run over the whole set with the same two LMs (the first 24 utterances of ci,
+    their 25 best hypotheses: the two LMs' scoring, not the set's size, is the point)."""
     root, lm, _ = kaldi
     hf = f"hf:{hf_lm('gpt2')}"
     work = root / "hf"
     work.mkdir()
     (work / "data").symlink_to(root / "data")
-    lay_out(ci_nbest, work, [0, 23, 44, 60])
+    k = slice(0, 25)
+    part = nr.NbestSet(tuple(type(u)(u.utt_id, u.doc_id, u.keys[k], u.hyps[k], u.ac_cost[k], u.lm_cost[k],
+                                     u.graph_cost[k]) for u in ci_nbest.utterances[:24]), ci_nbest.doc_source)
+    lay_out(part, work, [0, 8, 16, 24])
     res = step(work, "--nj", 3, "--nn-weights", "0.25,0.25", *WEIGHTS, f"{lm},{hf}", "data", "decode", "decode_nn")
     assert res.returncode == 0, res.stdout + res.stderr
-    whole = nr.score(ci_nbest, [nr.load_lm(lm), nr.load_lm(hf)], refs=nr.load_references(root / "data" / "text"),
+    refs = nr.load_references(root / "data" / "text")
+    whole = nr.score(part, [nr.load_lm(lm), nr.load_lm(hf)], refs={u.utt_id: refs[u.utt_id] for u in part.utterances},
                      lm_weight=9.5, interp=0.5, nn_weights=[0.25, 0.25], word_ins_penalty=-0.629606,
                      history="first-pass")
     expected = "".join(" ".join((u, *w)) + "\n" for u, w in whole.one_best.items())
