@@ -96,9 +96,12 @@ def test_single_and_padded_batches_agree(hf_lm, small_set):
 
 
 def test_cli_mixes_a_checkpoint_and_an_hf_lm_and_tunes(hf_lm, tiny_lm, DATA, tmp_path):
-    """score with gru.pt + hf:DIR: each LM's costs equal its one-LM run; tune reads them."""
+    """score with gru.pt + hf:DIR: each LM's costs equal its one-LM run; tune reads them
+    (on the first of 3 shards of ci, split at documents)."""
     hf = f"hf:{hf_lm('gpt2')}"
-    ci, ref = str(DATA / "ci"), str(DATA / "ci" / "ref.txt")
+    split = CliRunner().invoke(main, ["split", "--nj", "3", str(DATA / "ci"), str(tmp_path / "shards")])
+    assert split.exit_code == 0, split.output
+    ci, ref = str(tmp_path / "shards" / "1"), str(tmp_path / "shards" / "1" / "ref.txt")
     run = lambda *a: CliRunner().invoke(main, ["score", "--nbest", ci, "--ref", ref, "--no-progress", *a])  # noqa: E731
     both = run("--lm", str(tiny_lm), "--lm", hf, "--nn-weights", "0.25,0.25", "--out", str(tmp_path / "both"))
     assert both.exit_code == 0, both.output
