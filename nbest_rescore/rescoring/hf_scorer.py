@@ -1,11 +1,12 @@
 """Costs of hypotheses under a Hugging Face causal LM, after the document's 1-best history.
 
-:class:`HfScorer` has :class:`~.scorer.NnScorer`'s interface (``initial_state``,
-``advance``, ``costs``, ``settings``), so :func:`~.history.rescore` runs every history
-policy with it unchanged. Its state is the context: int64 ``[n, K]`` token ids of the
-last K = ``context_tokens`` tokens of each document stream so far (the start tokens,
-then each chosen 1-best and its end tokens; -1 pads on the left), so the context is cut
-to its last K tokens and reset at document starts.
+:class:`HfScorer` is a :class:`~.interface.Scorer`, as :class:`~.scorer.NnScorer` is
+(with token counters: a :class:`~.interface.SubwordScorer`), so
+:func:`~.history.rescore` runs every history policy with it unchanged. Its state is
+the context: int64 ``[n, K]`` token ids of the last K = ``context_tokens`` tokens of
+each document stream so far (the start tokens, then each chosen 1-best and its end
+tokens; -1 pads on the left), so the context is cut to its last K tokens and reset at
+document starts.
 
 Modes (``--scoring``), the same costs to float rounding:
 
@@ -40,6 +41,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError, HypothesisError
+from ..models.base import State
 from ..models.hf import HfLM
 from ..models.quantize import cpu_has_fast_bfloat16
 from ..options import ScorerOptions
@@ -47,7 +49,6 @@ from .prefix_tree import build_forest
 
 log = logging.getLogger(__name__)
 
-State = Tuple[torch.Tensor]
 #: A prefix tree holds at most ``max_tokens / TREE_PIECE_FRACTION`` hypothesis tokens
 #: (more hypotheses of one utterance: several trees after the same context), so that a
 #: pass's attention scores, rows x nodes x (context + nodes) per head, stay within
@@ -69,7 +70,8 @@ def check_hf_options(device, options: ScorerOptions) -> None:
 
 
 class HfScorer:
-    """Scores hypotheses with a Hugging Face causal LM (module docstring).
+    """Scores hypotheses with a Hugging Face causal LM (module docstring); a
+    :class:`~.interface.SubwordScorer`.
 
     Args:
         lm: the loaded model (:func:`~nbest_rescore.models.hf.load_hf_lm`); moved to
@@ -82,10 +84,13 @@ class HfScorer:
             a context as long as the model's positions.
     """
 
+    #: a causal LM reads left to right
+    direction = "forward"
+
     def __init__(self, lm: HfLM, device="cpu", options: ScorerOptions = None):
         opts = options or ScorerOptions()
         check_hf_options(device, opts)
-        self.lm, self.model, self.text = lm, lm, lm.text  # ``model``: what rescore() reads (direction)
+        self.lm, self.text = lm, lm.text
         self.device = torch.device(device)
         self.dtype = opts.dtype
         net = lm.model.to(self.device).eval()
@@ -108,9 +113,14 @@ class HfScorer:
         if self.mode == "tree" and not self._tree_agrees():
             self.mode = "padded"
 
+    @property
+    def end_tokens(self) -> int:
+        """Tokens the LM reads after each sentence (not in :attr:`tokens`)."""
+        return len(self.text.end_ids)
+
     def settings(self) -> dict:
         """What ``score`` records in ``wer.json``."""
-        return {"direction": "forward", "mode": self.mode, "output": "softmax", "quantize": "none",
+        return {"direction": self.direction, "mode": self.mode, "output": "softmax", "quantize": "none",
                 "dtype": self.dtype, "dtype_scope": "none" if self.dtype == "float32" else "model",
                 "batch_size": self.batch_size,
                 "max_tokens": self.max_tokens, "context_tokens": self.context_tokens, **self.text.settings()}
@@ -148,7 +158,7 @@ class HfScorer:
         DataError for a hypothesis longer than the model's positions."""
         seqs = self.text.sentences(hyps)
         self.words += sum(len(h) for h in hyps)
-        self.tokens += sum(len(s) for s in seqs) - len(seqs) * len(self.text.end_ids)
+        self.tokens += sum(len(s) for s in seqs) - len(seqs) * self.end_tokens
         contexts, rows = self._fit(_contexts(states[0].cpu().numpy()), rows, seqs, hyps)
         if self.mode == "tree":
             return self._tree_costs(contexts, rows, seqs)

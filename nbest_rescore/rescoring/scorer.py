@@ -79,9 +79,10 @@ def trained_self_norm_weight(info: Optional[dict]) -> Optional[float]:
 
 
 class NnScorer:
-    """Scores hypotheses with ``model`` on ``device`` (see the module docstring), in the
-    order given whatever ``model.direction`` (:func:`~.history.rescore` reverses them for
-    a backward model; direct callers of :meth:`costs` and :meth:`advance` must).
+    """Scores hypotheses with ``model`` on ``device`` (see the module docstring; a
+    :class:`~.interface.Scorer`), in the order given whatever ``model.direction``
+    (:func:`~.history.rescore` reverses them for a backward model; direct callers of
+    :meth:`costs` and :meth:`advance` must).
 
     Args:
         model: a trained language model (put in eval mode here).
@@ -146,10 +147,16 @@ class NnScorer:
         self.mode = opts.scoring
         self.max_segment = max_segment
 
+    @property
+    def direction(self) -> str:
+        """The model's reading direction, ``"forward"`` (also for a model without
+        one) or ``"backward"``."""
+        return getattr(self.model, "direction", "forward")
+
     def settings(self) -> dict:
         """What ``score`` records in ``wer.json``: the direction, the knobs as asked,
         ``dtype_scope`` (what ran in the dtype: ``none``, ``output layer``, ``model``)."""
-        return {"direction": self.model.direction, "mode": self.mode, "output": self.output,
+        return {"direction": self.direction, "mode": self.mode, "output": self.output,
                 "quantize": self.quantize, "dtype": self.dtype, "dtype_scope": self.dtype_scope,
                 "softmax_impl": self.softmax_impl,
                 "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment}
