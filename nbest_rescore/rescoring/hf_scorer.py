@@ -43,9 +43,9 @@ import torch
 from ..errors import DataError, HypothesisError
 from ..models.base import State
 from ..models.hf import HfLM
-from ..models.quantize import cpu_has_fast_bfloat16
 from ..options import ScorerOptions
 from .prefix_tree import build_forest
+from .scorer import check_device, runnable_dtype
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +59,15 @@ PROBE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.1, "float16": 0.05}
 
 
 def check_hf_options(device, options: ScorerOptions) -> None:
-    """Refuse the scorer knobs that only nbest-rescore's own models have. Raises DataError."""
+    """Refuse the scorer knobs that only nbest-rescore's own models have, then what
+    cannot run on ``device`` (:func:`~.scorer.check_device`: float16 on the CPU).
+    Raises DataError."""
     if options.quantize != "none":
         raise DataError("--quantize int8 is for nbest-rescore's own checkpoints; with an hf: LM use --dtype bfloat16")
     if options.output != "softmax":
         raise DataError("--output self-normalized needs a model trained for it; an hf: LM has a full softmax: "
                         "use --output softmax")
-    if options.dtype == "float16" and str(device).startswith("cpu"):
-        raise DataError("--dtype float16 is for CUDA only: use --dtype bfloat16 on the CPU, or --device cuda")
+    check_device(device, options)
 
 
 class HfScorer:
@@ -92,11 +93,8 @@ class HfScorer:
         check_hf_options(device, opts)
         self.lm, self.text = lm, lm.text
         self.device = torch.device(device)
-        self.dtype = opts.dtype
         net = lm.model.to(self.device).eval()
-        if self.dtype == "bfloat16" and self.device.type == "cpu" and not cpu_has_fast_bfloat16():
-            log.warning("--dtype bfloat16: this CPU has no bfloat16 dot-product instructions; scoring in float32")
-            self.dtype = "float32"
+        self.dtype = runnable_dtype(opts.dtype, self.device)  # the whole model, bfloat16 on the CPU too
         if self.dtype != "float32":
             net = net.to(getattr(torch, self.dtype))
         self.net = net
