@@ -44,6 +44,7 @@ from ..errors import DataError, HypothesisError
 from ..models.base import State
 from ..models.hf import HfLM
 from ..options import ScorerOptions
+from .batching import budget_batches
 from .prefix_tree import build_forest
 from .scorer import check_device, runnable_dtype
 
@@ -203,7 +204,7 @@ class HfScorer:
         full = [contexts[r] + s for r, s in zip(rows, seqs)]
         out = np.zeros(len(seqs), dtype=np.float64)
         order = sorted(range(len(full)), key=lambda i: -len(full[i]))
-        for batch in _budget_batches([(len(full[i]), 0) for i in order], batch_size, self.max_tokens):
+        for batch in budget_batches([(len(full[i]), 0) for i in order], batch_size, self.max_tokens):
             items = [order[j] for j in batch]
             t = len(full[items[0]])
             ids = np.zeros((len(items), t), dtype=np.int64)
@@ -230,7 +231,7 @@ class HfScorer:
         node_logp = np.zeros(forest.num_nodes, dtype=np.float64)
         ctx_of = [contexts[row_of_piece[forest.row[r]]] for r in range(forest.num_trees)]
         order = sorted(range(forest.num_trees), key=lambda r: -(len(ctx_of[r]) + len(trees[r])))
-        for batch in _budget_batches([(len(ctx_of[r]), len(trees[r])) for r in order], 1 << 30, self.max_tokens):
+        for batch in budget_batches([(len(ctx_of[r]), len(trees[r])) for r in order], 1 << 30, self.max_tokens):
             roots = [order[j] for j in batch]
             node_logp[np.concatenate([trees[r] for r in roots])] = self._tree_pass(
                 [ctx_of[r] for r in roots], [trees[r] for r in roots], forest)
@@ -309,22 +310,6 @@ def _pieces(rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
         open_piece[r] = (p, used + len(s))
         piece[i] = p
     return piece
-
-
-def _budget_batches(sizes: Sequence[Tuple[int, int]], max_rows: int, max_tokens: int):
-    """Consecutive index lists over ``sizes`` ((context, rest) lengths, longest first):
-    each batch's rows x (longest context + longest rest) <= ``max_tokens``, at most
-    ``max_rows`` rows, at least one row."""
-    batch, c, n = [], 0, 0
-    for i, (ci, ni) in enumerate(sizes):
-        wide_c, wide_n = max(c, ci), max(n, ni)
-        if batch and ((len(batch) + 1) * (wide_c + wide_n) > max_tokens or len(batch) >= max_rows):
-            yield batch
-            batch, wide_c, wide_n = [], ci, ni
-        batch.append(i)
-        c, n = wide_c, wide_n
-    if batch:
-        yield batch
 
 
 def _target_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
