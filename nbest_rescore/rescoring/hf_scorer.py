@@ -45,7 +45,7 @@ from ..models.base import State
 from ..models.hf import HfLM
 from ..options import ScorerOptions
 from .batching import budget_batches
-from .prefix_tree import build_forest
+from .prefix_tree import build_forest, path_sums
 from .scorer import check_device, runnable_dtype
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class HfScorer:
             roots = [order[j] for j in batch]
             node_logp[np.concatenate([trees[r] for r in roots])] = self._tree_pass(
                 [ctx_of[r] for r in roots], [trees[r] for r in roots], forest)
-        return -_path_sums(forest, node_logp)
+        return -path_sums(forest, node_logp)
 
     def _tree_pass(self, ctxs: List[List[int]], trees: List[np.ndarray], forest) -> np.ndarray:
         """Log-probabilities of the nodes ``trees`` (per row: node numbers of one
@@ -351,14 +351,3 @@ def _tree_layout(trees: List[np.ndarray], forest, cmask: np.ndarray, n: int):
             sel = np.flatnonzero(depth[nodes] == d)
             anc[sel] |= anc[parent[i, sel]]
     return tok, parent, pos, allowed
-
-
-def _path_sums(forest, node_logp: np.ndarray) -> np.ndarray:
-    """float64 [H]: the sum of ``node_logp`` along each hypothesis' path (roots: 0),
-    one numpy pass per depth."""
-    cum = np.zeros(forest.num_nodes, dtype=np.float64)
-    offs = forest.level_offsets
-    for d in range(1, len(offs) - 1):
-        a, b = offs[d], offs[d + 1]
-        cum[a:b] = cum[forest.parent[a:b]] + node_logp[a:b]
-    return cum[forest.end_node]
