@@ -17,6 +17,7 @@ from ..models.hf import HF_PREFIX, HfLM, is_hf_lm, load_hf_lm
 from ..names import unique_names
 from ..options import ScorerOptions
 from ..rescoring.hf_scorer import HfScorer
+from ..rescoring.interface import Scorer
 from ..rescoring.scorer import NnScorer
 from ..threads import thread_policy
 from ..vocab import Vocabulary
@@ -42,10 +43,11 @@ class LoadedLM:
         """The model family (``gru``, ``amn`` ..., ``hf``)."""
         return getattr(self.model, "name", type(self.model).__name__)
 
-    def scorer(self, options: Optional[ScorerOptions] = None):
+    def scorer(self, options: Optional[ScorerOptions] = None) -> Scorer:
         """The scorer of this LM: :class:`~nbest_rescore.rescoring.scorer.NnScorer`, or
-        :class:`~nbest_rescore.rescoring.hf_scorer.HfScorer` for an hf: LM (the same
-        interface). Raises DataError for knobs the model cannot take."""
+        :class:`~nbest_rescore.rescoring.hf_scorer.HfScorer` for an hf: LM (both a
+        :class:`~nbest_rescore.rescoring.interface.Scorer`). Raises DataError for knobs
+        the model cannot take."""
         if isinstance(self.model, HfLM):
             return HfScorer(self.model, self.device, options)
         return NnScorer(self.model, self.vocab, self.device, options, model_info=self.info)

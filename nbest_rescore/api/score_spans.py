@@ -19,7 +19,7 @@ from ..options import ScorerOptions
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..rescoring.history import NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
-from ..rescoring.scorer import NnScorer
+from ..rescoring.interface import Scorer
 from ..types import NbestSet, Words
 from .inputs import Progress
 from .lm_loading import LoadedLM, lm_names
@@ -43,7 +43,7 @@ def wer_span_counts(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cos
             "oracle": wer_counts(refs, oracle_choice(nbest, refs, part=True))}
 
 
-def _rescore_lm(nbest: NbestSet, scorer: NnScorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
+def _rescore_lm(nbest: NbestSet, scorer: Scorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
                 progress: Optional[Callable[[int], None]]):
     """The one-LM path over the lists ``nbest``: ``lm``'s costs and 1-best at the
     two-model ``weights``. Raises DataError for non-finite costs (model and keys named)."""

@@ -12,6 +12,7 @@ import numpy as np
 from ..corpus import encode_document, make_streams, model_documents, nll_of_streams
 from ..models.base import LanguageModel
 from ..rescoring.history import walk_documents
+from ..rescoring.interface import SubwordScorer
 from ..vocab import Vocabulary
 
 
@@ -79,9 +80,11 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
     return PerplexityReport(math.exp(nll / tokens), nll, tokens, words, oov, len(encoded))
 
 
-def history_perplexity(scorer, documents: Sequence, progress=None) -> PerplexityReport:
+def history_perplexity(scorer: SubwordScorer, documents: Sequence, progress=None) -> PerplexityReport:
     """Perplexity of ``documents`` (lists of word-tuple sentences) under a scorer with
-    the rescoring interface (:class:`~nbest_rescore.rescoring.hf_scorer.HfScorer`):
+    the rescoring interface and token counters (a
+    :class:`~nbest_rescore.rescoring.interface.SubwordScorer`:
+    :class:`~nbest_rescore.rescoring.hf_scorer.HfScorer`):
     each sentence's cost after the previous sentences of its document, exactly as an
     utterance is scored after its 1-best history; documents advance in parallel, one
     sentence position at a time. Per word: exp(nll / (words + sentences)).
@@ -105,5 +108,5 @@ def history_perplexity(scorer, documents: Sequence, progress=None) -> Perplexity
     walk_documents([list(range(a, a + len(d))) for a, d in zip(starts, docs)], scorer, read)
     nll = nll[0]
     words = sum(len(s) for d in docs for s in d)
-    lm_tokens = scorer.tokens - tokens_before + total * len(scorer.text.end_ids)
+    lm_tokens = scorer.tokens - tokens_before + total * scorer.end_tokens
     return PerplexityReport(math.exp(nll / (words + total)), nll, words + total, words, 0, len(docs), lm_tokens)

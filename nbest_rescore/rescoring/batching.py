@@ -8,7 +8,7 @@ Hypotheses of many utterances are sorted by length and cut into batches of at mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -49,23 +49,34 @@ def pad_batch(seqs: Sequence[Sequence[int]], eos: int, rows, items) -> Batch:
                  torch.as_tensor(np.asarray(items, dtype=np.int64)))
 
 
+def budget_batches(sizes: Sequence[Tuple[int, int]], max_rows: int, max_tokens: int) -> Iterator[List[int]]:
+    """Consecutive batches of indices into ``sizes`` ((head, rest) lengths per row, e.g.
+    (context, hypothesis) tokens; (length, 0) for one part), cut greedily in order: each
+    batch's rows x (longest head + longest rest) <= ``max_tokens`` and at most
+    ``max_rows`` rows, but at least one row (a row too wide alone is a batch of its
+    own). Lengths sorted longest first give the least padding."""
+    batch: List[int] = []
+    head = rest = 0
+    for i, (hi, ri) in enumerate(sizes):
+        wide_h, wide_r = max(head, hi), max(rest, ri)
+        if batch and (len(batch) >= max_rows or (len(batch) + 1) * (wide_h + wide_r) > max_tokens):
+            yield batch
+            batch, wide_h, wide_r = [], hi, ri
+        batch.append(i)
+        head, rest = wide_h, wide_r
+    if batch:
+        yield batch
+
+
 def make_batches(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int,
                  batch_size: int = 256, max_tokens: int = 8192, sort: bool = True) -> Iterator[Batch]:
     """Batches over all ``seqs`` (hypothesis ``i`` starts from state row ``rows[i]``),
     sorted by length (longest first) with ``sort``, each of at most ``batch_size`` rows
-    and ``max_tokens`` = rows x padded length (a longer hypothesis forms its own batch)."""
+    and ``max_tokens`` = rows x padded length (a longer hypothesis forms its own batch;
+    :func:`budget_batches`)."""
     order = np.argsort([-len(s) for s in seqs], kind="stable") if sort else np.arange(len(seqs))
-    current: List[int] = []
-    width = 0
-    for i in order:
-        w = len(seqs[i]) + 1
-        new_width = max(width, w)
-        if current and (len(current) + 1 > batch_size or (len(current) + 1) * new_width > max_tokens):
-            yield pad_batch([seqs[j] for j in current], eos, [rows[j] for j in current], current)
-            current, new_width = [], w
-        current.append(int(i))
-        width = new_width
-    if current:
+    for batch in budget_batches([(len(seqs[i]) + 1, 0) for i in order], batch_size, max_tokens):
+        current = [int(order[j]) for j in batch]
         yield pad_batch([seqs[j] for j in current], eos, [rows[j] for j in current], current)
 
 

@@ -1,11 +1,12 @@
 """Costs of hypotheses under a Hugging Face causal LM, after the document's 1-best history.
 
-:class:`HfScorer` has :class:`~.scorer.NnScorer`'s interface (``initial_state``,
-``advance``, ``costs``, ``settings``), so :func:`~.history.rescore` runs every history
-policy with it unchanged. Its state is the context: int64 ``[n, K]`` token ids of the
-last K = ``context_tokens`` tokens of each document stream so far (the start tokens,
-then each chosen 1-best and its end tokens; -1 pads on the left), so the context is cut
-to its last K tokens and reset at document starts.
+:class:`HfScorer` is a :class:`~.interface.Scorer`, as :class:`~.scorer.NnScorer` is
+(with token counters: a :class:`~.interface.SubwordScorer`), so
+:func:`~.history.rescore` runs every history policy with it unchanged. Its state is
+the context: int64 ``[n, K]`` token ids of the last K = ``context_tokens`` tokens of
+each document stream so far (the start tokens, then each chosen 1-best and its end
+tokens; -1 pads on the left), so the context is cut to its last K tokens and reset at
+document starts.
 
 Modes (``--scoring``), the same costs to float rounding:
 
@@ -40,14 +41,15 @@ import numpy as np
 import torch
 
 from ..errors import DataError, HypothesisError
+from ..models.base import State
 from ..models.hf import HfLM
-from ..models.quantize import cpu_has_fast_bfloat16
 from ..options import ScorerOptions
-from .prefix_tree import build_forest
+from .batching import budget_batches
+from .prefix_tree import build_forest, path_sums
+from .scorer import check_device, runnable_dtype
 
 log = logging.getLogger(__name__)
 
-State = Tuple[torch.Tensor]
 #: A prefix tree holds at most ``max_tokens / TREE_PIECE_FRACTION`` hypothesis tokens
 #: (more hypotheses of one utterance: several trees after the same context), so that a
 #: pass's attention scores, rows x nodes x (context + nodes) per head, stay within
@@ -58,18 +60,20 @@ PROBE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.1, "float16": 0.05}
 
 
 def check_hf_options(device, options: ScorerOptions) -> None:
-    """Refuse the scorer knobs that only nbest-rescore's own models have. Raises DataError."""
+    """Refuse the scorer knobs that only nbest-rescore's own models have, then what
+    cannot run on ``device`` (:func:`~.scorer.check_device`: float16 on the CPU).
+    Raises DataError."""
     if options.quantize != "none":
         raise DataError("--quantize int8 is for nbest-rescore's own checkpoints; with an hf: LM use --dtype bfloat16")
     if options.output != "softmax":
         raise DataError("--output self-normalized needs a model trained for it; an hf: LM has a full softmax: "
                         "use --output softmax")
-    if options.dtype == "float16" and str(device).startswith("cpu"):
-        raise DataError("--dtype float16 is for CUDA only: use --dtype bfloat16 on the CPU, or --device cuda")
+    check_device(device, options)
 
 
 class HfScorer:
-    """Scores hypotheses with a Hugging Face causal LM (module docstring).
+    """Scores hypotheses with a Hugging Face causal LM (module docstring); a
+    :class:`~.interface.SubwordScorer`.
 
     Args:
         lm: the loaded model (:func:`~nbest_rescore.models.hf.load_hf_lm`); moved to
@@ -82,16 +86,16 @@ class HfScorer:
             a context as long as the model's positions.
     """
 
+    #: a causal LM reads left to right
+    direction = "forward"
+
     def __init__(self, lm: HfLM, device="cpu", options: ScorerOptions = None):
         opts = options or ScorerOptions()
         check_hf_options(device, opts)
-        self.lm, self.model, self.text = lm, lm, lm.text  # ``model``: what rescore() reads (direction)
+        self.lm, self.text = lm, lm.text
         self.device = torch.device(device)
-        self.dtype = opts.dtype
         net = lm.model.to(self.device).eval()
-        if self.dtype == "bfloat16" and self.device.type == "cpu" and not cpu_has_fast_bfloat16():
-            log.warning("--dtype bfloat16: this CPU has no bfloat16 dot-product instructions; scoring in float32")
-            self.dtype = "float32"
+        self.dtype = runnable_dtype(opts.dtype, self.device)  # the whole model, bfloat16 on the CPU too
         if self.dtype != "float32":
             net = net.to(getattr(torch, self.dtype))
         self.net = net
@@ -108,9 +112,14 @@ class HfScorer:
         if self.mode == "tree" and not self._tree_agrees():
             self.mode = "padded"
 
+    @property
+    def end_tokens(self) -> int:
+        """Tokens the LM reads after each sentence (not in :attr:`tokens`)."""
+        return len(self.text.end_ids)
+
     def settings(self) -> dict:
         """What ``score`` records in ``wer.json``."""
-        return {"direction": "forward", "mode": self.mode, "output": "softmax", "quantize": "none",
+        return {"direction": self.direction, "mode": self.mode, "output": "softmax", "quantize": "none",
                 "dtype": self.dtype, "dtype_scope": "none" if self.dtype == "float32" else "model",
                 "batch_size": self.batch_size,
                 "max_tokens": self.max_tokens, "context_tokens": self.context_tokens, **self.text.settings()}
@@ -148,7 +157,7 @@ class HfScorer:
         DataError for a hypothesis longer than the model's positions."""
         seqs = self.text.sentences(hyps)
         self.words += sum(len(h) for h in hyps)
-        self.tokens += sum(len(s) for s in seqs) - len(seqs) * len(self.text.end_ids)
+        self.tokens += sum(len(s) for s in seqs) - len(seqs) * self.end_tokens
         contexts, rows = self._fit(_contexts(states[0].cpu().numpy()), rows, seqs, hyps)
         if self.mode == "tree":
             return self._tree_costs(contexts, rows, seqs)
@@ -195,7 +204,7 @@ class HfScorer:
         full = [contexts[r] + s for r, s in zip(rows, seqs)]
         out = np.zeros(len(seqs), dtype=np.float64)
         order = sorted(range(len(full)), key=lambda i: -len(full[i]))
-        for batch in _budget_batches([(len(full[i]), 0) for i in order], batch_size, self.max_tokens):
+        for batch in budget_batches([(len(full[i]), 0) for i in order], batch_size, self.max_tokens):
             items = [order[j] for j in batch]
             t = len(full[items[0]])
             ids = np.zeros((len(items), t), dtype=np.int64)
@@ -222,11 +231,11 @@ class HfScorer:
         node_logp = np.zeros(forest.num_nodes, dtype=np.float64)
         ctx_of = [contexts[row_of_piece[forest.row[r]]] for r in range(forest.num_trees)]
         order = sorted(range(forest.num_trees), key=lambda r: -(len(ctx_of[r]) + len(trees[r])))
-        for batch in _budget_batches([(len(ctx_of[r]), len(trees[r])) for r in order], 1 << 30, self.max_tokens):
+        for batch in budget_batches([(len(ctx_of[r]), len(trees[r])) for r in order], 1 << 30, self.max_tokens):
             roots = [order[j] for j in batch]
             node_logp[np.concatenate([trees[r] for r in roots])] = self._tree_pass(
                 [ctx_of[r] for r in roots], [trees[r] for r in roots], forest)
-        return -_path_sums(forest, node_logp)
+        return -path_sums(forest, node_logp)
 
     def _tree_pass(self, ctxs: List[List[int]], trees: List[np.ndarray], forest) -> np.ndarray:
         """Log-probabilities of the nodes ``trees`` (per row: node numbers of one
@@ -303,22 +312,6 @@ def _pieces(rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
     return piece
 
 
-def _budget_batches(sizes: Sequence[Tuple[int, int]], max_rows: int, max_tokens: int):
-    """Consecutive index lists over ``sizes`` ((context, rest) lengths, longest first):
-    each batch's rows x (longest context + longest rest) <= ``max_tokens``, at most
-    ``max_rows`` rows, at least one row."""
-    batch, c, n = [], 0, 0
-    for i, (ci, ni) in enumerate(sizes):
-        wide_c, wide_n = max(c, ci), max(n, ni)
-        if batch and ((len(batch) + 1) * (wide_c + wide_n) > max_tokens or len(batch) >= max_rows):
-            yield batch
-            batch, wide_c, wide_n = [], ci, ni
-        batch.append(i)
-        c, n = wide_c, wide_n
-    if batch:
-        yield batch
-
-
 def _target_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log softmax(logits)[target], natural log: float32 [...] from float32 logits
     [..., V] and int64 targets [...]."""
@@ -358,14 +351,3 @@ def _tree_layout(trees: List[np.ndarray], forest, cmask: np.ndarray, n: int):
             sel = np.flatnonzero(depth[nodes] == d)
             anc[sel] |= anc[parent[i, sel]]
     return tok, parent, pos, allowed
-
-
-def _path_sums(forest, node_logp: np.ndarray) -> np.ndarray:
-    """float64 [H]: the sum of ``node_logp`` along each hypothesis' path (roots: 0),
-    one numpy pass per depth."""
-    cum = np.zeros(forest.num_nodes, dtype=np.float64)
-    offs = forest.level_offsets
-    for d in range(1, len(offs) - 1):
-        a, b = offs[d], offs[d + 1]
-        cum[a:b] = cum[forest.parent[a:b]] + node_logp[a:b]
-    return cum[forest.end_node]

@@ -25,7 +25,7 @@ from ..types import NbestSet
 from ..validation import check_value
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
-from .scorer import NnScorer
+from .interface import Scorer
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +59,15 @@ def _choice_weights(history: str, weights: Weights) -> Weights:
     return weights
 
 
-def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = "first-pass",
+def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "first-pass",
             ngram_cost: Optional[np.ndarray] = None,
             progress: Optional[Callable[[int], None]] = None) -> RescoreResult:
     """Score every hypothesis with the NN LM and pick the new 1-best per utterance.
 
     Args:
         nbest: the lists, in spoken order within documents.
-        scorer: the NN scorer (model, vocabulary, device, batch size).
+        scorer: the NN LM's scorer (:class:`~.interface.Scorer`: an
+            :class:`~.scorer.NnScorer` or :class:`~.hf_scorer.HfScorer`).
         weights: combination weights (see :mod:`nbest_rescore.rescoring.combine`).
         history: one of :data:`HISTORY_MODES`.
         ngram_cost: float64 [H] n-gram costs replacing the lists' ``lm_cost``.
@@ -81,12 +82,12 @@ def rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str = 
             before any 1-best is picked from it).
     """
     check_value(ScoringOptions, "history", history)
-    if getattr(scorer.model, "direction", "forward") == "backward":
+    if scorer.direction == "backward":
         return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress)
     return _rescore(nbest, scorer, weights, history, ngram_cost, progress)
 
 
-def _rescore_backward(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
+def _rescore_backward(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
                       ngram_cost: Optional[np.ndarray], progress) -> RescoreResult:
     """:func:`rescore` of a backward model: the forward machinery on the reversed set
     (:func:`~.backward.reverse_nbest`), results mapped back to the original order."""
@@ -101,7 +102,7 @@ def _rescore_backward(nbest: NbestSet, scorer: NnScorer, weights: Weights, histo
     return RescoreResult(rev.to_original(res.nn_cost), flat.offsets, best, one_best, history)
 
 
-def _rescore(nbest: NbestSet, scorer: NnScorer, weights: Weights, history: str,
+def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
              ngram_cost: Optional[np.ndarray], progress) -> RescoreResult:
     """:func:`rescore` reading the set in the given order (a forward model)."""
     flat = nbest.flat(ngram_cost)
@@ -145,13 +146,12 @@ def _chunks(items: list, size: int = 64):
     return (items[s:s + size] for s in range(0, len(items), size))
 
 
-def walk_documents(docs, scorer: NnScorer, visit: Callable) -> None:
+def walk_documents(docs, scorer: Scorer, visit: Callable) -> None:
     """Read the documents in parallel, one utterance position at a time, from the
     initial state: ``visit(utterance indices, their states)`` is called for the
     documents that have an utterance at the position and returns the words each of
     them continues with (read with ``scorer.advance``). ``docs``: lists of utterance
-    (or sentence) indices; ``scorer``: anything with the scorer interface
-    (:class:`~.scorer.NnScorer`, :class:`~.hf_scorer.HfScorer`)."""
+    (or sentence) indices; ``scorer``: a :class:`~.interface.Scorer`."""
     state = scorer.initial_state(len(docs))
     for pos in range(max(len(d) for d in docs)):
         active = [i for i, d in enumerate(docs) if pos < len(d)]
@@ -165,7 +165,7 @@ class _Costs:
     """The NN costs of a flat set (float64 [H] ``nn_cost``), filled utterance by
     utterance; ``progress(hypotheses scored)`` after each batch."""
 
-    def __init__(self, flat, scorer: NnScorer, progress):
+    def __init__(self, flat, scorer: Scorer, progress):
         self.flat, self.scorer, self.progress = flat, scorer, progress
         self.nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
         self.done = 0

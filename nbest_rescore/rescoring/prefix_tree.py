@@ -279,17 +279,24 @@ def frontier_rows(plans: List[List[_Chunk]]) -> int:
     return max((a + b for a, b in zip([0] + kept, kept)), default=0)
 
 
+def path_sums(forest: PrefixForest, node_logp: np.ndarray) -> np.ndarray:
+    """float64 [H]: the sum of ``node_logp`` (float64 [N], e.g. log P(word of n | parent
+    prefix) in nats, 0 for roots) along each hypothesis' path from its root to its
+    end node, one numpy pass per depth."""
+    cum = node_logp.copy()
+    offs = forest.level_offsets
+    for d in range(1, len(offs) - 1):
+        a, b = offs[d], offs[d + 1]
+        cum[a:b] += cum[forest.parent[a:b]]
+    return cum[forest.end_node]
+
+
 def path_costs(forest: PrefixForest, logp: np.ndarray) -> np.ndarray:
     """Hypothesis costs float64 [H] (negated natural-log probabilities, words + ``</s>``)
     from ``logp`` float64 [2N]: ``logp[n]`` = log P(word of n | parent prefix) (0 for
     roots), ``logp[N + n]`` = log P(``</s>`` | prefix n) (read where a hypothesis ends)."""
     n = forest.num_nodes
-    cum = logp[:n].copy()
-    offs = forest.level_offsets
-    for d in range(1, len(offs) - 1):
-        a, b = offs[d], offs[d + 1]
-        cum[a:b] += cum[forest.parent[a:b]]
-    return -(cum[forest.end_node] + logp[n + forest.end_node])
+    return -(path_sums(forest, logp[:n]) + logp[n + forest.end_node])
 
 
 def _adaptive_pairs(model: LanguageModel) -> bool:

@@ -68,6 +68,19 @@ def check_device(device, options: ScorerOptions) -> None:
                         "use --dtype bfloat16 on the CPU, or --device cuda")
 
 
+def runnable_dtype(dtype: str, device) -> str:
+    """The dtype that ``dtype`` (a :data:`DTYPES` name) runs in on ``device`` (a name or
+    a :class:`torch.device`): ``dtype`` itself, but ``"float32"`` for ``"bfloat16"`` on
+    a CPU without bfloat16 dot-product instructions (:func:`cpu_has_fast_bfloat16`),
+    where bfloat16 is slower than float32; a warning is logged then. Raises nothing
+    (combinations that cannot run: :func:`check_device`)."""
+    if dtype == "bfloat16" and torch.device(device).type == "cpu" and not cpu_has_fast_bfloat16():
+        log.warning("--dtype bfloat16: this CPU has no bfloat16 dot-product instructions "
+                    "(AVX512-BF16 or AMX), where bfloat16 runs slower than float32; scoring in float32")
+        return "float32"
+    return dtype
+
+
 def trained_self_norm_weight(info: Optional[dict]) -> Optional[float]:
     """``optim.self_norm_weight`` of the training config stored in a checkpoint's info
     (``info["train_config"]["optim"]``; 0 when the key predates the option), or None
@@ -79,9 +92,10 @@ def trained_self_norm_weight(info: Optional[dict]) -> Optional[float]:
 
 
 class NnScorer:
-    """Scores hypotheses with ``model`` on ``device`` (see the module docstring), in the
-    order given whatever ``model.direction`` (:func:`~.history.rescore` reverses them for
-    a backward model; direct callers of :meth:`costs` and :meth:`advance` must).
+    """Scores hypotheses with ``model`` on ``device`` (see the module docstring; a
+    :class:`~.interface.Scorer`), in the order given whatever ``model.direction``
+    (:func:`~.history.rescore` reverses them for a backward model; direct callers of
+    :meth:`costs` and :meth:`advance` must).
 
     Args:
         model: a trained language model (put in eval mode here).
@@ -121,13 +135,10 @@ class NnScorer:
         if quantize == "int8":
             model = quantize_dynamic_int8(model)
         self.dtype_scope = "none"  # what runs in ``dtype`` when it is not float32
-        if dtype == "bfloat16" and torch.device(device).type == "cpu":
-            if cpu_has_fast_bfloat16():
-                model, self.dtype_scope = bfloat16_output_layer(model), "output layer"
-            else:
-                log.warning("--dtype bfloat16: this CPU has no bfloat16 dot-product instructions "
-                            "(AVX512-BF16 or AMX), where bfloat16 runs slower than float32; scoring in float32")
-        elif dtype != "float32":
+        runs_in = runnable_dtype(dtype, device)
+        if runs_in == "bfloat16" and torch.device(device).type == "cpu":
+            model, self.dtype_scope = bfloat16_output_layer(model), "output layer"
+        elif runs_in != "float32":
             model, self.dtype_scope = cast_for_inference(model, dtype), "model"
         model.softmax_impl = softmax_impl  # an attribute of the model (the last scorer's choice holds)
         model.row_invariant = True  # costs that do not depend on the batch (models.rows)
@@ -146,10 +157,16 @@ class NnScorer:
         self.mode = opts.scoring
         self.max_segment = max_segment
 
+    @property
+    def direction(self) -> str:
+        """The model's reading direction, ``"forward"`` (also for a model without
+        one) or ``"backward"``."""
+        return getattr(self.model, "direction", "forward")
+
     def settings(self) -> dict:
         """What ``score`` records in ``wer.json``: the direction, the knobs as asked,
         ``dtype_scope`` (what ran in the dtype: ``none``, ``output layer``, ``model``)."""
-        return {"direction": self.model.direction, "mode": self.mode, "output": self.output,
+        return {"direction": self.direction, "mode": self.mode, "output": self.output,
                 "quantize": self.quantize, "dtype": self.dtype, "dtype_scope": self.dtype_scope,
                 "softmax_impl": self.softmax_impl,
                 "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment}
