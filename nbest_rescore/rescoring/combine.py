@@ -92,8 +92,8 @@ def combine(ac_cost, ngram_cost, num_words, weights: Weights, nn_cost=None, grap
     with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused below, in one line)
         score = _combine(np.asarray(ac_cost, dtype=np.float64), np.asarray(ngram_cost, dtype=np.float64),
                          num_words, weights, nn_cost, graph_cost)
-    bad = np.flatnonzero(~np.isfinite(score))
-    if len(bad):
+    if not np.isfinite(score).all():  # (the positions only when there is an error to name)
+        bad = np.flatnonzero(~np.isfinite(score))
         which = f"hypothesis {keys[bad[0]]}" if keys is not None else f"{len(bad)} of {score.size} hypotheses"
         raise overflow_error(f"the combined score of {which}", ac_cost, ngram_cost)
     return score
