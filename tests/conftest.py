@@ -137,6 +137,21 @@ def ci_nbest(DATA):
     return read_kaldi_nbest_dir(DATA / "ci")
 
 
+@pytest.fixture(scope="session")
+def ci_shard(DATA, tmp_path_factory) -> Path:
+    """The first of 3 document shards of ci (``nbest-rescore split --nj 3``: 3 of its 8
+    documents, 23 utterances x 100 hypotheses, with its ``ref.txt``): for tests whose point
+    is a command's behaviour, not the size of the list it scores."""
+    from click.testing import CliRunner
+
+    from nbest_rescore.cli import main
+
+    out = tmp_path_factory.mktemp("ci_shards")
+    res = CliRunner().invoke(main, ["split", "--nj", "3", str(DATA / "ci"), str(out)])
+    assert res.exit_code == 0, res.output
+    return out / "1"
+
+
 @pytest.fixture
 def one_thread():
     """One torch thread for the test (the 2 cores are shared); restored afterwards."""

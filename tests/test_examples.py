@@ -1,8 +1,8 @@
 """Every ``examples/<model>.yaml`` trains on a 20k-word prefix of the LM text with
-``nbest-rescore train --config ... --max-words 20000`` (one epoch here, to keep the
-suite fast) and the checkpoint then scores the ci lists with ``nbest-rescore score``;
-a few NN costs are recomputed independently, one hypothesis at a time from the
-initial state (``--history none``)."""
+``nbest-rescore train --config ... --max-words 20000`` (one epoch and 5k validation
+words here, to keep the suite fast) and the checkpoint then scores a third of the ci
+lists (``ci_shard``) with ``nbest-rescore score``; a few NN costs are recomputed
+independently, one hypothesis at a time from the initial state (``--history none``)."""
 import json
 import os
 from pathlib import Path
@@ -12,6 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from nbest_rescore.cli import main
+from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 from nbest_rescore.models import MODEL_REGISTRY, load_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,24 +28,30 @@ def test_every_registered_model_has_an_example_config():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
-def test_example_trains_on_20k_words_and_scores_ci(DATA, example_config, ci_nbest, tmp_path, config):
+def test_example_trains_on_20k_words_and_scores_ci(example_config, ci_shard, tmp_path, config):
+    import yaml
+
     ckpt = tmp_path / "m.pt"
+    cfg = yaml.safe_load(Path(example_config(config)).read_text())
+    cfg["data"]["max_valid_words"] = 5000
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     cwd = os.getcwd()
     os.chdir(REPO)  # the configs name ../shared/... relative to the repository (example_config: or DATA)
     try:
-        res = CliRunner().invoke(main, ["train", "--config", example_config(config), "--max-words", "20000",
+        res = CliRunner().invoke(main, ["train", "--config", str(tmp_path / "config.yaml"), "--max-words", "20000",
                                         "--max-epochs", "1", "--out", str(ckpt), "--no-progress"])
     finally:
         os.chdir(cwd)
     assert res.exit_code == 0, res.output + repr(res.exception)
     out = tmp_path / "score"
-    res = CliRunner().invoke(main, ["score", "--lm", str(ckpt), "--nbest", str(DATA / "ci"), "--out", str(out),
+    res = CliRunner().invoke(main, ["score", "--lm", str(ckpt), "--nbest", str(ci_shard), "--out", str(out),
                                     "--history", "none", "--no-progress"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     nn = dict(line.split() for line in (out / "nn_cost").read_text().splitlines())
-    assert len(nn) == sum(len(u) for u in ci_nbest.utterances)
+    lists = read_kaldi_nbest_dir(ci_shard)
+    assert len(nn) == sum(len(u) for u in lists.utterances)
     model, vocab, _ = load_model(ckpt)
-    for u in (ci_nbest.utterances[0], ci_nbest.utterances[-1]):
+    for u in (lists.utterances[0], lists.utterances[-1]):
         for i in (0, len(u) - 1):
             ids = [vocab.eos] + vocab.encode(u.hyps[i]) + [vocab.eos]
             x = torch.tensor(ids)[None]
@@ -130,7 +137,6 @@ def test_nbest_from_kaldi_script_on_ci(DATA, tmp_path):
     import sys
 
     from nbest_rescore.io.jsonl_nbest import read_jsonl_nbest
-    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}

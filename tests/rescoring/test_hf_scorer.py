@@ -95,13 +95,11 @@ def test_single_and_padded_batches_agree(hf_lm, small_set):
     np.testing.assert_allclose(a, b, atol=1e-4, rtol=0)
 
 
-def test_cli_mixes_a_checkpoint_and_an_hf_lm_and_tunes(hf_lm, tiny_lm, DATA, tmp_path):
+def test_cli_mixes_a_checkpoint_and_an_hf_lm_and_tunes(hf_lm, tiny_lm, ci_shard, tmp_path):
     """score with gru.pt + hf:DIR: each LM's costs equal its one-LM run; tune reads them
     (on the first of 3 shards of ci, split at documents)."""
     hf = f"hf:{hf_lm('gpt2')}"
-    split = CliRunner().invoke(main, ["split", "--nj", "3", str(DATA / "ci"), str(tmp_path / "shards")])
-    assert split.exit_code == 0, split.output
-    ci, ref = str(tmp_path / "shards" / "1"), str(tmp_path / "shards" / "1" / "ref.txt")
+    ci, ref = str(ci_shard), str(ci_shard / "ref.txt")
     run = lambda *a: CliRunner().invoke(main, ["score", "--nbest", ci, "--ref", ref, "--no-progress", *a])  # noqa: E731
     both = run("--lm", str(tiny_lm), "--lm", hf, "--nn-weights", "0.25,0.25", "--out", str(tmp_path / "both"))
     assert both.exit_code == 0, both.output
