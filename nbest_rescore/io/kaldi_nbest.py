@@ -21,7 +21,7 @@ from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import DataError, examples, format_location
-from ..types import NbestList, NbestSet
+from ..types import NbestList, NbestSet, Words
 from ._common import DocumentOrder, check_key, iter_lines, split_fields
 from .cost_column import CostColumn
 from .atomic import atomic_write
@@ -33,8 +33,6 @@ __all__ = ["KALDI_WRITTEN", "iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_
            "split_hyp_key", "write_kaldi_nbest_files"]
 
 logger = logging.getLogger(__name__)
-
-Words = Tuple[str, ...]
 
 
 def read_utt_map(path) -> Dict[str, str]:
@@ -427,7 +425,6 @@ def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str,
         write_cost_ark(folder / name, ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist())))
     with atomic_write(folder / "utt2doc") as f:
         f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
-    if refs is None:
-        return ("text", *columns, "utt2doc")
-    write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
-    return ("text", *columns, "utt2doc", "ref.txt")
+    if refs is not None:
+        write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
+    return ("text", *columns, "utt2doc") + (() if refs is None else ("ref.txt",))

@@ -92,18 +92,7 @@ def _score_file_candidates(nbest_path, suffix: str) -> List[str]:
     """Names tried for ``DIR/NAME.EXT``: ``DIR/NAME.<suffix>``, ``DIR/NAME.EXT.<suffix>``."""
     p = os.fspath(nbest_path)
     stem, _ = os.path.splitext(p)
-    out: List[str] = []
-    for n in (stem + "." + suffix, p + "." + suffix):
-        if n != p and n not in out:
-            out.append(n)
-    return out
-
-
-def _missing_message(nbest_path, missing) -> str:
-    parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
-    return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the scores there (one "
-            f"number per line, parallel to the hypothesis lines) or give the paths explicitly "
-            f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
+    return [n for n in dict.fromkeys((stem + "." + suffix, p + "." + suffix)) if n != p]
 
 
 def find_plain_score_files(path) -> Tuple[str, str]:
@@ -180,7 +169,10 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
             if paths[suffix] is None:
                 missing.append((desc, names))
     if missing:
-        raise DataError(_missing_message(nbest_path, missing))
+        parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
+        raise DataError(f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the scores there "
+                        f"(one number per line, parallel to the hypothesis lines) or give the paths explicitly "
+                        f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
     return paths["ac"], paths["ngram"], found
 
 
