@@ -104,10 +104,7 @@ def find_plain_score_files(path) -> Tuple[str, str]:
         DataError: the list does not exist, or a score file is missing (the message
             lists every name tried and how to pass the paths instead).
     """
-    p = os.fspath(path)
-    if not os.path.isfile(p):
-        raise DataError(f"{p}: plain N-best file not found")
-    return score_paths(p)[:2]
+    return score_paths(path)[:2]
 
 
 def _read_utt_ids(path) -> Dict[str, str]:
@@ -158,7 +155,9 @@ def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, sc
 def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, List[str]]:
     """``(ac_path, ngram_path, found)``: the score files given, the missing ones found
     beside the list by name (``found``: ``"ac"``/``"ngram"`` for those).
-    Raises DataError naming the names tried."""
+    Raises DataError: the list does not exist, or naming the names tried."""
+    if not os.path.isfile(os.fspath(nbest_path)):
+        raise DataError(f"{nbest_path}: plain N-best file not found")
     paths = {"ac": ac_path, "ngram": ngram_path}
     found, missing = [], []
     for suffix, desc in _SCORE_KINDS:
@@ -192,11 +191,9 @@ class _PlainInput:
     (``utt_ids``) and the documents (``utt2doc``), checked utterance by utterance."""
 
     def __init__(self, path, ac_path, ngram_path, scores_are_costs: bool, utt2doc, utt_ids):
-        if not os.path.isfile(os.fspath(path)):
-            raise DataError(f"{path}: plain N-best file not found")
         self.nbest, self.costs, self.utt_ids = path, scores_are_costs, utt_ids
         self.kind = "cost" if scores_are_costs else "score"  # how messages name the values
-        self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)
+        self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)  # (checks the list exists)
         self.id_of = None if utt_ids is None else _read_utt_ids(utt_ids)
         self.doc_map, self.doc_lines, self.doc_file = _doc_map(utt2doc)
         self.order = DocumentOrder(self.doc_file, os.fspath(path))
