@@ -75,6 +75,17 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
                     f"`iconv -f LATIN1 -t UTF-8`") from None
 
 
+def iter_pairs(path, expected: str) -> Iterator[Tuple[int, str, str, str]]:
+    """``(line_no, loc, first, second)`` per line of a two-column file (``loc``:
+    ``file:line``). Raises DataError as :func:`iter_lines`, or ``"<loc>: <expected>"``
+    (``{n}``: the number of fields) for a line without exactly two fields."""
+    for line_no, line in iter_lines(path):
+        loc, fields = format_location(path, line_no), split_fields(line)
+        if len(fields) != 2:
+            raise DataError(f"{loc}: " + expected.format(n=len(fields)))
+        yield line_no, loc, fields[0], fields[1]
+
+
 def parse_cost(token: str, loc: str, what: str) -> float:
     """Parse one cost or score strictly: the only number parser of the readers.
 

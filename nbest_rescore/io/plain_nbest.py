@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, parse_cost, split_fields
+from ._common import (DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, iter_pairs, parse_cost,
+                      split_fields)
 from .atomic import atomic_write
 from .kaldi_nbest import read_utt_map_lines
 from .kaldi_text import kaldi_text_line
@@ -112,12 +113,7 @@ def _read_utt_ids(path) -> Dict[str, str]:
     ids: Dict[str, str] = {}
     line_of: Dict[str, int] = {}
     index_of: Dict[str, str] = {}
-    for line_no, line in iter_lines(path):
-        loc = format_location(path, line_no)
-        fields = split_fields(line)
-        if len(fields) != 2:
-            raise DataError(f"{loc}: expected 2 fields '<utterance-index> <utterance-id>', found {len(fields)}")
-        idx, utt = fields
+    for line_no, loc, idx, utt in iter_pairs(path, "expected 2 fields '<utterance-index> <utterance-id>', found {n}"):
         if not (idx.isascii() and idx.isdigit()):
             raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
                             f"expected '<utterance-index> <utterance-id>' (e.g. '0 abcr0004-000')")
