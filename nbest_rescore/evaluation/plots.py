@@ -84,14 +84,14 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
 
 # -- attention analysis (``000`` section 6.2, ``001`` Fig. 3) ---------------------------
 
-def _new_figure(width: float, height: float):
-    """A matplotlib Figure on an Agg canvas and its single axes."""
+def _new_figure(width: float, height: float, panels: int = 1):
+    """A matplotlib Figure on an Agg canvas and its ``panels`` axes, side by side."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
+    return (fig, *(fig.add_subplot(1, panels, i) for i in range(1, panels + 1)))
 
 
 def _save_png(fig, path: Union[str, os.PathLike]) -> str:
@@ -245,12 +245,7 @@ def learning_curves_figure(runs: Sequence, *, title: Optional[str] = None):
     one line per run, its best point marked. ``runs``: (label, curve) pairs, a curve
     the train JSON's ``"curve"`` (points with ``words``, ``cpu_seconds``,
     ``valid_ppl``). Raises ValueError if a run has no points."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4.6))
-    FigureCanvasAgg(fig)
-    by_words, by_cpu = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    fig, by_words, by_cpu = _new_figure(11, 4.6, panels=2)
     for label, curve in runs:
         if not curve:
             raise ValueError(f"plot_learning_curves: run {label!r} has no validation points")
