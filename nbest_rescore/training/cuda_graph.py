@@ -40,9 +40,8 @@ class GraphedStep:
         self.segment = tuple(torch.full((batch, bptt), fill, dtype=dtype, device=dev) for dtype, fill in
                              ((torch.long, 0), (torch.long, 0), (torch.bool, False), (torch.bool, True)))
         self.state = tuple(s.clone() for s in model.init_state(batch, dev))
-        self.nll = torch.zeros((), dtype=torch.float64, device=dev)
-        self.abs_log_z = torch.zeros((), dtype=torch.float64, device=dev)
-        self.aux = torch.zeros((), dtype=torch.float64, device=dev)  # auxiliary loss summed over real tokens
+        # the NLL, |log Z| and auxiliary loss summed over the real tokens
+        self.nll, self.abs_log_z, self.aux = (torch.zeros((), dtype=torch.float64, device=dev) for _ in range(3))
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self.shape = (batch, bptt)
 
@@ -50,11 +49,9 @@ class GraphedStep:
         new_state, step = self.step_fn(self.state, *self.segment)
         for s, n in zip(self.state, new_state):
             s.copy_(n.detach())
-        self.nll.add_(step.nll)
-        if step.abs_log_z is not None:
-            self.abs_log_z.add_(step.abs_log_z)
-        if step.aux is not None:
-            self.aux.add_(step.aux)
+        for total, x in ((self.nll, step.nll), (self.abs_log_z, step.abs_log_z), (self.aux, step.aux)):
+            if x is not None:
+                total.add_(x)
 
     def capture(self, warmup: int = 3) -> None:
         """Warm up (then undo the warm-up's effects) and record the step.
@@ -95,9 +92,8 @@ class GraphedStep:
 
     def clear(self) -> None:
         """Zero the NLL accumulators and reset the carried state to the initial one."""
-        self.nll.zero_()
-        self.abs_log_z.zero_()
-        self.aux.zero_()
+        for total in (self.nll, self.abs_log_z, self.aux):
+            total.zero_()
         for s, s0 in zip(self.state, self.model.init_state(self.shape[0], self.device)):
             s.copy_(s0)
 

@@ -443,17 +443,14 @@ class _Steps:
         scale = self.world.size / max(1, global_tokens) if self.world.distributed else None
         self.state, step = train_step(self.model, self.opt, self.state, *seg, o.clip, o.self_norm_weight,
                                       self.aligned, o.autocast_dtype, scale, self.forward)
-        self.nll += step.nll
-        if step.aux is not None:
-            self.aux += step.aux
-        if self.abs_log_z is not None:
-            self.abs_log_z += step.abs_log_z
+        for total, x in ((self.nll, step.nll), (self.aux, step.aux), (self.abs_log_z, step.abs_log_z)):
+            if x is not None:  # (|log Z| only with self-normalisation, aux only for a model with one)
+                total.add_(x)
 
     def sums(self) -> Tuple[float, float]:
         """The pass's summed (NLL, auxiliary loss) so far, read back (with K ranks summed
         over them: collective)."""
-        nll, aux = self.world.sum(self.nll, self.aux)
-        return nll, aux
+        return tuple(self.world.sum(self.nll, self.aux))
 
     def stats(self, tokens: int, timed_out: bool) -> EpochStats:
         """The pass's :class:`EpochStats` (read back here; with K ranks summed over them)."""
