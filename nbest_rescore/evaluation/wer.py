@@ -199,7 +199,7 @@ def utterance_errors(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Seque
         wer_counts(refs, hyps, source)  # raises the usual DataError
     ids = tuple(hyps)
     pairs = [(_as_words(refs[u]), _as_words(hyps[u])) for u in ids]
-    errors = kaldi_error_counts(pairs).sum(axis=1).astype(np.int64) if pairs else np.zeros(0, np.int64)
+    errors = kaldi_error_counts(pairs).sum(axis=1).astype(np.int64)
     return ids, errors, utterance_ref_words(ids, refs)
 
 
