@@ -170,9 +170,9 @@ def _fix(code: Optional[int], path, other: str, writing: Optional[bool]) -> str:
     one written); ``other`` is e.g. ``another --out``."""
     mount = (_mount_of(path) if path is not None else None) or "that disk"
     folder = os.path.dirname(os.path.abspath(os.fsdecode(path))) if path is not None else "its folder"
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        room = "within your quota" if code == errno.EDQUOT else ""
-        return f"free space{' ' + room if room else ''} on {mount} or choose {other} on a disk with room"
+    if code in _NO_SPACE:
+        room = " within your quota" if code == errno.EDQUOT else ""
+        return f"free space{room} on {mount} or choose {other} on a disk with room"
     if code == errno.EROFS:
         return f"{mount} is mounted read-only: choose {other} on a writable disk (or remount it read-write)"
     if code in (errno.EACCES, errno.EPERM):
