@@ -802,14 +802,11 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
 
     t.model.train()
     bar = Progress("tok", desc=f"epoch {epoch}", leave=False) if t.progress else None
-    try:
+    with contextlib.closing(bar) if bar is not None else contextlib.nullcontext():
         stats = train_segments(t.model, t.opt, streams, o.bptt, t.options, before_step=before_step,
                                first_step=run.step, log_interval=o.log_interval, progress=bar,
                                cuda_graph=t.graphs, world=t.world, forward=t.forward,
                                start=None if position is None else EpochPosition(**position), on_pause=on_pause)
-    finally:
-        if bar is not None:
-            bar.close()
     if stats.steps and not stats.preempted:
         _end_epoch(t, run, epoch, stats, start)
     return stats
