@@ -114,12 +114,12 @@ def parse_interval(text, key: str = "optim.checkpoint_interval", count: str = "s
     if value in ("0", "off", "none", "epoch"):
         return Interval()
     m = _PATTERN.match(value)
-    unit = m.group(2) if m else ""
+    number, unit = (float(m.group(1)), m.group(2)) if m else (0.0, "")
     counted = _COUNTS[count]
-    if m and float(m.group(1)) > 0 and unit in counted and (float(m.group(1)) * counted[unit]).is_integer():
-        return Interval(**{count: int(float(m.group(1)) * counted[unit])})
-    if m and float(m.group(1)) > 0 and unit in _UNITS:
-        return Interval(seconds=float(m.group(1)) * _UNITS[unit])
+    if number > 0 and unit in counted and (number * counted[unit]).is_integer():
+        return Interval(**{count: int(number * counted[unit])})
+    if number > 0 and unit in _UNITS:
+        return Interval(seconds=number * _UNITS[unit])
     raise DataError(f"{key} must be a time (e.g. 5m, 90s, 1h), {_COUNT_EXAMPLES[count]} or "
                     f"{'epoch' if count == 'words' else 'off'}, got {text!r}")
 
