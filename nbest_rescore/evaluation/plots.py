@@ -58,13 +58,12 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
     finite = grid[np.isfinite(grid)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     mid = (lo + hi) / 2.0
-    for r in range(nrow):
-        for c in range(ncol):
-            v = grid[r, c]
-            if np.isfinite(v):
-                # viridis_r: low WER is bright (yellow) -> dark text; high WER dark -> white
-                color = "black" if v <= mid else "white"
-                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=fontsize, color=color)
+    for r, c in np.ndindex(nrow, ncol):
+        v = grid[r, c]
+        if np.isfinite(v):
+            # viridis_r: low WER is bright (yellow) -> dark text; high WER dark -> white
+            color = "black" if v <= mid else "white"
+            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=fontsize, color=color)
     br, bc = interps.index(best.interp), lms.index(best.lm_weight)
     ax.add_patch(Rectangle((bc - 0.5, br - 0.5), 1.0, 1.0, fill=False, edgecolor="red", linewidth=2.0))
 
@@ -167,10 +166,9 @@ def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[
     fig, ax = _new_figure(max(5.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
     im = ax.imshow(s, cmap="Blues", vmin=-1.0, vmax=1.0, interpolation="nearest")
     fig.colorbar(im, ax=ax, label="cosine similarity")
-    for i in range(k):
-        for j in range(k):
-            ax.text(j, i, f"{s[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                    color="white" if s[i, j] > 0.5 else "black")
+    for i, j in np.ndindex(k, k):
+        ax.text(j, i, f"{s[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                color="white" if s[i, j] > 0.5 else "black")
     ticks = range(k)
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(i + 1) for i in ticks])
