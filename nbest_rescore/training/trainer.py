@@ -129,9 +129,7 @@ def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
     counts = Counter(w for d in train_docs for s in d for w in s)
     if cfg.vocab.file:
         return Vocabulary.from_file(cfg.vocab.file).by_frequency(counts)
-    restrict = None
-    if cfg.vocab.restrict_to:
-        restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words
+    restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words if cfg.vocab.restrict_to else None
     return Vocabulary.from_counts(counts, cfg.vocab.max_size, cfg.vocab.min_count, restrict)
 
 
