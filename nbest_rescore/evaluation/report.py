@@ -156,7 +156,7 @@ def _bootstrap_rows(rows: List[dict], baselines: Sequence[str], replications: in
     for r in rows:
         e = r["errors"] if replications else None
         r["boot"] = None if e is None else bootstrap_wer(e.errors, e.ref_words, replications, seed)
-        cv = None if e is None or e.cv_errors is None else e.cv_errors
+        cv = None if e is None else e.cv_errors
         r["cv_boot"] = None if cv is None else bootstrap_wer(cv, e.ref_words, replications, seed)
         r["p"], r["p_cv"] = {}, {}
         for b in baselines:
