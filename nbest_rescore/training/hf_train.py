@@ -47,8 +47,8 @@ from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models.base import LanguageModel, Output
-from ..models.hf import (PROBE_TEXT, HfText, check_causal_behaviour, import_transformers, load_hf_lm, load_tokenizer,
-                         write_metadata)
+from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,
+                         load_tokenizer, write_metadata)
 from . import checkpointing
 
 log = logging.getLogger(__name__)
@@ -282,8 +282,7 @@ def new_model(config: dict, text: HfText):
     try:
         model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.float32)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DataError(f"hf.config: transformers could not build the model ({first})") from None
+        raise DataError(f"hf.config: transformers could not build the model ({_first_line(exc)})") from None
     check_causal_behaviour(model.eval(), "hf.config", text.tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
     return model
 
