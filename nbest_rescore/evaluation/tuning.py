@@ -238,8 +238,8 @@ class TuneData:
         sizes = np.diff(self.offsets)[keep]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         rows = np.repeat(self.offsets[keep] - offsets[:-1], sizes) + np.arange(offsets[-1])
-        return TuneData(offsets, self.ac_cost[rows], self.lm_cost[rows], self.graph_cost[rows], self.num_words[rows],
-                        None if self.nn is None else self.nn[:, rows], self.errors[rows],
+        return TuneData(offsets, self.ac_cost[rows], self.lm_cost[rows], self.graph_cost[rows],
+                        self.num_words[rows], None if self.nn is None else self.nn[:, rows], self.errors[rows],
                         int(self.utt_ref_words[keep].sum()), self.names, self.doc_index[keep],
                         self.utt_ref_words[keep], tuple(self.utt_ids[u] for u in keep))
 
