@@ -69,10 +69,7 @@ def align_slots(parts):
     front to the longest S_i (:func:`pad_front`; see the module docstring), so that
     they can be concatenated, written into one another or mixed row by row. Tensors that
     differ in another axis are left as they are (the caller's op raises RuntimeError)."""
-    sizes = {p.shape[1] for p in parts if p.dim() >= 2}
-    if len(sizes) <= 1:
-        return list(parts)
-    top = max(sizes)
+    top = max((p.shape[1] for p in parts if p.dim() >= 2), default=0)
     return [pad_front(p, top) for p in parts]
 
 
@@ -89,7 +86,6 @@ def reset_state(state: State, mask: Tensor, initial: State) -> State:
 
 def cat_states(states) -> State:
     """Concatenate states along the batch axis (aligned first, :func:`align_slots`)."""
-    states = list(states)
     return tuple(torch.cat(align_slots(parts), 0) for parts in zip(*states))
 
 
@@ -519,11 +515,7 @@ class LanguageModel(nn.Module):
         """Parameter counts: ``total`` and ``without_embeddings`` (input and output
         embedding matrices excluded; a tied matrix is counted once; with the adaptive
         softmax the whole output layer counts as output embedding)."""
-        seen, total = set(), 0
-        for p in self.parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                total += p.numel()
+        total = sum(p.numel() for p in self.parameters())  # parameters() yields a shared tensor once
         emb = self.embedding.weight.numel()
         if self.adaptive is not None:  # the whole adaptive output layer counts as output embedding
             emb += sum(p.numel() for p in self.adaptive.parameters())
