@@ -433,13 +433,11 @@ class LanguageModel(nn.Module):
         adaptive softmax gives its exact log-probabilities (:meth:`target_log_probs`); a
         model that overrides :meth:`logits` (the cache) or an int8 decoder, the full product.
         """
-        if type(self).logits is not LanguageModel.logits:
-            return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        if self.adaptive is not None:
+        if type(self).logits is LanguageModel.logits and self.adaptive is not None:
             return self.target_log_probs(features, targets)
+        if type(self).logits is not LanguageModel.logits or type(self.decoder) is not nn.Linear:
+            return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         h = self._output_input(features)
-        if type(self.decoder) is not nn.Linear:
-            return self.decoder(h).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         w = self.decoder.weight.index_select(0, targets.reshape(-1)).view(*targets.shape, -1)  # [B, T, D]
         b = self.decoder.bias.index_select(0, targets.reshape(-1)).view(targets.shape)
         return (h * w.to(h.dtype)).sum(-1) + b.to(h.dtype)
