@@ -15,7 +15,9 @@ embedding, input/output dropout, weight tying and the output softmax are shared 
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import asdict, dataclass
+from itertools import accumulate
 from typing import ClassVar, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -215,15 +217,8 @@ def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> Li
     if v < 3:
         raise DataError(f"the adaptive softmax needs a vocabulary of at least 3 words, got {v}")
     total = float(sum(counts)) or 1.0
-    cum, acc, cuts = 0.0, iter(coverage), []
-    target = next(acc)
-    for i, c in enumerate(counts):
-        cum += c
-        if cum / total >= target:
-            cuts.append(i + 1)
-            target = next(acc, None)
-            if target is None:
-                break
+    share = [c / total for c in accumulate(counts)]  # cumulative token shares (non-decreasing)
+    cuts = [i + 1 for i in (bisect_left(share, t) for t in coverage) if i < v]  # equal cuts: spread below
     lo = min(v - 1, 128)
     out: List[int] = []
     for c in cuts:
