@@ -10,8 +10,11 @@ it happened.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
+import shutil
 import sys
 
 import click
@@ -20,6 +23,7 @@ from .cli_options import options_of
 from .errors import DataError
 from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
                       ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
+from .os_errors import os_error_message
 from .progress import Progress, log as progress_log
 from .training.preemption import EXIT_PREEMPTED, Preempted
 from .threads import prefer_passive_wait
@@ -52,8 +56,6 @@ class _Main(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:  # stdout closed early (``| head``): stop quietly, as Unix tools do
-            import os
-
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(141)
         except OSError as exc:  # one the writers and readers did not word themselves (os_errors.py)
@@ -74,12 +76,6 @@ def _os_error_line(exc: OSError) -> str:
     """The one line for an OSError that reached the command group. "No space" naming no
     file while stdout goes to a file on a full disk is the results going there: that
     file is named (Linux) and stdout is closed, so that exiting does not fail again."""
-    import errno
-    import os
-    import shutil
-
-    from .os_errors import os_error_message
-
     if exc.filename is None and exc.errno == errno.ENOSPC:
         try:
             fd_link = f"/proc/self/fd/{sys.stdout.fileno()}"
@@ -107,8 +103,6 @@ class _LogFile(logging.FileHandler):
         exc = sys.exc_info()[1]
         if not isinstance(exc, OSError):
             return super().handleError(record)
-        from .os_errors import os_error_message
-
         self.failed = True
         sys.stderr.write(f"warning: {os_error_message(exc, self.baseFilename, '--log-file', writing=True)}; "
                          f"the log goes on without it\n")
@@ -140,8 +134,6 @@ def main(ctx, verbose, seed, log_file):
         try:
             fh = _LogFile(log_file, encoding="utf-8")
         except OSError as exc:
-            from .os_errors import os_error_message
-
             raise click.BadParameter(f"cannot open it: {os_error_message(exc, log_file, writing=True)}",
                                      param_hint="--log-file") from None
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
