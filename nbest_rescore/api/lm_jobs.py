@@ -26,12 +26,6 @@ ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention
                     "memcell_ppl.png", "window_attention.png")
 
 
-def _documents(text: Text, max_words: Optional[int]):
-    if isinstance(text, (str, os.PathLike)):
-        return read_lm_text(text, max_words)
-    return list(text)
-
-
 def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Optional[int] = None,
                progress: Optional[Progress] = None) -> PerplexityReport:
     """Corpus-level perplexity of ``text`` under ``lm`` (state carried within a
@@ -47,7 +41,7 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
     """
     check_option("batch_size", batch_size, "int", ">= 1")
     check_option("max_words", max_words, "int", ">= 1", nullable=True)
-    docs = _documents(text, max_words)
+    docs = read_lm_text(text, max_words) if isinstance(text, (str, os.PathLike)) else list(text)
     if not any(docs):
         raise DataError(f"{text if isinstance(text, (str, os.PathLike)) else 'the text'}: no sentences to score")
     if lm.vocab is None:  # an hf: LM: each sentence after its document's previous ones, as in rescoring
