@@ -143,11 +143,9 @@ def _read_lists(dirs: Sequence[str], lm_cost: str) -> NbestSet:
 
 def _write_best(scoring: Path, line: str, best: KaldiScorePoint) -> None:
     """``scoring_kaldi/best_wer`` and ``scoring_kaldi/wer_details/{lmwt,wip}``."""
-    with atomic_write(scoring / "best_wer") as f:
-        f.write(line + "\n")
     (scoring / "wer_details").mkdir()
-    for name, value in (("lmwt", best.lmwt), ("wip", best.wip)):
-        with atomic_write(scoring / "wer_details" / name) as f:
+    for name, value in (("best_wer", line), ("wer_details/lmwt", best.lmwt), ("wer_details/wip", best.wip)):
+        with atomic_write(scoring / name) as f:
             f.write(f"{value}\n")
 
 
