@@ -67,10 +67,8 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
     br, bc = interps.index(best.interp), lms.index(best.lm_weight)
     ax.add_patch(Rectangle((bc - 0.5, br - 0.5), 1.0, 1.0, fill=False, edgecolor="red", linewidth=2.0))
 
-    ax.set_xticks(range(ncol))
-    ax.set_xticklabels([f"{v:g}" for v in lms], rotation=90 if ncol > 12 else 0, fontsize=fontsize + 1)
-    ax.set_yticks(range(nrow))
-    ax.set_yticklabels([f"{v:g}" for v in interps], fontsize=fontsize + 1)
+    ax.set_xticks(range(ncol), [f"{v:g}" for v in lms], rotation=90 if ncol > 12 else 0, fontsize=fontsize + 1)
+    ax.set_yticks(range(nrow), [f"{v:g}" for v in interps], fontsize=fontsize + 1)
     ax.set_xlabel("LM weight (grammar scale) delta")
     ax.set_ylabel("interpolation weight lambda (n-gram)")
     ax.set_title(_full_title(title, f"WER (%) at word insertion penalty {best.word_ins_penalty:g}, "
@@ -169,11 +167,9 @@ def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[
     for i, j in np.ndindex(k, k):
         ax.text(j, i, f"{s[i, j]:.2f}", ha="center", va="center", fontsize=8,
                 color="white" if s[i, j] > 0.5 else "black")
-    ticks = range(k)
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([str(i + 1) for i in ticks])
-    ax.set_yticks(ticks)
-    ax.set_yticklabels([str(i + 1) for i in ticks])
+    labels = [str(i + 1) for i in range(k)]
+    ax.set_xticks(range(k), labels)
+    ax.set_yticks(range(k), labels)
     ax.set_xlabel("memcell j")
     ax.set_ylabel("memcell i")
     ax.set_title(_full_title(title, "mean cosine similarity of memcell states"), fontsize=10)
@@ -210,8 +206,7 @@ def window_attention_figure(mean_attention: Sequence[float], model_name: str, *,
     n = len(mean_attention)
     fig, ax = _new_figure(max(5.0, 0.45 * n + 2.0), 3.5)
     ax.bar(range(n), mean_attention, color="tab:blue")
-    ax.set_xticks(range(n))
-    ax.set_xticklabels([f"t-{n - i}" for i in range(n)], rotation=90 if n > 12 else 0, fontsize=8)
+    ax.set_xticks(range(n), [f"t-{n - i}" for i in range(n)], rotation=90 if n > 12 else 0, fontsize=8)
     ax.set_xlabel("window position (previous outputs)")
     ax.set_ylabel("mean attention weight")
     ax.set_title(_full_title(title, f"{model_name}: mean attention by window position"), fontsize=10)
