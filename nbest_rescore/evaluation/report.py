@@ -115,17 +115,18 @@ def _columns(rows: List[dict], baselines: Sequence[str]) -> List[Tuple[str, Call
                  ("percentile 95%", lambda r: r["boot"].percentile() if r["boot"] else "")]
     has_cv = any(r["cv_wer"] is not None for r in rows)
     if has_cv:
-        cols += [("CV WER %", lambda r: "" if r["cv_wer"] is None else f"{r['cv_wer']:.2f}"),
+        cols += [("CV WER %", lambda r: _cell(r["cv_wer"], ".2f")),
                  ("CV 95% interval", lambda r: r["cv_boot"].interval() if r["cv_boot"] else "")]
     for b in baselines:
-        cols.append((f"P(better than {b})", lambda r, b=b: _p(r["p"].get(b))))
+        cols.append((f"P(better than {b})", lambda r, b=b: _cell(r["p"].get(b), ".3f")))
         if has_cv:
-            cols.append((f"P(CV better than {b})", lambda r, b=b: _p(r["p_cv"].get(b))))
+            cols.append((f"P(CV better than {b})", lambda r, b=b: _cell(r["p_cv"].get(b), ".3f")))
     return cols
 
 
-def _p(value: Optional[float]) -> str:
-    return "" if value is None else f"{value:.3f}"
+def _cell(value, spec: str) -> str:
+    """A table cell: ``value`` formatted by ``spec``, or empty for None."""
+    return "" if value is None else format(value, spec)
 
 
 def _check_rows(rows: List[dict], baselines: Sequence[str]) -> None:
@@ -188,9 +189,8 @@ def wer_table(specs: Iterable[str], baselines: Sequence[str] = (), ref: Optional
     lines = ["| " + " | ".join(["system", "WER %", "lambda", "delta", *[c[0] for c in cols]]) + " |",
              "|---|" + "---:|" * (3 + len(cols))]
     for r in rows:
-        lam = "" if r["interp"] is None else f"{r['interp']:g}"
-        lw = "" if r["lm_weight"] is None else f"{r['lm_weight']:g}"
-        cells = [r["name"], f"{r['wer']:.2f}", lam, lw, *[c[1](r) for c in cols]]
+        cells = [r["name"], f"{r['wer']:.2f}", _cell(r["interp"], "g"), _cell(r["lm_weight"], "g"),
+                 *[c[1](r) for c in cols]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -204,15 +204,11 @@ def model_table(paths: Iterable[str]) -> str:
     checkpoints (parameters in millions)."""
     lines = ["| checkpoint | model | direction | vocabulary | parameters (M) | without embeddings (M) | "
              "epochs | training (min) | best valid ppl |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
-
-    def fmt(v, spec):
-        return "" if v is None else format(v, spec)
-
     for p in paths:
         r = model_row(p)
         lines.append(f"| {r['path']} | {r['model']} | {r['direction']} | {r['vocab']} | "
-                     f"{r['parameters'] / 1e6:.2f} | {r['without_embeddings'] / 1e6:.2f} | {fmt(r['epochs'], 'd')} | "
-                     f"{fmt(r['minutes'], '.1f')} | {fmt(r['best_valid_ppl'], '.1f')} |")
+                     f"{r['parameters'] / 1e6:.2f} | {r['without_embeddings'] / 1e6:.2f} | {_cell(r['epochs'], 'd')} | "
+                     f"{_cell(r['minutes'], '.1f')} | {_cell(r['best_valid_ppl'], '.1f')} |")
     return "\n".join(lines)
 
 
