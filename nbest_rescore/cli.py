@@ -378,8 +378,7 @@ def list_models():
     """List the registered model names with a one-line summary."""
     from .api import MODEL_REGISTRY
 
-    for name in sorted(MODEL_REGISTRY):
-        cls = MODEL_REGISTRY[name]
+    for name, cls in sorted(MODEL_REGISTRY.items()):
         summary = getattr(cls, "summary", "") or " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
         click.echo(f"{name:<18} {summary}")
 
