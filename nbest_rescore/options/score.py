@@ -3,7 +3,7 @@ declared once: the N-best input, the combination weights, the device, the scorer
 knobs, the neural cache."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional, Sequence, Tuple, Union
 
 from ..errors import DataError
@@ -194,7 +194,7 @@ class CacheOptions(Options):
 
     def cache_kwargs(self) -> dict:
         """The cache options as :func:`~nbest_rescore.api.lm_loading.load_lm` takes them."""
-        return {"cache_size": self.cache_size, "cache_theta": self.cache_theta, "cache_lambda": self.cache_lambda}
+        return {f.name: getattr(self, f.name) for f in fields(CacheOptions)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,5 +212,4 @@ class HfOptions(Options):
 
     def hf_kwargs(self) -> dict:
         """The hf: options as :func:`~nbest_rescore.api.lm_loading.load_lm` takes them."""
-        return {"context_tokens": self.context_tokens, "trust_remote_code": self.trust_remote_code,
-                "allow_pickle": self.allow_pickle}
+        return {f.name: getattr(self, f.name) for f in fields(HfOptions)}
