@@ -222,7 +222,10 @@ class KaldiScoreJob(KaldiScoreOptions):
             refs = self._references(scoring / "test_filt.txt")
             hyp_sets = [self._one_best(scoring, lmwt, wip, one_best)
                         for (lmwt, wip), one_best in zip(self._points(), one_bests)]
-            self._warn_unscored(refs, hyp_sets[0])
+            extra = [u for u in hyp_sets[0] if u not in refs]
+            if extra:
+                log.warning("%d utterances of the N-best lists have no reference in %s and are not scored (as "
+                            "compute-wer --mode=present ignores them): %s", len(extra), self.ref, examples(extra))
             command = compute_wer_command(f"ark:{test_filt}")
             points, texts = [], []
             for (lmwt, wip), hyps, wer in zip(self._points(), hyp_sets, kaldi_wers(refs, hyp_sets, test_filt)):
@@ -272,9 +275,3 @@ class KaldiScoreJob(KaldiScoreOptions):
                                      f"the 1-best at LMWT {lmwt}, WIP {wip}"))
         return _read_text(path, f"{self.out}/scoring_kaldi/penalty_{wip}/{lmwt}.txt",
                           f"the output of --hyp-filter {self.hyp_filter!r}")
-
-    def _warn_unscored(self, refs: Mapping[str, Words], hyps: Mapping[str, Words]) -> None:
-        extra = [u for u in hyps if u not in refs]
-        if extra:
-            log.warning("%d utterances of the N-best lists have no reference in %s and are not scored (as "
-                        "compute-wer --mode=present ignores them): %s", len(extra), self.ref, examples(extra))
