@@ -11,7 +11,7 @@ after an error nothing is written.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -265,8 +265,7 @@ def _check_out(out_dir, job_dirs: Sequence[str]) -> None:
 
 
 def _sum_reports(reports: Sequence[dict]) -> WerReport:
-    names = ("errors", "substitutions", "deletions", "insertions", "hits", "ref_words", "num_utts")
-    return WerReport(**{n: int(sum(r[n] for r in reports)) for n in names})
+    return WerReport(**{f.name: int(sum(r[f.name] for r in reports)) for f in fields(WerReport)})
 
 
 def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, Sequence[str]]] = None,
