@@ -19,6 +19,7 @@ import sys
 
 import click
 
+from . import api  # its names are imported on first use (PEP 562): the list commands stay torch-free
 from .cli_options import options_of
 from .errors import DataError
 from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
@@ -165,9 +166,7 @@ def train(obj, no_progress, **kw):
 
     SIGTERM or SIGINT (Slurm preemption, Ctrl-C) finishes the current step, writes
     <out>.last.pt and exits with status 75; --resume continues exactly."""
-    from .api import TrainJob
-
-    job = TrainJob(**kw, seed=obj["seed"] if obj["explicit_seed"] else None)
+    job = api.TrainJob(**kw, seed=obj["seed"] if obj["explicit_seed"] else None)
     res = job.run(progress=not no_progress)
     if res.rank != 0:  # torchrun: every rank trains, rank 0 reports
         return
@@ -184,10 +183,8 @@ def ppl(no_progress, **kw):
     document and reset between documents) and the OOV rate; for an hf: LM, per word
     (every word and one end per sentence, as the word-level LMs count) after the
     document's previous sentences (--context-tokens), with its tokens per word. Prints JSON."""
-    from .api import PerplexityJob
-
     bar = Progress("tok", no_progress)
-    rep, cache = PerplexityJob(**kw).run(progress=bar)
+    rep, cache = api.PerplexityJob(**kw).run(progress=bar)
     bar.close()
     click.echo(json.dumps({**rep.to_dict(), "cache": cache}, indent=2))
 
@@ -197,9 +194,7 @@ def ppl(no_progress, **kw):
 def analyze(**kw):
     """Attention analysis (thesis 000 section 6.2; 001 Fig. 3): attention entropy,
     memcell similarity and per-memcell perplexity, or mean attention by window position."""
-    from .api import AnalyzeJob
-
-    res, paths = AnalyzeJob(**kw).run()
+    res, paths = api.AnalyzeJob(**kw).run()
     click.echo(json.dumps(res.summary(), indent=2))
     click.echo(f"wrote {', '.join(paths)}")
 
@@ -310,9 +305,7 @@ def convert(**kw):
     plain N-best file, as score reads them) and write them --to kaldi, plain or jsonl
     at --out, as one set (docs/formats.md). Costs are kept exactly, except that the
     Kaldi files hold 6 decimals."""
-    from .api.convert_job import ConvertJob
-
-    click.echo(ConvertJob(**kw).run().report())
+    click.echo(api.ConvertJob(**kw).run().report())
 
 
 @main.command("kaldi-score", short_help="Kaldi's steps/score_kaldi.sh over N-best lists (LMWT x WIP sweep).")
@@ -345,9 +338,7 @@ def table(obj, baseline, ref, replications, rows):
     bootstrap 95% intervals (seeded by --seed) and, from a tune.json with --folds, the
     cross-validated WER (docs/evaluation.md).
     """
-    from .api import wer_table
-
-    click.echo(wer_table(rows, baselines=baseline, ref=ref, replications=replications, seed=obj["seed"]))
+    click.echo(api.wer_table(rows, baselines=baseline, ref=ref, replications=replications, seed=obj["seed"]))
 
 
 @main.command("curves", short_help="Plot learning curves of training runs (PNG).")
@@ -357,9 +348,7 @@ def curves(**kw):
     """Plot the learning curves of RUNS: the JSON summaries that nbest-rescore train
     printed (or their checkpoints, .pt): validation perplexity against training words
     and against CPU minutes, one line per run, the best point circled."""
-    from .api.curves_job import CurvesJob
-
-    click.echo(CurvesJob(**kw).run())
+    click.echo(api.CurvesJob(**kw).run())
 
 
 @main.command("info", short_help="Parameter counts and training facts of checkpoints.")
@@ -368,17 +357,14 @@ def curves(**kw):
 def info(checkpoints, as_json):
     """Parameter counts (total and without embeddings), epochs, training time and best
     validation perplexity of CHECKPOINTS, to compare models at equal size."""
-    from .api import model_row, model_table
-
-    click.echo("\n".join(json.dumps(model_row(p)) for p in checkpoints) if as_json else model_table(checkpoints))
+    click.echo("\n".join(json.dumps(api.model_row(p)) for p in checkpoints) if as_json
+               else api.model_table(checkpoints))
 
 
 @main.command("models", short_help="List the registered model names.")
 def list_models():
     """List the registered model names with a one-line summary."""
-    from .api import MODEL_REGISTRY
-
-    for name, cls in sorted(MODEL_REGISTRY.items()):
+    for name, cls in sorted(api.MODEL_REGISTRY.items()):
         summary = getattr(cls, "summary", "") or " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
         click.echo(f"{name:<18} {summary}")
 
