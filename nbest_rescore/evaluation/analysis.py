@@ -39,8 +39,10 @@ import torch
 
 from ..corpus import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment, segments
 from ..errors import DataError
+from ..io.atomic import atomic_write
 from ..models.base import LanguageModel, detach_state
 from ..vocab import Vocabulary
+from . import plots
 
 __all__ = ["AMN_MODELS", "WINDOW_MODELS", "WordEntropy", "AMNAnalysis", "WindowAnalysis",
            "analyze_model", "write_analysis"]
@@ -336,9 +338,6 @@ def write_analysis(result: Analysis, out_dir, settings: Optional[Dict] = None) -
     Returns:
         the written paths, ``analysis.json`` first.
     """
-    from ..io.atomic import atomic_write
-    from . import plots
-
     figures = analysis_figures(result, settings)  # before any file is written
     os.makedirs(out_dir, exist_ok=True)
     path = lambda name: os.path.join(out_dir, name)
@@ -366,8 +365,6 @@ def analysis_title(settings: Optional[Dict] = None) -> Optional[str]:
 def analysis_figures(result: Analysis, settings: Optional[Dict] = None) -> Dict[str, object]:
     """The plots of :func:`write_analysis` as matplotlib Figures (not saved), keyed by
     file name in writing order, each titled with :func:`analysis_title` of ``settings``."""
-    from . import plots
-
     title = analysis_title(settings)
     if isinstance(result, AMNAnalysis):
         return {

@@ -13,6 +13,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from ..io.atomic import atomic_path
 from .tuning import TuneResult
 
 
@@ -99,8 +100,6 @@ def _save_png(fig, path: Union[str, os.PathLike]) -> str:
 
 def _write_png(fig, path: Union[str, os.PathLike]) -> str:
     """Write ``fig`` (laid out) as a PNG atomically; return ``path``."""
-    from ..io.atomic import atomic_path
-
     path = os.fspath(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
