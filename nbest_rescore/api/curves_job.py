@@ -12,6 +12,7 @@ from ..errors import DataError
 from ..evaluation.plots import plot_learning_curves
 from ..io.atomic import check_output_file, check_outside_inputs
 from ..options.commands import CurvesOptions
+from ..os_errors import os_error_message
 
 
 def read_curve(path) -> List[dict]:
@@ -31,8 +32,6 @@ def read_curve(path) -> List[dict]:
             with open(path, encoding="utf-8") as f:
                 curve = json.load(f).get("curve")
         except OSError as exc:
-            from ..os_errors import os_error_message
-
             raise DataError(f"cannot read {os_error_message(exc, path, writing=False)}") from None
         except (ValueError, AttributeError) as exc:
             raise DataError(f"{path}: not the JSON summary of nbest-rescore train ({exc}); give the file its "

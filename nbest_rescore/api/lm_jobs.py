@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
 from ..config import TrainConfig, load_train_config, parse_interval, validate_train_config
+from ..device import resolve_device
 from ..errors import DataError
 from ..evaluation.analysis import Analysis, analyze_model, write_analysis
 from ..evaluation.perplexity import PerplexityReport, corpus_perplexity, history_perplexity
@@ -77,8 +78,6 @@ def train(config: Union[str, TrainConfig], out, *, device="cpu", progress: bool 
     Raises:
         DataError: a bad config (file and key named), unwritable ``out``, bad data.
     """
-    from ..device import resolve_device
-
     cfg = load_train_config(config) if isinstance(config, (str, os.PathLike)) else config
     return run_training(cfg, out, resolve_device(str(device)), progress=progress, resume=resume,
                         init_from=init_from, stop_after_epochs=stop_after_epochs)
