@@ -160,21 +160,19 @@ def _hooks(model: LanguageModel, **flags):
     """Set the model's analysis attributes for a block; the recording lists are emptied
     before and after, and the attributes restored afterwards."""
 
-    def clear():
+    def apply(values):
+        for k, v in values.items():
+            setattr(model, k, v)
         for name in ("recorded_attention", "recorded_memcells"):
             if isinstance(getattr(model, name, None), list):
                 getattr(model, name).clear()
 
     old = {k: getattr(model, k) for k in flags}
-    clear()
-    for k, v in flags.items():
-        setattr(model, k, v)
+    apply(flags)
     try:
         yield
     finally:
-        for k, v in old.items():
-            setattr(model, k, v)
-        clear()
+        apply(old)
 
 
 def _take(model: LanguageModel, name: str) -> torch.Tensor:
