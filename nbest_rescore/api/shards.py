@@ -264,10 +264,6 @@ def _check_out(out_dir, job_dirs: Sequence[str]) -> None:
                             f"outputs - choose a new --out folder")
 
 
-def _sum_reports(reports: Sequence[dict]) -> WerReport:
-    return WerReport(**{f.name: int(sum(r[f.name] for r in reports)) for f in fields(WerReport)})
-
-
 def merge_scores(job_dirs: Sequence, out_dir=None, refs: Optional[Mapping[str, Sequence[str]]] = None,
                  ref_source: str = "the references") -> MergeResult:
     """Concatenate the score outputs of ``job_dirs`` (in order) and, with ``out_dir``,
@@ -366,7 +362,7 @@ def _merged_wer(job_dirs: Sequence[str], one_best: Mapping[str, Words], refs, re
     job_wer = [read_json_key(os.path.join(d, "wer.json"), "wer") for d in job_dirs]
     for name in ("first_pass", "oracle"):
         if all(w is not None and name in w for w in job_wer):
-            wer[name] = _sum_reports([w[name] for w in job_wer])
+            wer[name] = WerReport(**{f.name: int(sum(w[name][f.name] for w in job_wer)) for f in fields(WerReport)})
     return wer, sentence_errors, absent
 
 
