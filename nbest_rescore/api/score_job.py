@@ -44,12 +44,12 @@ _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
 
 
 def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...],
-           opts: ScorerOptions, *, refs, ngram_arpa, progress) -> _SpanRun:
+           opts: ScorerOptions, *, refs, ngram_arpa, progress, skip_confident=None) -> _SpanRun:
     """The references checked, then a run ready for the spans of ``source``."""
     index = source.index
     if refs is not None:
         check_references(index, refs)
-    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps())
+    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), skip_confident)
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
         log.info("%s: history conditioning %s (%d documents, %d utterances, grouping from %s)%s", one.path, h,
@@ -73,7 +73,7 @@ def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           refs: Optional[Mapping[str, Sequence[str]]] = None, history: Union[str, Sequence[str]] = "first-pass",
           ngram_arpa=None, progress: Optional[Progress] = None, span_hyps: Optional[int] = None,
-          **options) -> ScoreResult:
+          skip_confident: Optional[float] = None, **options) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
@@ -81,8 +81,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     (nbest_rescore/options/commands.py) as keywords: those of ``WeightOptions`` (not
     ``weights_file``; ``nn_weights`` None splits ``1 - interp`` equally) and
     ``ScorerOptions``, ``history`` (one for every LM, or one per LM in order),
-    ``ngram_arpa`` and ``span_hyps`` (None, the default: the whole set at once; the
-    results do not depend on it).
+    ``ngram_arpa``, ``span_hyps`` (None, the default: the whole set at once; the
+    results do not depend on it) and ``skip_confident`` (selective rescoring,
+    :mod:`~nbest_rescore.rescoring.selective`; None: every list scored).
 
     Args:
         nbest: from :func:`load_nbest`.
@@ -104,9 +105,11 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
         raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
     weights, opts = _split_options(options, len(lms))
     check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
+    check_value(ScoringOptions, "skip_confident", skip_confident)
     histories = lm_histories(history, len(lms))
     source = SetSource(nbest)
-    run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress)
+    run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress,
+                 skip_confident=skip_confident)
     parts = [run.span(span) for span in source.spans(span_hyps)]
     res = run.result(nbest.source)
 
@@ -194,7 +197,7 @@ class ScoreJob(ScoreOptions):
             check_references(source.index, refs, self.ref)
         lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
-                     ngram_arpa=self.ngram_arpa, progress=progress)
+                     ngram_arpa=self.ngram_arpa, progress=progress, skip_confident=self.skip_confident)
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
 
         def result() -> ScoreResult:

@@ -77,6 +77,12 @@ class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
                            "1: none).", kind="int", range=">= 0")
     fold_seed: int = option(0, "Seed of the shuffle that deals the documents into the --folds.", kind="int",
                             range=">= 0")
+    skip_budget: Optional[float] = option(
+        None, "Selective rescoring (score --skip-confident P): find the first-pass posterior threshold P that scores "
+              "the fewest hypotheses at a WER at most B points (absolute, percent) above scoring every list, at the "
+              "tuned weights; with --folds, each fold's P is chosen on the other folds and the held-out WER and share "
+              "scored are reported. Needs --nn-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
+        unit="WER points")
     out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
                                       "folder (replaced as a whole).", path=_DIR_OUT)
 
