@@ -18,8 +18,8 @@ import click
 
 from .cli_options import options_of
 from .errors import DataError
-from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
-                      ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
+from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, FinetuneOptions, InfoOptions, KaldiScoreOptions,
+                      MergeOptions, PplOptions, ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .progress import Progress, log as progress_log
 from .training.preemption import EXIT_PREEMPTED, Preempted
 from .threads import prefer_passive_wait
@@ -282,6 +282,32 @@ def tune(obj, **kw):
     if kw["out"]:
         plot = f" and {kw['out']}/tune_wer.png" if has_heatmap(res) else " (no heat map for several LMs or a line search)"
         click.echo(f"wrote {kw['out']}/tune.json{plot}")
+
+
+_FINETUNE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids ref acoustic_scale lm_weight interp "
+             "word_ins_penalty weights_file out epochs lr top_n utts_per_step posterior_scale text max_text_words "
+             "ce_weight folds fold_seed replications threads")
+
+
+@main.command(short_help="Fine-tune a checkpoint by minimum word error rate on N-best lists.")
+@options_of(FinetuneOptions, _FINETUNE)
+@click.pass_obj
+def finetune(obj, **kw):
+    """Fine-tune a checkpoint for the rescoring decision: minimise the expected word
+    errors of each N-best list under the posterior of its combined score at the given
+    weights (MWER, docs/finetune.md), with a cross-entropy term on LM text. With
+    --folds K, K models each fine-tuned on the other folds' documents: the held-out WER
+    against the checkpoint's, with the paired bootstrap (seeded by --seed)."""
+    from .api import FinetuneJob
+
+    res = FinetuneJob(**kw, seed=obj["seed"]).run()
+    if "wer" in res:
+        line = f"held-out WER at the given weights ({res['folds']} folds): checkpoint {res['wer']['base']:.2f}%, " \
+               f"MWER fine-tuned {res['wer']['mwer']:.2f}%"
+        if "p_mwer_better_than_base" in res:
+            line += f", P(fine-tuned better) = {res['p_mwer_better_than_base']:.4f}"
+        click.echo(line)
+    click.echo(f"wrote {kw['out']}/finetune.json")
 
 
 @main.command("split", short_help="Split N-best lists into shards of whole documents.")

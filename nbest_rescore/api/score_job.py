@@ -121,6 +121,27 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
                    nn_costs_by_lm=by_lm)
 
 
+def job_weights(opts: WeightOptions, names: Tuple[str, ...]) -> Weights:
+    """The combination weights of a job with the NN LMs ``names``: from ``weights_file``
+    (its NN weights put in the order of ``names``; with one LM and one NN weight in the
+    file, that weight whatever its name) or the weight options. Raises DataError (see
+    :func:`score_weights`; a weights file naming other LMs than ``names``)."""
+    n = len(names)
+    if opts.weights_file is None:
+        return score_weights(opts.acoustic_scale, opts.lm_weight, opts.interp, opts.word_ins_penalty,
+                             opts.nn_weights, n)
+    w, in_file = read_weights_file(opts.weights_file)
+    if n == 1 and len(in_file) == 1:  # one LM: its weight, whatever the name (tune calls a lone nn_cost 'nn')
+        in_file = names
+    if sorted(in_file) != sorted(names):
+        raise DataError(f"--weights {opts.weights_file} has weights for the NN LMs {', '.join(in_file)}, but the "
+                        f"--lm checkpoints are named {', '.join(names)} (from their file names); give the "
+                        f"checkpoints that file was tuned with, under the same file names")
+    by_name = dict(zip(in_file, w.lm_weights_per_model))
+    return score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty,
+                         tuple(by_name[m] for m in names), n)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScoreJob(ScoreOptions):
     """``nbest-rescore score`` as a value: every option is checked on construction,
@@ -142,25 +163,8 @@ class ScoreJob(ScoreOptions):
         return lm_names(self.lm_paths)
 
     def weights(self) -> Weights:
-        """The combination weights: from ``weights_file`` (its NN weights put in the
-        order of ``lm`` by name; with one ``lm`` and one NN weight in the file, that
-        weight whatever its name) or the weight options. Raises DataError (see
-        :func:`score_weights`; a weights file naming other LMs than ``lm``)."""
-        n = len(self.lm_paths)
-        if self.weights_file is None:
-            return score_weights(self.acoustic_scale, self.lm_weight, self.interp, self.word_ins_penalty,
-                                 self.nn_weights, n)
-        w, names = read_weights_file(self.weights_file)
-        mine = self.lm_names
-        if n == 1 and len(names) == 1:  # one LM: its weight, whatever the name (tune calls a lone nn_cost 'nn')
-            names = mine
-        if sorted(names) != sorted(mine):
-            raise DataError(f"--weights {self.weights_file} has weights for the NN LMs {', '.join(names)}, but the "
-                            f"--lm checkpoints are named {', '.join(mine)} (from their file names); give the "
-                            f"checkpoints that file was tuned with, under the same file names")
-        by_name = dict(zip(names, w.lm_weights_per_model))
-        return score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty,
-                             tuple(by_name[m] for m in mine), n)
+        """The combination weights (:func:`job_weights` for the ``lm`` names)."""
+        return job_weights(self, self.lm_names)
 
     def __post_init__(self):
         super().__post_init__()
