@@ -28,8 +28,21 @@ from .validation import check_options, describe_value
 from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
 
+class _Section:
+    """A config section whose ``_PATHS`` keys name files: Path objects given by Python
+    callers become strings (as YAML gives them), then every key is checked."""
+
+    _PATHS = ()
+
+    def __post_init__(self):
+        for name in self._PATHS:
+            if isinstance(getattr(self, name), os.PathLike):
+                setattr(self, name, os.fspath(getattr(self, name)))
+        check_options(self)
+
+
 @dataclass
-class DataConfig:
+class DataConfig(_Section):
     """Training text: one sentence per line, blank lines between documents. ``train``
     is required (:func:`validate_train_config` says so); without ``valid`` the run has no
     validation (no perplexity points, no early stopping; the last weights are kept)."""
@@ -41,14 +54,11 @@ class DataConfig:
     max_valid_words: Optional[int] = option(None, kind="int", range=">= 1", example=100000)
 
     _SECTION = "data"
-
-    def __post_init__(self):
-        _paths_to_str(self, ("train", "valid"))
-        check_options(self)
+    _PATHS = ("train", "valid")
 
 
 @dataclass
-class VocabConfig:
+class VocabConfig(_Section):
     """Vocabulary: the ``max_size`` most frequent training words (incl. ``</s>``,
     ``<unk>``) with count >= ``min_count``, optionally restricted to the words of
     ``restrict_to`` (e.g. the first-pass vocabulary), or read from ``file``."""
@@ -60,10 +70,7 @@ class VocabConfig:
     file: Optional[str] = option(None, kind="str", example="data/lm_vocab.txt")
 
     _SECTION = "vocab"
-
-    def __post_init__(self):
-        _paths_to_str(self, ("restrict_to", "file"))
-        check_options(self)
+    _PATHS = ("restrict_to", "file")
 
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -107,12 +114,12 @@ def parse_interval(text, key: str = "optim.checkpoint_interval", count: str = "s
     if value in ("0", "off", "none", "epoch"):
         return Interval()
     m = _PATTERN.match(value)
-    unit = m.group(2) if m else ""
+    number, unit = (float(m.group(1)), m.group(2)) if m else (0.0, "")
     counted = _COUNTS[count]
-    if m and float(m.group(1)) > 0 and unit in counted and (float(m.group(1)) * counted[unit]).is_integer():
-        return Interval(**{count: int(float(m.group(1)) * counted[unit])})
-    if m and float(m.group(1)) > 0 and unit in _UNITS:
-        return Interval(seconds=float(m.group(1)) * _UNITS[unit])
+    if number > 0 and unit in counted and (number * counted[unit]).is_integer():
+        return Interval(**{count: int(number * counted[unit])})
+    if number > 0 and unit in _UNITS:
+        return Interval(seconds=number * _UNITS[unit])
     raise DataError(f"{key} must be a time (e.g. 5m, 90s, 1h), {_COUNT_EXAMPLES[count]} or "
                     f"{'epoch' if count == 'words' else 'off'}, got {text!r}")
 
@@ -177,7 +184,7 @@ _HF_CONFIG_EXAMPLE = "{model_type: gpt2, n_embd: 256, n_layer: 4, n_head: 4, n_p
 
 
 @dataclass
-class HfConfig:
+class HfConfig(_Section):
     """``model: hf`` (docs/training.md "Training a Hugging Face model"): either
     ``pretrained``, a ``save_pretrained`` directory (model and tokenizer) to fine-tune, or
     ``config``, a transformers config (``model_type`` and that config's keys) of a new
@@ -191,10 +198,7 @@ class HfConfig:
     context_tokens: int = option(0, kind="int", range=">= 0")
 
     _SECTION = "hf"
-
-    def __post_init__(self):
-        _paths_to_str(self, ("pretrained", "tokenizer"))
-        check_options(self)
+    _PATHS = ("pretrained", "tokenizer")
 
 
 @dataclass
@@ -214,23 +218,14 @@ class TrainConfig:
 
     def __post_init__(self):
         check_options(self)
-        for key, cls in _SECTIONS.items():
-            if not isinstance(getattr(self, key), cls):
+        for key, cls in {**_SECTIONS, "hf": HfConfig}.items():
+            value = getattr(self, key)
+            if not isinstance(value, cls) and not (key == "hf" and value is None):
                 raise DataError(f"{key} must be the {key} section ({cls.__name__}, a mapping in YAML), "
-                                f"got {getattr(self, key)!r}")
-        if self.hf is not None and not isinstance(self.hf, HfConfig):
-            raise DataError(f"hf must be the hf section (HfConfig, a mapping in YAML), got {self.hf!r}")
+                                f"got {value!r}")
 
 
 _SECTIONS = {"data": DataConfig, "vocab": VocabConfig, "optim": OptimConfig}
-
-
-def _paths_to_str(obj, names) -> None:
-    """Path objects given by Python callers become strings (as YAML gives them)."""
-    for name in names:
-        v = getattr(obj, name)
-        if isinstance(v, os.PathLike):
-            setattr(obj, name, os.fspath(v))
 
 
 def _build(cls, values, section: str = ""):
@@ -370,14 +365,13 @@ def load_train_config(path) -> TrainConfig:
         cfg = _build(TrainConfig, {} if raw is None else raw)
         validate_train_config(cfg)
         base = Path(path).resolve().parent
-        for section, key in (("data", "train"), ("data", "valid"), ("vocab", "restrict_to"), ("vocab", "file"),
-                             ("hf", "pretrained"), ("hf", "tokenizer")):
-            val = getattr(obj := getattr(cfg, section), key) if getattr(cfg, section) is not None else None
-            if val:
-                try:
-                    setattr(obj, key, resolve_path(val, base))
-                except DataError as exc:
-                    raise DataError(f"{section}.{key}: {exc}") from None
+        for obj in (cfg.data, cfg.vocab, cfg.hf):
+            for key in getattr(obj, "_PATHS", ()):  # (cfg.hf None: no paths)
+                if getattr(obj, key):
+                    try:
+                        setattr(obj, key, resolve_path(getattr(obj, key), base))
+                    except DataError as exc:
+                        raise DataError(f"{obj._SECTION}.{key}: {exc}") from None
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
     return cfg

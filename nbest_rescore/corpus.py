@@ -40,10 +40,7 @@ def model_documents(documents: Sequence[Sequence[Sequence[str]]], direction: str
 
 def encode_document(sentences: Sequence[Sequence[str]], vocab: Vocabulary) -> np.ndarray:
     """int64 [n_tokens + 1]: ``</s>`` followed by each sentence and its ``</s>``."""
-    ids = [vocab.eos]
-    for s in sentences:
-        ids.extend(vocab.encode(s))
-        ids.append(vocab.eos)
+    ids = [vocab.eos] + [i for s in sentences for i in vocab.encode(s) + [vocab.eos]]
     return np.asarray(ids, dtype=np.int64)
 
 

@@ -11,6 +11,7 @@ and the CLI words any :class:`OSError` that still escapes with it too.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -45,18 +46,14 @@ _WHAT = {
 }
 
 
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
 def file_kind(mode: int) -> str:
     """What a file of ``os.stat`` mode ``mode`` is, for a message: ``"a regular file"``,
     ``"a directory"``, ``"a named pipe"``, ``"a socket"``, ``"a device"``."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
+    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
 def _under(name, roots: Iterable) -> bool:
@@ -110,21 +107,19 @@ def tree_size(path) -> int:
     total = 0
     for folder, _, files in os.walk(path):
         for f in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(folder, f)).st_size
-            except OSError:
-                pass
     return total
 
 
 def _bytes(n: int) -> str:
     if n < 1024:
         return f"{n} bytes"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
+    for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
-        if n < 1024 or unit == "TiB":
+        if n < 1024:
             return f"{n:.1f} {unit}"
-    return f"{n} bytes"  # pragma: no cover
+    return f"{n / 1024:.1f} TiB"
 
 
 def _mount_of(path) -> Optional[Path]:
@@ -165,10 +160,8 @@ def _space(path, written: Optional[int]) -> str:
     parts = [f"the output had reached {_bytes(written)}"] if written else []
     mount = _mount_of(path)
     if mount is not None:
-        try:
+        with contextlib.suppress(OSError):
             parts.append(f"{_bytes(shutil.disk_usage(mount).free)} free on {mount}")
-        except OSError:
-            pass
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -177,9 +170,9 @@ def _fix(code: Optional[int], path, other: str, writing: Optional[bool]) -> str:
     one written); ``other`` is e.g. ``another --out``."""
     mount = (_mount_of(path) if path is not None else None) or "that disk"
     folder = os.path.dirname(os.path.abspath(os.fsdecode(path))) if path is not None else "its folder"
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        room = "within your quota" if code == errno.EDQUOT else ""
-        return f"free space{' ' + room if room else ''} on {mount} or choose {other} on a disk with room"
+    if code in _NO_SPACE:
+        room = " within your quota" if code == errno.EDQUOT else ""
+        return f"free space{room} on {mount} or choose {other} on a disk with room"
     if code == errno.EROFS:
         return f"{mount} is mounted read-only: choose {other} on a writable disk (or remount it read-write)"
     if code in (errno.EACCES, errno.EPERM):

@@ -120,8 +120,7 @@ class FlatNbest:
     def of(cls, nbest: NbestSet, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
         """Flatten ``nbest``. Raises ValueError when ``ngram_cost`` is not [H]."""
         u = nbest.utterances
-        offsets = np.zeros(len(u) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(x) for x in u])
+        offsets = np.cumsum([0] + [len(x) for x in u], dtype=np.int64)
 
         def cat(name):
             return np.concatenate([np.asarray(getattr(x, name), dtype=np.float64) for x in u]) if u else np.zeros(0)

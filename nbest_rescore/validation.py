@@ -148,11 +148,9 @@ def _config_message(section: str, f: dataclasses.Field, value, type_ok: bool) ->
     expected = word + text + (" or null" if meta.get("nullable") else "")
     if type_ok and meta.get("choices"):
         expected = f"one of {', '.join(map(str, meta['choices']))}"
-    example = meta.get("example")
-    if example is None:
-        example = f.default if f.default is not dataclasses.MISSING else None
-    if example is None:
-        example = (meta.get("choices") or ("...",))[0]
+    # the declared example, else the default, else the first choice
+    example = next((e for e in (meta.get("example"), f.default) if e is not None and e is not dataclasses.MISSING),
+                   (meta.get("choices") or ("...",))[0])
     prefix = f"{section}." if section else ""
     return (f"{prefix}{f.name} must be {expected}, got {repr(value) if type_ok else describe_value(value)}; "
             f"e.g. {f.name}: {yaml_value(example)}")

@@ -45,10 +45,8 @@ _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
 
 def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...],
            opts: ScorerOptions, *, refs, ngram_arpa, progress, skip_confident=None) -> _SpanRun:
-    """The references checked, then a run ready for the spans of ``source``."""
+    """A run ready for the spans of ``source`` (``refs`` checked by the caller)."""
     index = source.index
-    if refs is not None:
-        check_references(index, refs)
     run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), skip_confident)
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
@@ -108,6 +106,8 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     check_value(ScoringOptions, "skip_confident", skip_confident)
     histories = lm_histories(history, len(lms))
     source = SetSource(nbest)
+    if refs is not None:
+        check_references(source.index, refs)
     run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress,
                  skip_confident=skip_confident)
     parts = [run.span(span) for span in source.spans(span_hyps)]

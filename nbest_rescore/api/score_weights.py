@@ -31,12 +31,12 @@ def score_weights(acoustic_scale, lm_weight, interp, word_ins_penalty, nn_weight
         raise DataError(f"--nn-weights {','.join(f'{x:g}' for x in nn)}: {len(nn)} weights for {n_lms} --lm "
                         f"checkpoints; give one weight per --lm, in the same order (e.g. --nn-weights "
                         f"{nn_weights_example(w.interp, n_lms)})")
-    if nn is not None:
-        w = replace(w, nn_weights=nn)  # each NN weight and the sum, checked by WeightOptions
-    head = (float(w.acoustic_scale), float(w.lm_weight), float(w.interp), float(w.word_ins_penalty))
     if nn is None:
-        return Weights(*head, nn_weights=None if n_lms == 1 else ((1.0 - w.interp) / n_lms,) * n_lms)
-    return Weights(*head, nn_weights=None if n_lms == 1 else nn)
+        nn = ((1.0 - w.interp) / n_lms,) * n_lms
+    else:
+        w = replace(w, nn_weights=nn)  # each NN weight and the sum, checked by WeightOptions
+    return Weights(float(w.acoustic_scale), float(w.lm_weight), float(w.interp), float(w.word_ins_penalty),
+                   nn_weights=None if n_lms == 1 else nn)
 
 
 def lm_histories(history: Union[str, Sequence[str]], n_lms: int) -> Tuple[str, ...]:

@@ -126,14 +126,9 @@ def check_report_options(folds, fold_seed, replications, seed) -> None:
 def _column_rows(columns: Sequence[CostColumn], keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
     """The values of ``keys`` in each cost file (float64 [K, h]; NaN where missing, the
     missing keys added to ``missing``)."""
-    rows = np.empty((len(columns), len(keys)), dtype=np.float64)
-    for i, column in enumerate(columns):
-        for j, key in enumerate(keys):
-            v = column.take(key)
-            if v is None:
-                missing[i].append(key)
-                v = np.nan
-            rows[i, j] = v
+    rows = np.array([[column.take(key) for key in keys] for column in columns], dtype=np.float64)
+    for i, j in zip(*np.nonzero(np.isnan(rows))):  # None became NaN (costs read from files are finite)
+        missing[i].append(keys[j])
     return rows
 
 

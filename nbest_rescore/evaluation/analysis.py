@@ -345,10 +345,7 @@ def write_analysis(result: Analysis, out_dir, settings: Optional[Dict] = None) -
     with atomic_write(path("analysis.json")) as f:
         json.dump({**result.to_dict(), "settings": dict(settings or {})}, f, indent=2)
         f.write("\n")
-    written = [path("analysis.json")]
-    for name, fig in figures.items():
-        written.append(plots.save_figure(fig, path(name)))
-    return written
+    return [path("analysis.json"), *(plots.save_figure(fig, path(name)) for name, fig in figures.items())]
 
 
 def analysis_title(settings: Optional[Dict] = None) -> Optional[str]:

@@ -60,9 +60,9 @@ class BootstrapWer:
         return f"WER {self.wer:.2f}%, mean {self.mean:.2f}, 95% {self.interval()}, percentile {self.percentile()}"
 
 
-def _check(errors, ref_words=None) -> Tuple[np.ndarray, ...]:
+def _check(*vectors) -> Tuple[np.ndarray, ...]:
     """The per-utterance vectors as int64 [U] (same U, >= 1 utterance, counts >= 0)."""
-    arrays = tuple(np.asarray(a, dtype=np.int64) for a in ((errors,) if ref_words is None else (errors, ref_words)))
+    arrays = tuple(np.asarray(a, dtype=np.int64) for a in vectors)
     n = arrays[0].shape
     if len(n) != 1 or n[0] == 0 or any(a.shape != n for a in arrays) or any((a < 0).any() for a in arrays):
         raise ValueError(f"bootstrap: expected non-negative int vectors [U] of one length U >= 1, got shapes "

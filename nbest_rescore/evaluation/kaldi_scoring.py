@@ -135,8 +135,7 @@ _SHELL_OK = set("[]~#^_-+=:.,/")
 
 def _kaldi_escape(arg: str) -> str:
     """An argument as Kaldi's ``ParseOptions::Escape`` prints it (bash quoting)."""
-    ok = arg != "" and all((c.isascii() and c.isalnum()) or c in _SHELL_OK for c in arg)
-    if ok:
+    if arg != "" and all((c.isascii() and c.isalnum()) or c in _SHELL_OK for c in arg):
         return arg
     if "'" in arg and not any(c in arg for c in "\"`$\\"):
         return '"' + arg + '"'

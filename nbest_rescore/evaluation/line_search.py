@@ -89,7 +89,8 @@ def upper_envelopes(c, g, offsets, t_lo: float, t_hi: float):
     first = cur.copy()
     t_cur = np.full(n_utt, float(t_lo))
     active = np.arange(n_utt)
-    out: List[Tuple[np.ndarray, ...]] = []
+    # (breakpoints, utterances, rows before, rows after) per sweep step; none to start with
+    out: List[Tuple[np.ndarray, ...]] = [(np.empty(0), *(np.empty(0, np.int64) for _ in range(3)))]
     visited = 0
     while active.size:
         rows = np.flatnonzero(np.repeat(np.isin(np.arange(n_utt), active), lengths))
@@ -112,10 +113,7 @@ def upper_envelopes(c, g, offsets, t_lo: float, t_hi: float):
         cur[moving] = new
         t_cur[moving] = t_next[go]
         active = moving
-    if out:
-        bt, bu, bf, bto = (np.concatenate(a) for a in zip(*out))
-    else:
-        bt, bu, bf, bto = np.empty(0), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    bt, bu, bf, bto = (np.concatenate(a) for a in zip(*out))
     return first, bt, bu, bf, bto, visited
 
 

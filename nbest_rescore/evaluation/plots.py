@@ -58,13 +58,12 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
     finite = grid[np.isfinite(grid)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     mid = (lo + hi) / 2.0
-    for r in range(nrow):
-        for c in range(ncol):
-            v = grid[r, c]
-            if np.isfinite(v):
-                # viridis_r: low WER is bright (yellow) -> dark text; high WER dark -> white
-                color = "black" if v <= mid else "white"
-                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=fontsize, color=color)
+    for r, c in np.ndindex(nrow, ncol):
+        v = grid[r, c]
+        if np.isfinite(v):
+            # viridis_r: low WER is bright (yellow) -> dark text; high WER dark -> white
+            color = "black" if v <= mid else "white"
+            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=fontsize, color=color)
     br, bc = interps.index(best.interp), lms.index(best.lm_weight)
     ax.add_patch(Rectangle((bc - 0.5, br - 0.5), 1.0, 1.0, fill=False, edgecolor="red", linewidth=2.0))
 
@@ -84,14 +83,14 @@ def wer_heatmap_figure(result: TuneResult, *, title: Optional[str] = None):
 
 # -- attention analysis (``000`` section 6.2, ``001`` Fig. 3) ---------------------------
 
-def _new_figure(width: float, height: float):
-    """A matplotlib Figure on an Agg canvas and its single axes."""
+def _new_figure(width: float, height: float, panels: int = 1):
+    """A matplotlib Figure on an Agg canvas and its ``panels`` axes, side by side."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
+    return (fig, *(fig.add_subplot(1, panels, i) for i in range(1, panels + 1)))
 
 
 def _save_png(fig, path: Union[str, os.PathLike]) -> str:
@@ -167,10 +166,9 @@ def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[
     fig, ax = _new_figure(max(5.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
     im = ax.imshow(s, cmap="Blues", vmin=-1.0, vmax=1.0, interpolation="nearest")
     fig.colorbar(im, ax=ax, label="cosine similarity")
-    for i in range(k):
-        for j in range(k):
-            ax.text(j, i, f"{s[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                    color="white" if s[i, j] > 0.5 else "black")
+    for i, j in np.ndindex(k, k):
+        ax.text(j, i, f"{s[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                color="white" if s[i, j] > 0.5 else "black")
     ticks = range(k)
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(i + 1) for i in ticks])
@@ -245,12 +243,7 @@ def learning_curves_figure(runs: Sequence, *, title: Optional[str] = None):
     one line per run, its best point marked. ``runs``: (label, curve) pairs, a curve
     the train JSON's ``"curve"`` (points with ``words``, ``cpu_seconds``,
     ``valid_ppl``). Raises ValueError if a run has no points."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4.6))
-    FigureCanvasAgg(fig)
-    by_words, by_cpu = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    fig, by_words, by_cpu = _new_figure(11, 4.6, panels=2)
     for label, curve in runs:
         if not curve:
             raise ValueError(f"plot_learning_curves: run {label!r} has no validation points")

@@ -4,6 +4,7 @@ probabilities where per-utterance errors are known. WER in percent."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
@@ -130,8 +131,7 @@ def _p(value: Optional[float]) -> str:
 def _check_rows(rows: List[dict], baselines: Sequence[str]) -> None:
     """Row names unique; every baseline a row with per-utterance errors over the same
     utterances as each row that has them (whatever the replications). Raises DataError."""
-    names = [r["name"] for r in rows]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = sorted(n for n, count in Counter(r["name"] for r in rows).items() if count > 1)
     if twice:
         raise DataError(f"row name(s) {', '.join(map(repr, twice))} given more than once: give each NAME=PATH its own "
                         f"NAME")
@@ -156,7 +156,7 @@ def _bootstrap_rows(rows: List[dict], baselines: Sequence[str], replications: in
     for r in rows:
         e = r["errors"] if replications else None
         r["boot"] = None if e is None else bootstrap_wer(e.errors, e.ref_words, replications, seed)
-        cv = None if e is None or e.cv_errors is None else e.cv_errors
+        cv = None if e is None else e.cv_errors
         r["cv_boot"] = None if cv is None else bootstrap_wer(cv, e.ref_words, replications, seed)
         r["p"], r["p_cv"] = {}, {}
         for b in baselines:

@@ -116,12 +116,10 @@ def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, f
     cv = cross_validate(data, search, folds, fold_seed) if folds >= 2 else None
     if cv is not None:
         systems["cross_validated"] = cv.utt_errors
-    boots: Dict[str, BootstrapWer] = {}
-    better: Dict[str, float] = {}
-    if replications > 0:
-        boots = {k: bootstrap_wer(e, data.utt_ref_words, replications, seed) for k, e in systems.items()}
-        better = {k: improvement_probability(systems["first_pass"], e, replications, seed)
-                  for k, e in systems.items() if k != "first_pass"}
+    drawn = systems.items() if replications > 0 else ()  # (no replications: no bootstrap)
+    boots = {k: bootstrap_wer(e, data.utt_ref_words, replications, seed) for k, e in drawn}
+    better = {k: improvement_probability(systems["first_pass"], e, replications, seed)
+              for k, e in drawn if k != "first_pass"}
     utts = UtteranceErrors(data.utt_ids, data.utt_ref_words, systems)
     selective = None
     if skip_budget is not None and cv is not None:

@@ -238,12 +238,8 @@ class TuneData:
         sizes = np.diff(self.offsets)[keep]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         rows = np.repeat(self.offsets[keep] - offsets[:-1], sizes) + np.arange(offsets[-1])
-
-        def pick(name):
-            return getattr(self, name)[rows]
-
-        return TuneData(offsets, pick("ac_cost"), pick("lm_cost"), pick("graph_cost"), pick("num_words"),
-                        None if self.nn is None else self.nn[:, rows], pick("errors"),
+        return TuneData(offsets, self.ac_cost[rows], self.lm_cost[rows], self.graph_cost[rows],
+                        self.num_words[rows], None if self.nn is None else self.nn[:, rows], self.errors[rows],
                         int(self.utt_ref_words[keep].sum()), self.names, self.doc_index[keep],
                         self.utt_ref_words[keep], tuple(self.utt_ids[u] for u in keep))
 

@@ -46,14 +46,11 @@ class WerReport:
         for name in ("errors", "substitutions", "deletions", "insertions", "hits", "ref_words", "num_utts"):
             if getattr(self, name) < 0:
                 raise ValueError(f"WerReport.{name} must be >= 0, got {getattr(self, name)}")
-        if self.hits + self.substitutions + self.deletions != self.ref_words:
-            raise ValueError(
-                f"inconsistent WerReport: hits {self.hits} + substitutions {self.substitutions}"
-                f" + deletions {self.deletions} != ref_words {self.ref_words}")
-        if self.substitutions + self.deletions + self.insertions != self.errors:
-            raise ValueError(
-                f"inconsistent WerReport: substitutions {self.substitutions} + deletions "
-                f"{self.deletions} + insertions {self.insertions} != errors {self.errors}")
+        for parts, total in ((("hits", "substitutions", "deletions"), "ref_words"),
+                             (("substitutions", "deletions", "insertions"), "errors")):
+            if sum(getattr(self, p) for p in parts) != getattr(self, total):
+                raise ValueError("inconsistent WerReport: " + " + ".join(f"{p} {getattr(self, p)}" for p in parts)
+                                 + f" != {total} {getattr(self, total)}")
 
     @property
     def wer(self) -> float:
@@ -199,7 +196,7 @@ def utterance_errors(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Seque
         wer_counts(refs, hyps, source)  # raises the usual DataError
     ids = tuple(hyps)
     pairs = [(_as_words(refs[u]), _as_words(hyps[u])) for u in ids]
-    errors = kaldi_error_counts(pairs).sum(axis=1).astype(np.int64) if pairs else np.zeros(0, np.int64)
+    errors = kaldi_error_counts(pairs).sum(axis=1).astype(np.int64)
     return ids, errors, utterance_ref_words(ids, refs)
 
 

@@ -75,6 +75,17 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
                     f"`iconv -f LATIN1 -t UTF-8`") from None
 
 
+def iter_pairs(path, expected: str) -> Iterator[Tuple[int, str, str, str]]:
+    """``(line_no, loc, first, second)`` per line of a two-column file (``loc``:
+    ``file:line``). Raises DataError as :func:`iter_lines`, or ``"<loc>: <expected>"``
+    (``{n}``: the number of fields) for a line without exactly two fields."""
+    for line_no, line in iter_lines(path):
+        loc, fields = format_location(path, line_no), split_fields(line)
+        if len(fields) != 2:
+            raise DataError(f"{loc}: " + expected.format(n=len(fields)))
+        yield line_no, loc, fields[0], fields[1]
+
+
 def parse_cost(token: str, loc: str, what: str) -> float:
     """Parse one cost or score strictly: the only number parser of the readers.
 
@@ -100,23 +111,21 @@ def parse_cost(token: str, loc: str, what: str) -> float:
             return value
         raise DataError(f"{loc}: {what}: {token!r} is outside the float64 range (about "
                         f"+-1.8e308); expected a finite number such as {NUMBER_EXAMPLES}")
+    low = token.strip().lower().lstrip("+-")
+    if not token:
+        why = " (the field is empty)"
+    elif low in ("nan", "inf", "infinity") or low.startswith("nan"):
+        why = " (NaN and infinity are not allowed: a cost must be finite)"
+    elif "_" in token:
+        why = " ('_' digit separators are not allowed)"
+    elif low.startswith("0x"):
+        why = " (hexadecimal is not allowed)"
+    elif token != token.strip() or _INVISIBLE_RE.search(token):
+        why = " (it contains white space or an invisible character)"
+    elif not token.isascii():
+        why = " (only ASCII digits are allowed)"
     else:
-        low = token.strip().lower().lstrip("+-")
-        if not token:
-            why = "the field is empty"
-        elif low in ("nan", "inf", "infinity") or low.startswith("nan"):
-            why = "NaN and infinity are not allowed: a cost must be finite"
-        elif "_" in token:
-            why = "'_' digit separators are not allowed"
-        elif low.startswith("0x"):
-            why = "hexadecimal is not allowed"
-        elif token != token.strip() or _INVISIBLE_RE.search(token):
-            why = "it contains white space or an invisible character"
-        elif not token.isascii():
-            why = "only ASCII digits are allowed"
-        else:
-            why = ""
-    why = f" ({why})" if why else ""
+        why = ""
     raise DataError(f"{loc}: {what}: {token!r} is not a decimal number{why}; "
                     f"expected a number such as {NUMBER_EXAMPLES}")
 

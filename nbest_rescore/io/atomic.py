@@ -159,11 +159,6 @@ def _remove_left_by_dead(folder: Path, prefix: str, suffix: str = "") -> None:
                     os.unlink(entry)
 
 
-def _remove_quietly(tmp: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-
-
 def _staged(path) -> Optional[Path]:
     """The staging folder of an :func:`atomic_dir` or :func:`atomic_entries` that
     ``path`` lies in (they word the errors of the whole set), else None."""
@@ -204,7 +199,8 @@ def atomic_path(path, option: Optional[str] = None) -> Iterator[str]:
             note_space(error, staged or tmp)  # before any partial file goes
             if error.filename is None and error.errno in WRITE_ERRNOS:
                 error.filename = os.fspath(path)  # a failed write() names no file: this one it was
-        _remove_quietly(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         if not staged and is_output_error(error, (tmp, path)):
             raise output_error(error, path, option) from exc
         raise
@@ -323,23 +319,16 @@ def check_output_dir(path, replaceable: Iterable[str] = (), option: str = "--out
     return target
 
 
-def _libc_renameat2():
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when the
+    call is unavailable or refused (then nothing happened)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         fn = libc.renameat2
     except (OSError, AttributeError):
-        return None
+        return False
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int
-    return fn
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when the
-    call is unavailable or refused (then nothing happened)."""
-    fn = _libc_renameat2()
-    if fn is None:
-        return False
     at_fdcwd, rename_exchange = -100, 2
     return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
@@ -389,22 +378,37 @@ def atomic_dir(path, replaceable: Iterable[str] = (), settings: Optional[dict] =
             ``option path``, the file and a fix, :func:`~nbest_rescore.os_errors.output_error`).
     """
     target = check_output_dir(path, replaceable, option).absolute()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_left_by_dead(target.parent, f".{target.name}{_PARTIAL}")
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{_PARTIAL}{os.getpid()}-"))
-    except OSError as exc:
-        raise output_error(exc, path, option) from exc
-    try:
+    with _staging(target.parent, f".{target.name}{_PARTIAL}", path, option, target.parent) as tmp:
         yield tmp
         files = sorted(p.name for p in tmp.iterdir())
         with atomic_write(tmp / RUN_MARKER) as f:
             json.dump({"files": files, "settings": settings or {}}, f, indent=2, default=str)
         os.chmod(tmp, 0o777 & ~_umask())
         _worded_swap(tmp, target, path, option)
+
+
+@contextlib.contextmanager
+def _staging(folder: Path, prefix: str, path, option: str, existing: Path) -> Iterator[Path]:
+    """A fresh hidden folder ``PREFIX PID-XXXXXXXX`` in ``folder`` (made with its parents;
+    those of killed runs removed first) for the block of :func:`atomic_dir` or
+    :func:`atomic_entries`. When making it or the block fails, it is removed, and so are
+    the empty folders made from ``folder`` up to ``existing`` (:func:`_remove_made`); an
+    OS-level failure is raised as a DataError for ``option path`` (:func:`_set_error`)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _remove_left_by_dead(folder, prefix)
+        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=f"{prefix}{os.getpid()}-"))
+    except BaseException as exc:
+        _remove_made(folder, existing)
+        if isinstance(exc, OSError):
+            raise output_error(exc, path, option) from exc
+        raise
+    try:
+        yield tmp
     except BaseException as exc:
         error = _set_error(exc, tmp, path, option)
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_made(folder, existing)
         if error is not None:
             raise error from exc
         raise
@@ -453,17 +457,7 @@ def atomic_entries(path, option: str = "--out") -> Iterator[Path]:
             failure of writing, as :func:`atomic_dir`.
     """
     folder = check_writable_dir(path, option).absolute()
-    existing = _nearest_existing(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        _remove_left_by_dead(folder, f".entries{_PARTIAL}")
-        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=f".entries{_PARTIAL}{os.getpid()}-"))
-    except BaseException as exc:
-        _remove_made(folder, existing)
-        if isinstance(exc, OSError):
-            raise output_error(exc, path, option) from exc
-        raise
-    try:
+    with _staging(folder, f".entries{_PARTIAL}", path, option, _nearest_existing(folder)) as tmp:
         yield tmp
         staged = sorted(tmp.iterdir())
         for entry in staged:
@@ -475,13 +469,6 @@ def atomic_entries(path, option: str = "--out") -> Iterator[Path]:
         for entry in staged:
             _worded_swap(entry, folder / entry.name, path, option)
         os.rmdir(tmp)
-    except BaseException as exc:
-        error = _set_error(exc, tmp, path, option)
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_made(folder, existing)
-        if error is not None:
-            raise error from exc
-        raise
 
 
 def _remove_made(folder: Path, existing: Path) -> None:

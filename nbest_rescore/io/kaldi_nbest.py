@@ -21,8 +21,8 @@ from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import DataError, examples, format_location
-from ..types import NbestList, NbestSet
-from ._common import DocumentOrder, check_key, iter_lines, split_fields
+from ..types import NbestList, NbestSet, Words
+from ._common import DocumentOrder, check_key, iter_lines, iter_pairs, split_fields
 from .cost_column import CostColumn
 from .atomic import atomic_write
 from .kaldi_text import iter_kaldi_text, write_kaldi_text
@@ -33,8 +33,6 @@ __all__ = ["KALDI_WRITTEN", "iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_
            "split_hyp_key", "write_kaldi_nbest_files"]
 
 logger = logging.getLogger(__name__)
-
-Words = Tuple[str, ...]
 
 
 def read_utt_map(path) -> Dict[str, str]:
@@ -52,16 +50,11 @@ def read_utt_map_lines(path, what: str = "utterance id") -> Tuple[Dict[str, str]
     """:func:`read_utt_map`, also returning ``{uttid: 1-based line}`` (for messages)."""
     out: Dict[str, str] = {}
     first: Dict[str, int] = {}
-    for line_no, line in iter_lines(path):
-        fields = split_fields(line)
-        if len(fields) != 2:
-            raise DataError(f"{format_location(path, line_no)}: expected 2 fields '<uttid> <id>', found {len(fields)}")
-        utt, value = fields
-        if not line.isascii():
-            check_key(utt, format_location(path, line_no), what)
-            check_key(value, format_location(path, line_no), "id")
+    for line_no, loc, utt, value in iter_pairs(path, "expected 2 fields '<uttid> <id>', found {n}"):
+        check_key(utt, loc, what)
+        check_key(value, loc, "id")
         if utt in out:
-            raise DataError(f"{format_location(path, line_no)}: duplicate {what} {utt!r} (first on line {first[utt]})")
+            raise DataError(f"{loc}: duplicate {what} {utt!r} (first on line {first[utt]})")
         out[utt] = value
         first[utt] = line_no
     return out, first
@@ -84,12 +77,7 @@ def read_symbol_table(path) -> Dict[int, str]:
     """``words.txt`` (``<sym> <id>``) as ``{id: sym}``. Raises DataError for a
     malformed line or an id used twice (``file:line``)."""
     table: Dict[int, str] = {}
-    for line_no, line in iter_lines(path):
-        fields = split_fields(line)
-        loc = format_location(path, line_no)
-        if len(fields) != 2:
-            raise DataError(f"{loc}: expected '<symbol> <integer id>', found {len(fields)} fields")
-        sym, sid = fields
+    for _, loc, sym, sid in iter_pairs(path, "expected '<symbol> <integer id>', found {n} fields"):
         if not (sid.isascii() and sid.isdigit()):
             raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not a non-negative "
                             f"integer (ASCII digits only, e.g. 42)")
@@ -427,7 +415,6 @@ def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str,
         write_cost_ark(folder / name, ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist())))
     with atomic_write(folder / "utt2doc") as f:
         f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
-    if refs is None:
-        return ("text", *columns, "utt2doc")
-    write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
-    return ("text", *columns, "utt2doc", "ref.txt")
+    if refs is not None:
+        write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
+    return ("text", *columns, "utt2doc") + (() if refs is None else ("ref.txt",))

@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
+from ..types import Words
 from ._common import check_key, iter_lines, split_fields, write_keyed
 
 __all__ = ["iter_kaldi_text", "kaldi_text_line", "read_kaldi_text", "write_kaldi_text"]
-
-Words = Tuple[str, ...]
 
 
 def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:

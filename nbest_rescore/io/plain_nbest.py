@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, parse_cost, split_fields
+from ._common import (DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, iter_pairs, parse_cost,
+                      split_fields)
 from .atomic import atomic_write
 from .kaldi_nbest import read_utt_map_lines
 from .kaldi_text import kaldi_text_line
@@ -92,18 +93,7 @@ def _score_file_candidates(nbest_path, suffix: str) -> List[str]:
     """Names tried for ``DIR/NAME.EXT``: ``DIR/NAME.<suffix>``, ``DIR/NAME.EXT.<suffix>``."""
     p = os.fspath(nbest_path)
     stem, _ = os.path.splitext(p)
-    out: List[str] = []
-    for n in (stem + "." + suffix, p + "." + suffix):
-        if n != p and n not in out:
-            out.append(n)
-    return out
-
-
-def _missing_message(nbest_path, missing) -> str:
-    parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
-    return (f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the scores there (one "
-            f"number per line, parallel to the hypothesis lines) or give the paths explicitly "
-            f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
+    return [n for n in dict.fromkeys((stem + "." + suffix, p + "." + suffix)) if n != p]
 
 
 def find_plain_score_files(path) -> Tuple[str, str]:
@@ -115,10 +105,7 @@ def find_plain_score_files(path) -> Tuple[str, str]:
         DataError: the list does not exist, or a score file is missing (the message
             lists every name tried and how to pass the paths instead).
     """
-    p = os.fspath(path)
-    if not os.path.isfile(p):
-        raise DataError(f"{p}: plain N-best file not found")
-    return score_paths(p)[:2]
+    return score_paths(path)[:2]
 
 
 def _read_utt_ids(path) -> Dict[str, str]:
@@ -126,12 +113,7 @@ def _read_utt_ids(path) -> Dict[str, str]:
     ids: Dict[str, str] = {}
     line_of: Dict[str, int] = {}
     index_of: Dict[str, str] = {}
-    for line_no, line in iter_lines(path):
-        loc = format_location(path, line_no)
-        fields = split_fields(line)
-        if len(fields) != 2:
-            raise DataError(f"{loc}: expected 2 fields '<utterance-index> <utterance-id>', found {len(fields)}")
-        idx, utt = fields
+    for line_no, loc, idx, utt in iter_pairs(path, "expected 2 fields '<utterance-index> <utterance-id>', found {n}"):
         if not (idx.isascii() and idx.isdigit()):
             raise DataError(f"{loc}: utterance index {idx!r} is not a non-negative integer; "
                             f"expected '<utterance-index> <utterance-id>' (e.g. '0 abcr0004-000')")
@@ -169,7 +151,9 @@ def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, sc
 def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, List[str]]:
     """``(ac_path, ngram_path, found)``: the score files given, the missing ones found
     beside the list by name (``found``: ``"ac"``/``"ngram"`` for those).
-    Raises DataError naming the names tried."""
+    Raises DataError: the list does not exist, or naming the names tried."""
+    if not os.path.isfile(os.fspath(nbest_path)):
+        raise DataError(f"{nbest_path}: plain N-best file not found")
     paths = {"ac": ac_path, "ngram": ngram_path}
     found, missing = [], []
     for suffix, desc in _SCORE_KINDS:
@@ -180,7 +164,10 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
             if paths[suffix] is None:
                 missing.append((desc, names))
     if missing:
-        raise DataError(_missing_message(nbest_path, missing))
+        parts = "; ".join(f"{desc} scores: looked for " + ", ".join(repr(n) for n in names) for desc, names in missing)
+        raise DataError(f"{nbest_path}: no score file beside the plain N-best list ({parts}); put the scores there "
+                        f"(one number per line, parallel to the hypothesis lines) or give the paths explicitly "
+                        f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
     return paths["ac"], paths["ngram"], found
 
 
@@ -200,11 +187,9 @@ class _PlainInput:
     (``utt_ids``) and the documents (``utt2doc``), checked utterance by utterance."""
 
     def __init__(self, path, ac_path, ngram_path, scores_are_costs: bool, utt2doc, utt_ids):
-        if not os.path.isfile(os.fspath(path)):
-            raise DataError(f"{path}: plain N-best file not found")
         self.nbest, self.costs, self.utt_ids = path, scores_are_costs, utt_ids
         self.kind = "cost" if scores_are_costs else "score"  # how messages name the values
-        self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)
+        self.ac, self.ngram, self.found = score_paths(path, ac_path, ngram_path)  # (checks the list exists)
         self.id_of = None if utt_ids is None else _read_utt_ids(utt_ids)
         self.doc_map, self.doc_lines, self.doc_file = _doc_map(utt2doc)
         self.order = DocumentOrder(self.doc_file, os.fspath(path))

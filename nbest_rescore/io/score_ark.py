@@ -94,12 +94,7 @@ def _binary_entries(path, fh) -> Iterator[Tuple[int, str, float]]:
 def _is_binary(path) -> bool:
     """Whether the file holds a NUL byte (a binary archive), read in 1 MB blocks."""
     with open(path, "rb") as fh:
-        while True:
-            block = fh.read(2**20)
-            if not block:
-                return False
-            if b"\x00" in block:
-                return True
+        return any(b"\x00" in block for block in iter(lambda: fh.read(2**20), b""))
 
 
 def _entries(path) -> Iterator[Tuple[int, str, float, bool]]:

@@ -114,14 +114,7 @@ class NbestSource(Protocol):
 def documents_contiguous(nbest: NbestSet) -> bool:
     """Whether the utterances of every document of ``nbest`` are consecutive (the
     readers guarantee it; a set built by hand may not)."""
-    seen, current = set(), None
-    for u in nbest.utterances:
-        if u.doc_id != current:
-            if u.doc_id in seen:
-                return False
-            seen.add(u.doc_id)
-            current = u.doc_id
-    return True
+    return sum(1 for _ in groupby(u.doc_id for u in nbest.utterances)) == len(nbest.documents())
 
 
 @dataclass(frozen=True)

@@ -299,11 +299,8 @@ class AMNLM(LanguageModel):
         xs = x.unsqueeze(2).expand(b, t, k1, e)
         if not self.training or c.dropout_mode == "none" or c.dropout <= 0:
             return xs
-        keep = torch.ones(k1, device=x.device, dtype=torch.bool)
-        if c.dropout_mode == "contr":
-            keep[1:] = False
-        elif c.dropout_mode == "mem":
-            keep[0] = False
+        # the GRUs whose inputs drop: the controller unless ``mem``, the memcells unless ``contr``
+        keep = torch.tensor([c.dropout_mode != "mem"] + [c.dropout_mode != "contr"] * (k1 - 1), device=x.device)
         mask = torch.bernoulli(torch.full((b, t, k1, e), 1.0 - c.dropout, device=x.device)) / (1.0 - c.dropout)
         mask = torch.where(keep.view(1, 1, k1, 1), mask, torch.ones_like(mask))
         return xs * mask

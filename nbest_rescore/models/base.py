@@ -15,7 +15,9 @@ embedding, input/output dropout, weight tying and the output softmax are shared 
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import asdict, dataclass
+from itertools import accumulate
 from typing import ClassVar, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -69,10 +71,7 @@ def align_slots(parts):
     front to the longest S_i (:func:`pad_front`; see the module docstring), so that
     they can be concatenated, written into one another or mixed row by row. Tensors that
     differ in another axis are left as they are (the caller's op raises RuntimeError)."""
-    sizes = {p.shape[1] for p in parts if p.dim() >= 2}
-    if len(sizes) <= 1:
-        return list(parts)
-    top = max(sizes)
+    top = max((p.shape[1] for p in parts if p.dim() >= 2), default=0)
     return [pad_front(p, top) for p in parts]
 
 
@@ -89,7 +88,6 @@ def reset_state(state: State, mask: Tensor, initial: State) -> State:
 
 def cat_states(states) -> State:
     """Concatenate states along the batch axis (aligned first, :func:`align_slots`)."""
-    states = list(states)
     return tuple(torch.cat(align_slots(parts), 0) for parts in zip(*states))
 
 
@@ -219,15 +217,8 @@ def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> Li
     if v < 3:
         raise DataError(f"the adaptive softmax needs a vocabulary of at least 3 words, got {v}")
     total = float(sum(counts)) or 1.0
-    cum, acc, cuts = 0.0, iter(coverage), []
-    target = next(acc)
-    for i, c in enumerate(counts):
-        cum += c
-        if cum / total >= target:
-            cuts.append(i + 1)
-            target = next(acc, None)
-            if target is None:
-                break
+    share = [c / total for c in accumulate(counts)]  # cumulative token shares (non-decreasing)
+    cuts = [i + 1 for i in (bisect_left(share, t) for t in coverage) if i < v]  # equal cuts: spread below
     lo = min(v - 1, 128)
     out: List[int] = []
     for c in cuts:
@@ -437,13 +428,11 @@ class LanguageModel(nn.Module):
         adaptive softmax gives its exact log-probabilities (:meth:`target_log_probs`); a
         model that overrides :meth:`logits` (the cache) or an int8 decoder, the full product.
         """
-        if type(self).logits is not LanguageModel.logits:
-            return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        if self.adaptive is not None:
+        if type(self).logits is LanguageModel.logits and self.adaptive is not None:
             return self.target_log_probs(features, targets)
+        if type(self).logits is not LanguageModel.logits or type(self.decoder) is not nn.Linear:
+            return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         h = self._output_input(features)
-        if type(self.decoder) is not nn.Linear:
-            return self.decoder(h).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         w = self.decoder.weight.index_select(0, targets.reshape(-1)).view(*targets.shape, -1)  # [B, T, D]
         b = self.decoder.bias.index_select(0, targets.reshape(-1)).view(targets.shape)
         return (h * w.to(h.dtype)).sum(-1) + b.to(h.dtype)
@@ -519,11 +508,7 @@ class LanguageModel(nn.Module):
         """Parameter counts: ``total`` and ``without_embeddings`` (input and output
         embedding matrices excluded; a tied matrix is counted once; with the adaptive
         softmax the whole output layer counts as output embedding)."""
-        seen, total = set(), 0
-        for p in self.parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                total += p.numel()
+        total = sum(p.numel() for p in self.parameters())  # parameters() yields a shared tensor once
         emb = self.embedding.weight.numel()
         if self.adaptive is not None:  # the whole adaptive output layer counts as output embedding
             emb += sum(p.numel() for p in self.adaptive.parameters())

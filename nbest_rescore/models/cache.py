@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from ..options import option
 from ..validation import check_options
 from ..errors import DataError
-from .base import LanguageModel, Output, State, pad_front, state_row_bytes
+from .base import LanguageModel, Output, State, pad_front, slide_window, state_row_bytes
 
 _NUM_CACHE_STATE = 5  # keys, words, valid, prev_features, has_prev
 #: the slot axis of a call's attention is a multiple of this many slots (64 float32 values
@@ -158,7 +158,7 @@ class CachedLM(LanguageModel):
         out = self.model(tokens, inner, lengths)
         feats = out.features.float()
         logp_model = torch.log_softmax(self.model.logits(out.features).float(), -1)
-        b, t = tokens.shape
+        t = tokens.shape[1]
         m, held = self.config.size, keys.shape[1]
         dev = tokens.device
         # the attention runs over a fixed number of slots, M + T rounded up to a multiple of
@@ -181,23 +181,15 @@ class CachedLM(LanguageModel):
 
         logp = self._mix(logp_model, feats, all_keys, all_words, all_valid, m_in)
         # keep the last K = min(M, held + T) pairs of each row, ending at its last real
-        # input (index held + lengths[b] - 1 of the keys, m_in + lengths[b] - 1 of the rest);
-        # slots before a short row's start are empty
+        # input (index held + lengths[b] - 1 of the keys, m_in + lengths[b] - 1 of the rest):
+        # :func:`~.base.slide_window` over the keys padded in front to K + T slots and the last
+        # K + T of the rest, so that slots before a short row's start are empty (zeros, False)
         keep = min(m, held + t)
-        if lengths is None or bool((lengths == t).all()):
-            start = held + t - keep  # every row ends at the chunk's end: slices, no copy
-            cache = (all_keys[:, start:], all_words[:, start + m_in - held:], all_valid[:, start + m_in - held:])
-            last = feats[:, -1]
-        else:
-            lengths = lengths.to(dev)
-            idx = (lengths + (held - keep)).unsqueeze(1) + torch.arange(keep, device=dev).unsqueeze(0)  # [B, K]
-            inside = idx >= 0
-            idx_rest = idx + (m_in - held)  # >= 0: m_in >= M >= held
-            idx = idx.clamp(min=0)
-            cache = (all_keys.gather(1, idx.unsqueeze(-1).expand(b, keep, all_keys.shape[-1]))
-                     * inside.unsqueeze(-1).to(all_keys.dtype),  # empty slots hold zeros
-                     all_words.gather(1, idx_rest) * inside, all_valid.gather(1, idx_rest) & inside)
-            last = feats.gather(1, (lengths - 1).view(b, 1, 1).expand(b, 1, feats.shape[-1])).squeeze(1)
+        lengths = None if lengths is None else lengths.to(dev)
+        cache = (slide_window(pad_front(all_keys, keep + t), lengths, keep),
+                 slide_window(all_words[:, m_in - keep:], lengths, keep),
+                 slide_window(all_valid[:, m_in - keep:], lengths, keep))
+        last = feats[:, -1] if lengths is None else slide_window(feats, lengths - 1, 1)[:, 0]
         return Output(logp, tuple(out.state) + cache + (last, torch.ones_like(has_prev)), None)
 
     def _mix(self, logp_model: Tensor, feats: Tensor, keys: Tensor, words: Tensor, valid: Tensor,

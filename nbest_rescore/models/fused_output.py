@@ -53,13 +53,17 @@ def block_size(n_rows: int, vocab_size: int, block: Optional[int] = None) -> int
     return max(1, min(vocab_size, block or DEFAULT_BLOCK))
 
 
-def _block_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], s: int, e: int, buf: Tensor) -> Tensor:
-    """Logits of vocabulary rows [s, e): ``h @ weight[s:e].T (+ bias[s:e])`` written into
-    ``buf[:, :e - s]`` (returned)."""
-    z = buf[:, :e - s]
-    if bias is None:
-        return torch.mm(h, weight[s:e].t(), out=z)
-    return torch.addmm(bias[s:e], h, weight[s:e].t(), out=z)
+def _block_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: Optional[int]):
+    """``(s, e, z)`` for each block of vocabulary rows [s, e) (:func:`block_size` rows): the
+    logits ``z = h @ weight[s:e].T (+ bias[s:e])`` written into one reused [N, block] buffer."""
+    n, v = h.shape[0], weight.shape[0]
+    bs = block_size(n, v, block)
+    buf = h.new_empty((n, min(bs, v)))
+    for s in range(0, v, bs):
+        e = min(v, s + bs)
+        z = buf[:, :e - s]
+        yield s, e, (torch.mm(h, weight[s:e].t(), out=z) if bias is None
+                     else torch.addmm(bias[s:e], h, weight[s:e].t(), out=z))
 
 
 def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: Optional[int] = None) -> Tensor:
@@ -79,13 +83,10 @@ def blocked_logsumexp(h: Tensor, weight: Tensor, bias: Optional[Tensor], block: 
     h = h.to(weight.dtype)
     bs = block_size(n, v, block)
     n_blocks = -(-v // bs)
-    buf = h.new_empty((n, min(bs, v)))
-    fbuf = buf if buf.dtype == torch.float32 else torch.empty(buf.shape, dtype=torch.float32, device=h.device)
+    fbuf = None if h.dtype == torch.float32 else torch.empty((n, min(bs, v)), dtype=torch.float32, device=h.device)
     maxes = torch.empty((n_blocks, n), dtype=torch.float32, device=h.device)
     sums = torch.empty((n_blocks, n), dtype=torch.float32, device=h.device)
-    for k, s in enumerate(range(0, v, bs)):
-        e = min(v, s + bs)
-        z = _block_logits(h, weight, bias, s, e, buf)
+    for k, (s, e, z) in enumerate(_block_logits(h, weight, bias, block)):
         if z.dtype != torch.float32:  # bfloat16 products: the rest in float32
             z = fbuf[:, :e - s].copy_(z)
         torch.amax(z, 1, out=maxes[k])
@@ -147,8 +148,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad):
         h, weight, bias, targets, log_z = ctx.saved_tensors
         bias = bias if ctx.has_bias else None
-        n, v = h.shape[0], weight.shape[0]
-        bs = block_size(n, v, ctx.block)
+        v = weight.shape[0]
         g = grad.to(torch.float32)
         hw = h.to(weight.dtype)
         want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -156,10 +156,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.zeros(h.shape, dtype=torch.float32, device=h.device) if want_h else None
         grad_w = torch.empty(weight.shape, dtype=weight.dtype, device=weight.device) if want_w else None
         grad_b = torch.empty(v, dtype=bias.dtype, device=h.device) if want_b else None
-        buf = hw.new_empty((n, min(bs, v)))
-        for s in range(0, v, bs):
-            e = min(v, s + bs)
-            z = _block_logits(hw, weight, bias, s, e, buf)
+        for s, e, z in _block_logits(hw, weight, bias, ctx.block):
             p = z.float().sub_(log_z.float().unsqueeze(1)).exp_().mul_(g.unsqueeze(1))  # dL/dz = g * softmax
             if want_h:
                 grad_h.addmm_(p, weight[s:e].float())

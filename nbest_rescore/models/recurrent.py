@@ -33,11 +33,8 @@ class _RecurrentLM(LanguageModel):
 
     def __init__(self, config: RecurrentConfig, vocab_size: int):
         super().__init__(config, vocab_size, config.hidden_size)
-        kwargs = dict(num_layers=config.num_layers, batch_first=True,
-                      dropout=config.dropout if config.num_layers > 1 else 0.0)
-        if self.cell is nn.RNN:
-            kwargs["nonlinearity"] = "tanh"
-        self.rnn = self.cell(config.embedding_dim, config.hidden_size, **kwargs)
+        self.rnn = self.cell(config.embedding_dim, config.hidden_size, num_layers=config.num_layers, batch_first=True,
+                             dropout=config.dropout if config.num_layers > 1 else 0.0)
         if self.cell is nn.LSTM:
             lstm_forget_bias(self.rnn, config.hidden_size)
 

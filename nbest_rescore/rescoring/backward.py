@@ -49,8 +49,7 @@ def reverse_nbest(nbest: NbestSet) -> ReversedNbest:
     """
     utts = nbest.utterances
     order = np.asarray([u for doc in nbest.documents() for u in reversed(doc)], dtype=np.int64)
-    offsets = np.zeros(len(utts) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(u) for u in utts])
+    offsets = np.cumsum([0] + [len(u) for u in utts], dtype=np.int64)
     flat_index = (np.concatenate([np.arange(offsets[u], offsets[u + 1]) for u in order]) if len(order)
                   else np.zeros(0, dtype=np.int64))
     lists = tuple(dataclasses.replace(utts[u], hyps=tuple(tuple(h)[::-1] for h in utts[u].hyps)) for u in order)

@@ -8,6 +8,7 @@ Hypotheses of many utterances are sorted by length and cut into batches of at mo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -38,12 +39,11 @@ def pad_batch(seqs: Sequence[Sequence[int]], eos: int, rows, items) -> Batch:
     inp = np.zeros((len(seqs), t), dtype=np.int64)
     tgt = np.zeros_like(inp)
     inp[:, 0] = eos
-    for b, s in enumerate(seqs):
-        n = len(s)
-        if n:
-            inp[b, 1:n + 1] = s
-            tgt[b, :n] = s
-        tgt[b, n] = eos
+    words = np.arange(t) < (lengths - 1)[:, None]  # [B, T]: the words' target positions (the inputs': one later)
+    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()) - len(seqs))
+    tgt[words] = flat
+    inp[:, 1:][words[:, :-1]] = flat
+    tgt[np.arange(len(seqs)), lengths - 1] = eos
     return Batch(torch.from_numpy(inp), torch.from_numpy(tgt), torch.from_numpy(lengths),
                  torch.as_tensor(np.asarray(rows, dtype=np.int64)),
                  torch.as_tensor(np.asarray(items, dtype=np.int64)))

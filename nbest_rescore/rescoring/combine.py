@@ -20,7 +20,7 @@ declared once in :class:`~nbest_rescore.options.score.WeightOptions` (the penalt
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -49,8 +49,7 @@ class Weights:
     nn_weights: Optional[Tuple[float, ...]] = None
 
     def __post_init__(self):
-        WeightOptions(acoustic_scale=self.acoustic_scale, lm_weight=self.lm_weight, interp=self.interp,
-                      word_ins_penalty=self.word_ins_penalty, nn_weights=self.nn_weights)
+        WeightOptions(**asdict(self))
         if self.nn_weights is not None:
             object.__setattr__(self, "nn_weights", tuple(float(w) for w in self.nn_weights))
 

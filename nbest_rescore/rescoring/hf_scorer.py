@@ -176,13 +176,10 @@ class HfScorer:
                 raise HypothesisError(f"the hypothesis of {len(h)} words ({len(s)} tokens) does not fit the "
                                       f"{self.max_positions} positions of the hf: LM: it cannot be scored by this "
                                       f"model; take an LM with more positions or leave this utterance out", i)
-            if len(contexts[r]) <= room:
-                new_rows.append(r)
-                continue
-            if (r, room) not in cut:
+            if len(contexts[r]) > room and (r, room) not in cut:
                 cut[r, room] = len(out)
                 out.append(contexts[r][-room:])
-            new_rows.append(cut[r, room])
+            new_rows.append(cut.get((r, room), r))  # (only a context that does not fit is cut)
         return out, new_rows
 
     def _forward(self, ids: np.ndarray, mask, positions: np.ndarray, cache=None, last_only: bool = False):

@@ -95,8 +95,7 @@ def build_forest(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int) -
         raise ValueError(f"{h} hypotheses but {len(rows)} start rows")
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=h)
     flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
-    starts = np.zeros(h, dtype=np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
+    starts = np.cumsum(lens) - lens
     span = int(max(flat.max(initial=0), eos)) + 1
     roots, node_of = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
     node_of = node_of.astype(np.int64).reshape(-1)
@@ -119,8 +118,7 @@ def build_forest(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int) -
         depth += 1
     parent = np.concatenate(parents)
     n_roots = len(roots)
-    child_start = np.empty(len(parent) + 1, dtype=np.int64)
-    child_start[:] = n_roots + np.searchsorted(parent[n_roots:], np.arange(len(parent) + 1))
+    child_start = n_roots + np.searchsorted(parent[n_roots:], np.arange(len(parent) + 1)).astype(np.int64)
     row = np.empty(len(parent), dtype=np.int64)
     row[:n_roots] = roots
     for d in range(1, len(offsets) - 1):
@@ -235,8 +233,7 @@ class _Segments:
             n_seg += len(new)
         order = np.lexsort((pos, seg))
         length = np.bincount(seg, minlength=n_seg)
-        first = np.zeros(n_seg + 1, dtype=np.int64)
-        np.cumsum(length, out=first[1:])
+        first = np.cumsum(np.concatenate(([0], length)), dtype=np.int64)
         start_node = order[first[:-1]]
         seg_parent = np.where(parent[start_node] >= 0, seg[np.maximum(parent[start_node], 0)], -1)
         has_child = np.zeros(n_seg, dtype=bool)
@@ -339,11 +336,9 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
             lengths = None if max_segment == 1 else torch.from_numpy(
                 c.lengths if c.lengths is not None else np.full(len(c.src), c.tokens.shape[1]))
             out = invariant_forward(model, dev(c.tokens), select_state(prev, dev(c.src)), lengths)
-            feats = out.features
-            if c.valid is None:
-                feats = feats.reshape(-1, 1, feats.shape[-1])
-            else:
-                feats = feats.reshape(-1, feats.shape[-1]).index_select(0, dev(c.valid)).unsqueeze(1)
+            feats = out.features.reshape(-1, 1, out.features.shape[-1])
+            if c.valid is not None:
+                feats = feats.index_select(0, dev(c.valid))
             output.add(feats, c)  # [R, 1, D]: the real tokens' features
             if c.keep is None:
                 parts.append(out.state)
@@ -358,9 +353,8 @@ def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized:
     """The output layer of :func:`score_forest`, writing the log-probabilities of each
     call's gathered (node, word) pairs into ``buf``: :class:`_PendingOutput` for the
     adaptive or the fused full softmax, else :class:`_PerCall`."""
-    adaptive = _adaptive_pairs(model)
-    if adaptive or (not self_normalized and model.fused_output_active()):
-        return _PendingOutput(model, buf, dev, adaptive)
+    if _adaptive_pairs(model) or (not self_normalized and model.fused_output_active()):
+        return _PendingOutput(model, buf, dev)
     return _PerCall(model, buf, dev, self_normalized, max_rows)
 
 
@@ -402,8 +396,8 @@ class _PendingOutput:
     through :meth:`~nbest_rescore.models.base.LanguageModel.log_probs_at`. The (node,
     word) pairs are shifted on the host; no device synchronisation."""
 
-    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev, adaptive: bool):
-        self.model, self.buf, self.dev, self.adaptive = model, buf, dev, adaptive
+    def __init__(self, model: LanguageModel, buf: torch.Tensor, dev):
+        self.model, self.buf, self.dev = model, buf, dev
         self.feats: List[torch.Tensor] = []
         self.pos: List[np.ndarray] = []
         self.word: List[np.ndarray] = []
@@ -427,9 +421,8 @@ class _PendingOutput:
             return
         h = self.feats[0] if len(self.feats) == 1 else torch.cat(self.feats)
         pos, word, dst = (np.concatenate(x) for x in (self.pos, self.word, self.dst))
-        if self.adaptive:  # head per node, tails only where needed (pairs grouped on the host)
-            logp = self.model.adaptive_log_probs_at(h, torch.from_numpy(pos), torch.from_numpy(word))
-        else:  # log-sum-exp per node through vocabulary blocks, logits of the pairs only
-            logp = self.model.log_probs_at(h, self.dev(pos), self.dev(word))
+        # adaptive: head per node, tails only where needed (pairs grouped on the host); full softmax:
+        # log-sum-exp per node through vocabulary blocks, logits of the pairs only
+        logp = self.model.log_probs_at(h, torch.from_numpy(pos), torch.from_numpy(word))
         self.buf[self.dev(dst)] = logp.double()
         self.feats, self.pos, self.word, self.dst, self.rows = [], [], [], [], 0

@@ -22,6 +22,7 @@ the sum of log Z along the hypothesis (a warning is logged for a model trained w
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import replace
 from typing import Iterator, Optional, Sequence, Tuple
 
@@ -33,7 +34,7 @@ from ..models.base import LanguageModel, State, cat_states, select_state, state_
 from ..options import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, ScorerOptions  # noqa: F401  (re-exported)
 from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
-from .batching import invariant_forward, make_batches, pad_batch
+from .batching import invariant_forward, make_batches
 from .prefix_tree import PrefixForest, build_forest, score_forest
 
 log = logging.getLogger(__name__)
@@ -180,12 +181,6 @@ class NnScorer:
         return {"nn_oov_rate": 100.0 * oov / max(1, tokens),
                 "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in self.vocab) / max(1, len(counts))}
 
-    def _log_probs(self, inputs, targets, state, lengths=None):
-        """``model.log_probs`` or, with self-normalised output, the target logits."""
-        if self.self_normalized:
-            return self.model.self_normalized_log_probs(inputs, targets, state, lengths)
-        return self.model.log_probs(inputs, targets, state, lengths)
-
     def initial_state(self, n: int) -> State:
         """The document-start state for ``n`` streams."""
         return self.model.init_state(n, self.device)
@@ -271,10 +266,12 @@ class NnScorer:
         """``single`` mode: each hypothesis alone, ``</s> w_1 .. w_n`` in one pass."""
         out = np.zeros(len(seqs), dtype=np.float64)
         eos = self.vocab.eos
+        # with self-normalised output the target logits
+        log_probs = self.model.self_normalized_log_probs if self.self_normalized else self.model.log_probs
         for i, (r, s) in enumerate(zip(rows, seqs)):
             ids = torch.tensor([eos] + list(s) + [eos], device=self.device).unsqueeze(0)
             st = select_state(states, torch.tensor([int(r)], device=self.device))
-            logp, _ = self._log_probs(ids[:, :-1], ids[:, 1:], st)
+            logp, _ = log_probs(ids[:, :-1], ids[:, 1:], st)
             out[i] = -float(logp.double().sum())
         return out
 
@@ -286,13 +283,10 @@ class NnScorer:
         states stay float32 between calls, like :meth:`initial_state`'s)."""
         seqs = self.encode(hyps)
         parts = []
-        idx = list(range(len(seqs)))
-        for start in range(0, len(seqs), self.batch_size):
-            chunk = idx[start:start + self.batch_size]
-            b = pad_batch([seqs[i] for i in chunk], self.vocab.eos, chunk, chunk)
+        # in order, batch_size rows a call whatever their lengths (no token budget)
+        for b in make_batches(seqs, range(len(seqs)), self.vocab.eos, self.batch_size, math.inf, sort=False):
             st = select_state(states, b.rows.to(self.device))
-            out = invariant_forward(self.model, b.inputs.to(self.device), st, b.lengths)
-            parts.append(out.state)
+            parts.append(invariant_forward(self.model, b.inputs.to(self.device), st, b.lengths).state)
         return tuple(s.to(ref.dtype) for s, ref in zip(cat_states(parts), states))
 
 

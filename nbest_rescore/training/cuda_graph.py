@@ -50,11 +50,9 @@ class GraphedStep:
         new_state, step = self.step_fn(self.state, *self.segment)
         for s, n in zip(self.state, new_state):
             s.copy_(n.detach())
-        self.nll.add_(step.nll)
-        if step.abs_log_z is not None:
-            self.abs_log_z.add_(step.abs_log_z)
-        if step.aux is not None:
-            self.aux.add_(step.aux)
+        for total, x in ((self.nll, step.nll), (self.abs_log_z, step.abs_log_z), (self.aux, step.aux)):
+            if x is not None:
+                total.add_(x)
 
     def capture(self, warmup: int = 3) -> None:
         """Warm up (then undo the warm-up's effects) and record the step.
@@ -95,9 +93,8 @@ class GraphedStep:
 
     def clear(self) -> None:
         """Zero the NLL accumulators and reset the carried state to the initial one."""
-        self.nll.zero_()
-        self.abs_log_z.zero_()
-        self.aux.zero_()
+        for total in (self.nll, self.abs_log_z, self.aux):
+            total.zero_()
         for s, s0 in zip(self.state, self.model.init_state(self.shape[0], self.device)):
             s.copy_(s0)
 

@@ -46,9 +46,9 @@ from ..config import HF_MODEL, TrainConfig, validate_train_config
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
-from ..models.base import Output
-from ..models.hf import (PROBE_TEXT, HfText, check_causal_behaviour, import_transformers, load_hf_lm, load_tokenizer,
-                         write_metadata)
+from ..models.base import LanguageModel, Output
+from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,
+                         load_tokenizer, write_metadata)
 from . import checkpointing
 
 log = logging.getLogger(__name__)
@@ -113,27 +113,12 @@ class HfTrainModel(nn.Module):
         total = sum(params.values())
         return {"total": total, "without_embeddings": total - sum(n for i, n in params.items() if i in emb)}
 
-    # the trainer's hooks, nothing to do for a transformers model
-    def token_mask(self, mask: Optional[Tensor]) -> None:
-        pass
-
-    def target_aux_loss(self, targets: Tensor) -> Optional[Tensor]:
-        return None
-
-    def on_progress(self, fraction: float) -> None:
-        pass
-
-    def on_epoch_end(self, epoch: int) -> None:
-        pass
-
-    def begin_diagnostics(self) -> None:
-        pass
-
-    def end_diagnostics(self) -> Optional[dict]:
-        return None
-
-    def supports_cuda_graph(self) -> bool:
-        return False
+    # the trainer's hooks, nothing to do for a transformers model: LanguageModel's defaults
+    # (no auxiliary loss, no diagnostics; not graph_safe, so no CUDA graph)
+    token_mask, target_aux_loss = LanguageModel.token_mask, LanguageModel.target_aux_loss
+    on_progress, on_epoch_end = LanguageModel.on_progress, LanguageModel.on_epoch_end
+    begin_diagnostics, end_diagnostics = LanguageModel.begin_diagnostics, LanguageModel.end_diagnostics
+    supports_cuda_graph, graph_safe = LanguageModel.supports_cuda_graph, False
 
 
 def encode_documents(docs: Sequence[Sequence[Sequence[str]]], text: HfText) -> List[np.ndarray]:
@@ -297,8 +282,7 @@ def new_model(config: dict, text: HfText):
     try:
         model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.float32)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DataError(f"hf.config: transformers could not build the model ({first})") from None
+        raise DataError(f"hf.config: transformers could not build the model ({_first_line(exc)})") from None
     check_causal_behaviour(model.eval(), "hf.config", text.tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
     return model
 

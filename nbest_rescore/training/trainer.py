@@ -129,9 +129,7 @@ def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
     counts = Counter(w for d in train_docs for s in d for w in s)
     if cfg.vocab.file:
         return Vocabulary.from_file(cfg.vocab.file).by_frequency(counts)
-    restrict = None
-    if cfg.vocab.restrict_to:
-        restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words
+    restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words if cfg.vocab.restrict_to else None
     return Vocabulary.from_counts(counts, cfg.vocab.max_size, cfg.vocab.min_count, restrict)
 
 
@@ -443,17 +441,14 @@ class _Steps:
         scale = self.world.size / max(1, global_tokens) if self.world.distributed else None
         self.state, step = train_step(self.model, self.opt, self.state, *seg, o.clip, o.self_norm_weight,
                                       self.aligned, o.autocast_dtype, scale, self.forward)
-        self.nll += step.nll
-        if step.aux is not None:
-            self.aux += step.aux
-        if self.abs_log_z is not None:
-            self.abs_log_z += step.abs_log_z
+        for total, x in ((self.nll, step.nll), (self.aux, step.aux), (self.abs_log_z, step.abs_log_z)):
+            if x is not None:  # (|log Z| only with self-normalisation, aux only for a model with one)
+                total.add_(x)
 
     def sums(self) -> Tuple[float, float]:
         """The pass's summed (NLL, auxiliary loss) so far, read back (with K ranks summed
         over them: collective)."""
-        nll, aux = self.world.sum(self.nll, self.aux)
-        return nll, aux
+        return tuple(self.world.sum(self.nll, self.aux))
 
     def stats(self, tokens: int, timed_out: bool) -> EpochStats:
         """The pass's :class:`EpochStats` (read back here; with K ranks summed over them)."""
@@ -805,14 +800,11 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
 
     t.model.train()
     bar = Progress("tok", desc=f"epoch {epoch}", leave=False) if t.progress else None
-    try:
+    with contextlib.closing(bar) if bar is not None else contextlib.nullcontext():
         stats = train_segments(t.model, t.opt, streams, o.bptt, t.options, before_step=before_step,
                                first_step=run.step, log_interval=o.log_interval, progress=bar,
                                cuda_graph=t.graphs, world=t.world, forward=t.forward,
                                start=None if position is None else EpochPosition(**position), on_pause=on_pause)
-    finally:
-        if bar is not None:
-            bar.close()
     if stats.steps and not stats.preempted:
         _end_epoch(t, run, epoch, stats, start)
     return stats

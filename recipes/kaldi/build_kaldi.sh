@@ -100,6 +100,9 @@ echo "$0: configuring (OpenFst $fstver, ATLAS)"
 # SymbolTable takes std::string_view, and a C++14 Kaldi passes OpenFst's own stand-in
 # (arpa2fst then crashes in SymbolTable::AddSymbol). Compile Kaldi as C++17 too.
 sed -i 's/^CXXLANGVERSION = c++14$/CXXLANGVERSION = c++17/' kaldi.mk
+# No debug information (kaldi.mk ends CXXFLAGS with -g): the same -O1 code, compiled in about
+# 40% less CPU time (lat/lattice-functions.cc: 15.5 s against 9.3 s); the tests never debug it.
+sed -i 's/^\( *\)-g$/\1/' kaldi.mk
 build() {  # build LOGNAME make-arguments...
   local log=$cache/make.$1.log; shift
   make "$@" > "$log" 2>&1 || { echo "$0: make $* failed; last lines of $log:" >&2; tail -n 30 "$log" >&2; exit 1; }
