@@ -22,8 +22,8 @@ import click
 from . import api  # its names are imported on first use (PEP 562): the list commands stay torch-free
 from .cli_options import options_of
 from .errors import DataError
-from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions,
-                      ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
+from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, FinetuneOptions, InfoOptions, KaldiScoreOptions,
+                      MergeOptions, PplOptions, ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .os_errors import os_error_message
 from .progress import Progress, log as progress_log
 from .training.preemption import EXIT_PREEMPTED, Preempted
@@ -146,12 +146,12 @@ def main(ctx, verbose, seed, log_file):
 
 _no_progress = click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 _SCORE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids acoustic_scale word_ins_penalty out "
-          "ref lm_weight interp nn_weights weights_file ngram_arpa history device batch_size max_tokens span_hyps "
-          "scoring output quantize dtype softmax_impl threads")
+          "ref lm_weight interp nn_weights weights_file ngram_arpa history skip_confident device batch_size "
+          "max_tokens span_hyps scoring output quantize dtype softmax_impl threads")
 _CACHE = "cache_size cache_theta cache_lambda"
 _HF = "context_tokens trust_remote_code allow_pickle"
 _TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids acoustic_scale word_ins_penalty ref "
-         "nn_cost search restarts interps lm_weights word_ins_penalties folds fold_seed replications out")
+         "nn_cost search restarts interps lm_weights word_ins_penalties folds fold_seed skip_budget replications out")
 
 
 @main.command(short_help="Train a language model and save a checkpoint.")
@@ -269,6 +269,30 @@ def tune(obj, **kw):
     if kw["out"]:
         plot = f" and {kw['out']}/tune_wer.png" if has_heatmap(res) else " (no heat map for several LMs or a line search)"
         click.echo(f"wrote {kw['out']}/tune.json{plot}")
+
+
+_FINETUNE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids ref acoustic_scale lm_weight interp "
+             "word_ins_penalty weights_file out epochs lr top_n utts_per_step posterior_scale text max_text_words "
+             "ce_weight folds fold_seed replications threads")
+
+
+@main.command(short_help="Fine-tune a checkpoint by minimum word error rate on N-best lists.")
+@options_of(FinetuneOptions, _FINETUNE)
+@click.pass_obj
+def finetune(obj, **kw):
+    """Fine-tune a checkpoint for the rescoring decision: minimise the expected word
+    errors of each N-best list under the posterior of its combined score at the given
+    weights (MWER, docs/finetune.md), with a cross-entropy term on LM text. With
+    --folds K, K models each fine-tuned on the other folds' documents: the held-out WER
+    against the checkpoint's, with the paired bootstrap (seeded by --seed)."""
+    res = api.FinetuneJob(**kw, seed=obj["seed"]).run()
+    if "wer" in res:
+        line = f"held-out WER at the given weights ({res['folds']} folds): checkpoint {res['wer']['base']:.2f}%, " \
+               f"MWER fine-tuned {res['wer']['mwer']:.2f}%"
+        if "p_mwer_better_than_base" in res:
+            line += f", P(fine-tuned better) = {res['p_mwer_better_than_base']:.4f}"
+        click.echo(line)
+    click.echo(f"wrote {kw['out']}/finetune.json")
 
 
 @main.command("split", short_help="Split N-best lists into shards of whole documents.")

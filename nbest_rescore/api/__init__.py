@@ -1,6 +1,6 @@
 """The public Python API: one function per job, and each CLI command as a frozen
 job value (``ScoreJob``, ``TuneJob``, ``PerplexityJob``, ``TrainJob``, ``AnalyzeJob``,
-``KaldiScoreJob``, ``ConvertJob``, ``CurvesJob``) whose options are checked on construction, before anything is read.
+``KaldiScoreJob``, ``ConvertJob``, ``CurvesJob``, ``FinetuneJob``) whose options are checked on construction, before anything is read.
 Example: docs/api.md (``examples/python_api.py``, run by the tests).
 
 The names are imported from their modules when first used (PEP 562), so that a command
@@ -22,6 +22,7 @@ _EXPORTS = {
     "..types": ("NbestList", "NbestSet"),
     ".convert_job": ("ConvertJob", "ConvertResult", "convert_nbest"),
     ".curves_job": ("CurvesJob", "read_curve"),
+    ".finetune_job": ("FinetuneJob",),
     ".inputs": ("load_nbest", "load_references", "read_weights_file"),
     ".kaldi_score_job": ("KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult"),
     ".lm_jobs": ("AnalyzeJob", "PerplexityJob", "TrainJob", "perplexity", "train"),

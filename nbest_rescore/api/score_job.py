@@ -44,10 +44,10 @@ _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
 
 
 def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...],
-           opts: ScorerOptions, *, refs, ngram_arpa, progress) -> _SpanRun:
+           opts: ScorerOptions, *, refs, ngram_arpa, progress, skip_confident=None) -> _SpanRun:
     """A run ready for the spans of ``source`` (``refs`` checked by the caller)."""
     index = source.index
-    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps())
+    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), skip_confident)
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
         log.info("%s: history conditioning %s (%d documents, %d utterances, grouping from %s)%s", one.path, h,
@@ -71,7 +71,7 @@ def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           refs: Optional[Mapping[str, Sequence[str]]] = None, history: Union[str, Sequence[str]] = "first-pass",
           ngram_arpa=None, progress: Optional[Progress] = None, span_hyps: Optional[int] = None,
-          **options) -> ScoreResult:
+          skip_confident: Optional[float] = None, **options) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
@@ -79,8 +79,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     (nbest_rescore/options/commands.py) as keywords: those of ``WeightOptions`` (not
     ``weights_file``; ``nn_weights`` None splits ``1 - interp`` equally) and
     ``ScorerOptions``, ``history`` (one for every LM, or one per LM in order),
-    ``ngram_arpa`` and ``span_hyps`` (None, the default: the whole set at once; the
-    results do not depend on it).
+    ``ngram_arpa``, ``span_hyps`` (None, the default: the whole set at once; the
+    results do not depend on it) and ``skip_confident`` (selective rescoring,
+    :mod:`~nbest_rescore.rescoring.selective`; None: every list scored).
 
     Args:
         nbest: from :func:`load_nbest`.
@@ -102,11 +103,13 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
         raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
     weights, opts = _split_options(options, len(lms))
     check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
+    check_value(ScoringOptions, "skip_confident", skip_confident)
     histories = lm_histories(history, len(lms))
     source = SetSource(nbest)
     if refs is not None:
         check_references(source.index, refs)
-    run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress)
+    run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress,
+                 skip_confident=skip_confident)
     parts = [run.span(span) for span in source.spans(span_hyps)]
     res = run.result(nbest.source)
 
@@ -116,6 +119,27 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     by_lm = {n: cat([p.costs_by_lm[i] for p in parts]) for i, n in enumerate(res.names)}
     return replace(res, keys=tuple(k for p in parts for k in p.keys), nn_cost=cat([p.nn_cost for p in parts]),
                    nn_costs_by_lm=by_lm)
+
+
+def job_weights(opts: WeightOptions, names: Tuple[str, ...]) -> Weights:
+    """The combination weights of a job with the NN LMs ``names``: from ``weights_file``
+    (its NN weights put in the order of ``names``; with one LM and one NN weight in the
+    file, that weight whatever its name) or the weight options. Raises DataError (see
+    :func:`score_weights`; a weights file naming other LMs than ``names``)."""
+    n = len(names)
+    if opts.weights_file is None:
+        return score_weights(opts.acoustic_scale, opts.lm_weight, opts.interp, opts.word_ins_penalty,
+                             opts.nn_weights, n)
+    w, in_file = read_weights_file(opts.weights_file)
+    if n == 1 and len(in_file) == 1:  # one LM: its weight, whatever the name (tune calls a lone nn_cost 'nn')
+        in_file = names
+    if sorted(in_file) != sorted(names):
+        raise DataError(f"--weights {opts.weights_file} has weights for the NN LMs {', '.join(in_file)}, but the "
+                        f"--lm checkpoints are named {', '.join(names)} (from their file names); give the "
+                        f"checkpoints that file was tuned with, under the same file names")
+    by_name = dict(zip(in_file, w.lm_weights_per_model))
+    return score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty,
+                         tuple(by_name[m] for m in names), n)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,25 +163,8 @@ class ScoreJob(ScoreOptions):
         return lm_names(self.lm_paths)
 
     def weights(self) -> Weights:
-        """The combination weights: from ``weights_file`` (its NN weights put in the
-        order of ``lm`` by name; with one ``lm`` and one NN weight in the file, that
-        weight whatever its name) or the weight options. Raises DataError (see
-        :func:`score_weights`; a weights file naming other LMs than ``lm``)."""
-        n = len(self.lm_paths)
-        if self.weights_file is None:
-            return score_weights(self.acoustic_scale, self.lm_weight, self.interp, self.word_ins_penalty,
-                                 self.nn_weights, n)
-        w, names = read_weights_file(self.weights_file)
-        mine = self.lm_names
-        if n == 1 and len(names) == 1:  # one LM: its weight, whatever the name (tune calls a lone nn_cost 'nn')
-            names = mine
-        if sorted(names) != sorted(mine):
-            raise DataError(f"--weights {self.weights_file} has weights for the NN LMs {', '.join(names)}, but the "
-                            f"--lm checkpoints are named {', '.join(mine)} (from their file names); give the "
-                            f"checkpoints that file was tuned with, under the same file names")
-        by_name = dict(zip(names, w.lm_weights_per_model))
-        return score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty,
-                             tuple(by_name[m] for m in mine), n)
+        """The combination weights (:func:`job_weights` for the ``lm`` names)."""
+        return job_weights(self, self.lm_names)
 
     def __post_init__(self):
         super().__post_init__()
@@ -194,7 +201,7 @@ class ScoreJob(ScoreOptions):
             check_references(source.index, refs, self.ref)
         lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
-                     ngram_arpa=self.ngram_arpa, progress=progress)
+                     ngram_arpa=self.ngram_arpa, progress=progress, skip_confident=self.skip_confident)
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
 
         def result() -> ScoreResult:

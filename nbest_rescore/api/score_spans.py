@@ -44,11 +44,12 @@ def wer_span_counts(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cos
 
 
 def _rescore_lm(nbest: NbestSet, scorer: Scorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
-                progress: Optional[Callable[[int], None]]):
+                progress: Optional[Callable[[int], None]], skip_confident: Optional[float] = None):
     """The one-LM path over the lists ``nbest``: ``lm``'s costs and 1-best at the
-    two-model ``weights``. Raises DataError for non-finite costs (model and keys named)."""
+    two-model ``weights`` (``skip_confident``: :func:`~nbest_rescore.rescoring.history.rescore`).
+    Raises DataError for non-finite costs (model and keys named)."""
     try:
-        return rescore(nbest, scorer, weights, history, ngram_cost, progress)
+        return rescore(nbest, scorer, weights, history, ngram_cost, progress, skip_confident)
     except NonFiniteCostError as exc:
         raise DataError(f"the NN LM {lm.path} ({lm.name}) gave non-finite costs (NaN or inf), e.g. for "
                         f"{examples(exc.keys)}: its weights are probably corrupt (a diverged training); use an "
@@ -86,8 +87,11 @@ class _SpanRun:
     :class:`ScoreResult` (per-hypothesis fields empty: the caller keeps those)."""
 
     def __init__(self, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...], refs, ngram_arpa,
-                 opts: ScorerOptions, progress: Optional[Progress], total_hyps: int):
+                 opts: ScorerOptions, progress: Optional[Progress], total_hyps: int,
+                 skip_confident: Optional[float] = None):
         self.lms, self.weights, self.histories, self.refs = list(lms), weights, histories, refs
+        self.skip_confident = skip_confident
+        self.hyps_scored = 0
         self.ngram_arpa = ngram_arpa
         self.ngram = None if ngram_arpa is None else NgramScorer(ngram_arpa)
         self.scorers = [lm.scorer(opts) for lm in self.lms]
@@ -114,7 +118,7 @@ class _SpanRun:
             base = k * self.hyps + i * h
             report = None if self.progress is None else (lambda n, b=base: self.progress(b + n, k * self.total))
             t0 = time.perf_counter()
-            runs.append(_rescore_lm(nbest, scorer, lm, alone, history, ngram_cost, report))
+            runs.append(_rescore_lm(nbest, scorer, lm, alone, history, ngram_cost, report, self.skip_confident))
             self.seconds[i] += time.perf_counter() - t0
         costs = tuple(r.nn_cost for r in runs)
         if k == 1:
@@ -128,6 +132,8 @@ class _SpanRun:
         wer = None if self.refs is None else wer_span_counts(nbest, self.refs, one_best, weights, ngram_cost)
         self.words.update(chain.from_iterable(h for u in nbest.utterances for h in u.hyps))
         self.tokens += int(sum(len(x) + 1 for u in nbest.utterances for x in u.hyps))
+        if runs[0].scored is not None:  # (the same utterances for every LM: first-pass posteriors)
+            self.hyps_scored += int(sum(len(u) for u, s in zip(nbest.utterances, runs[0].scored) if s))
         self.best.append(np.asarray(best, dtype=np.int64) + self.hyps)
         self.utts += len(nbest)
         self.hyps += h
@@ -159,6 +165,9 @@ class _SpanRun:
         tokens = self.tokens * k
         stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": tokens,
                  **(vocab[0] if k == 1 else {}), "seconds": seconds, "tokens_per_s": tokens / max(seconds, 1e-9)}
+        if self.skip_confident is not None:  # (tokens_scored: of every list, as without the option)
+            stats["selective"] = {"skip_confident": self.skip_confident, "hypotheses_scored": self.hyps_scored,
+                                  "fraction_scored": self.hyps_scored / max(self.hyps, 1)}
         if k == 1:
             return stats, {"lm": first["lm"], "model": first["model"], "nbest": source, "cache": first["cache"],
                            "scoring": first["scoring"], "ngram_arpa": arpa}

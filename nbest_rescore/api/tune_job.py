@@ -26,7 +26,7 @@ from ..io.spans import NbestSource
 from ..types import NbestSet
 from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
 from ..options.parse import check_grid, parse_grid
-from ..validation import check_choice, check_option, check_paths, named_paths
+from ..validation import check_choice, check_option, check_paths, check_value, named_paths
 from .inputs import PLAIN_PATHS, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
@@ -44,7 +44,7 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
          search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
          seed: int = 0, lm_weight: float = Weights.lm_weight, word_ins_penalty: Optional[float] = None,
          labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
-         replications: int = REPLICATIONS) -> TuneResult:
+         replications: int = REPLICATIONS, skip_budget: Optional[float] = None) -> TuneResult:
     """Search the weights by WER (percent); the best point is ``result.best``, and
     ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
     holds the per-utterance errors, the cross-validation and the bootstrap.
@@ -67,9 +67,11 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
     Raises:
         DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
             search, restarts < 0, folds or replications < 0, more folds than documents,
-            references missing or empty, NN costs missing for some hypotheses.
+            references missing or empty, NN costs missing for some hypotheses, a
+            ``skip_budget`` without NN costs or folds.
     """
     k, no_nn = _lm_count(nbest, nn_cost)
+    check_skip_budget(skip_budget, folds, 0 if no_nn else k)
     search = search or default_search(k)
     check_choice("search", search, SEARCHES)
     check_option("acoustic_scale", acoustic_scale, "float")
@@ -90,7 +92,19 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         run = partial(tune_grid, refs=None, nn_cost=None, interps=interps, lm_weights=lm_weights,
                       word_ins_penalties=word_ins_penalties, acoustic_scale=acoustic_scale)
     data = tune_data(nbest, refs, nn_cost, names, labels)
-    return assess(run(data), data, run, folds, fold_seed, replications, seed)
+    return assess(run(data), data, run, folds, fold_seed, replications, seed, skip_budget)
+
+
+def check_skip_budget(skip_budget: Optional[float], folds: int, k: int) -> None:
+    """``--skip-budget`` is a number >= 0 given with NN costs (``k`` LMs) and folds.
+    Raises DataError."""
+    if skip_budget is None:
+        return
+    check_value(TuneOptions, "skip_budget", skip_budget)
+    if k == 0 or folds < 2:
+        need = "--nn-cost (the costs of 'score' without --skip-confident)" if k == 0 else "--folds K >= 2"
+        raise DataError(f"--skip-budget {skip_budget:g} needs {need}: the threshold is chosen on the other folds of "
+                        f"each fold; e.g. --folds 2")
 
 
 def _lm_count(nbest: Union[NbestSet, TuneData], nn_cost: NnCosts) -> Tuple[int, bool]:
@@ -228,6 +242,7 @@ class TuneJob(TuneOptions):
         if (self.search or default_search(len(self.cost_paths))) == "line":
             check_option("seed", self.seed, "int", ">= 0")
         check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
+        check_skip_budget(self.skip_budget, self.folds, len(self.cost_paths))
         if self.out is not None:
             check_outside_inputs(self.out, named_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost")))
             check_output_dir(self.out, TUNE_OUTPUTS)
@@ -247,7 +262,7 @@ class TuneJob(TuneOptions):
         res = tune(data, refs, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
                    word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
                    restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty, folds=self.folds,
-                   fold_seed=self.fold_seed, replications=self.replications)
+                   fold_seed=self.fold_seed, replications=self.replications, skip_budget=self.skip_budget)
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.cost_paths or None))
         return res

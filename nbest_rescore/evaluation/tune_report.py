@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import DataError
 from .bootstrap import BootstrapWer, bootstrap_wer, improvement_probability
 from .folds import CrossValidation, Search, cross_validate
+from .selective import SelectiveTune, tune_skip
 from .tuning import TuneData, TuneResult
 
 #: The 1-bests of ``utterance_errors``, in the order they are printed.
@@ -64,12 +65,14 @@ class TuneReport:
     """The additions to a :class:`~.tuning.TuneResult`: ``utterances`` (per-utterance
     errors), ``cross_validation`` (None without folds) and ``bootstrap`` (system name ->
     :class:`~.bootstrap.BootstrapWer`; empty without replications) with
-    ``p_better_than_first_pass`` (system name -> probability in [0, 1])."""
+    ``p_better_than_first_pass`` (system name -> probability in [0, 1]), and
+    ``selective`` (``--skip-budget``, :mod:`.selective`; else None)."""
 
     utterances: UtteranceErrors
     cross_validation: Optional[CrossValidation] = None
     bootstrap: Mapping[str, BootstrapWer] = field(default_factory=dict)
     p_better_than_first_pass: Mapping[str, float] = field(default_factory=dict)
+    selective: Optional[SelectiveTune] = None
 
     def to_dict(self) -> Dict[str, object]:
         """tune.json's ``cross_validation``, ``bootstrap`` and ``utterance_errors`` blocks
@@ -82,6 +85,8 @@ class TuneReport:
             out["bootstrap"] = {"replications": first.replications, "seed": first.seed,
                                 **{k: b.to_dict() for k, b in self.bootstrap.items()},
                                 "p_better_than_first_pass": dict(self.p_better_than_first_pass)}
+        if self.selective is not None:
+            out["selective"] = self.selective.to_dict()
         out["utterance_errors"] = self.utterances.to_dict()
         return out
 
@@ -96,14 +101,15 @@ class TuneReport:
             out += [f"  {labels[k] + ':':<17} {b.describe()}" for k, b in self.bootstrap.items()]
             out += [f"  P({labels[k]} better than first pass) = {p:.4f}"
                     for k, p in self.p_better_than_first_pass.items()]
-        return out
+        return out + (self.selective.lines() if self.selective is not None else [])
 
 
 def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
-           replications: int = 0, seed: int = 0) -> TuneResult:
+           replications: int = 0, seed: int = 0, skip_budget: Optional[float] = None) -> TuneResult:
     """``result`` (what ``search(data)`` returned) with its :class:`TuneReport`: ``folds``
     K >= 2 cross-validates (:func:`~.folds.cross_validate`, dealt by ``fold_seed``);
-    ``replications`` > 0 bootstraps (seeded by ``seed``). Raises DataError as
+    ``replications`` > 0 bootstraps (seeded by ``seed``); ``skip_budget`` (with folds)
+    tunes selective rescoring (:func:`~.selective.tune_skip`). Raises DataError as
     :func:`~.folds.cross_validate`."""
     systems = {"dev_tuned": data.errors[data.one_best(result.best_weights())],
                "first_pass": data.errors[data.first_pass()]}
@@ -115,4 +121,7 @@ def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, f
     better = {k: improvement_probability(systems["first_pass"], e, replications, seed)
               for k, e in drawn if k != "first_pass"}
     utts = UtteranceErrors(data.utt_ids, data.utt_ref_words, systems)
-    return replace(result, report=TuneReport(utts, cv, boots, better))
+    selective = None
+    if skip_budget is not None and cv is not None:
+        selective = tune_skip(data, result.best_weights(), cv, skip_budget, replications, seed)
+    return replace(result, report=TuneReport(utts, cv, boots, better, selective))

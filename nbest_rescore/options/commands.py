@@ -77,8 +77,48 @@ class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
                            "1: none).", kind="int", range=">= 0")
     fold_seed: int = option(0, "Seed of the shuffle that deals the documents into the --folds.", kind="int",
                             range=">= 0")
+    skip_budget: Optional[float] = option(
+        None, "Selective rescoring (score --skip-confident P): find the first-pass posterior threshold P that scores "
+              "the fewest hypotheses at a WER at most B points (absolute, percent) above scoring every list, at the "
+              "tuned weights; with --folds, each fold's P is chosen on the other folds and the held-out WER and share "
+              "scored are reported. Needs --nn-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
+        unit="WER points")
     out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
                                       "folder (replaced as a whole).", path=_DIR_OUT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOption):
+    """``finetune``: MWER fine-tuning of a checkpoint on N-best lists
+    (:mod:`nbest_rescore.training.mwer`); the weights are those of the combined score
+    whose expected word errors are minimised."""
+
+    lm: str = option(help="The checkpoint (.pt) to fine-tune (a word-level LM trained by 'train').",
+                     path=_FILE)
+    ref: str = option(help="References of the lists (Kaldi text '<utterance-id> words...').", path=_FILE)
+    out: str = option(help="Output folder (replaced as a whole): finetune.json and, without --folds, finetuned.pt; "
+                           "with --folds K, fold_K.pt per fold and mwer/nn_cost (each fold's costs from the model "
+                           "fine-tuned on the other folds) beside base/nn_cost (the checkpoint's), both for tune.",
+                      path=_DIR_OUT)
+    epochs: int = option(2, "Passes over the training lists.", kind="int", range=">= 1")
+    lr: float = option(1e-4, "Adam's learning rate.", kind="float", range="> 0")
+    top_n: int = option(20, "Hypotheses of each list in the loss: the first-pass top N.", kind="int", range=">= 2",
+                        unit="hypotheses")
+    utts_per_step: int = option(8, "Lists per update.", kind="int", range=">= 1", unit="utterances")
+    posterior_scale: Optional[float] = option(
+        None, "alpha in the posterior softmax(alpha * combined score) whose expected word errors are minimised "
+              "(default: 1 / LM weight, as Kaldi's lattice posteriors).", kind="float", range="> 0", example=0.1)
+    text: Optional[str] = option(None, "LM text (one sentence per line) for the cross-entropy term that keeps the LM "
+                                       "an LM (default: the references of the training lists).", path=_FILE)
+    max_text_words: int = option(200000, "Words of --text read (whole sentences from its start).", kind="int",
+                                 range=">= 1", unit="words")
+    ce_weight: float = option(0.1, "Weight of the cross-entropy term (nats per token); 0: MWER alone.", kind="float",
+                              range=">= 0")
+    folds: int = option(0, "K >= 2: fine-tune K models, each on the other folds' documents, and score each fold "
+                           "with its own model: the held-out WER against the checkpoint's at the same weights, with "
+                           "the paired bootstrap (0: one model on all the lists).", kind="int", range=">= 0")
+    fold_seed: int = option(0, "Seed of the shuffle that deals the documents into the --folds (as tune's).",
+                            kind="int", range=">= 0")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -175,6 +175,11 @@ class ScoringOptions(ScorerOptions, DeviceOption, ThreadsOption):
         "(acoustic + n-gram), rescored (acoustic + NN), interpolated (full score), none. Once for every --lm, or once "
         "per --lm in the same order; with several LMs the rescored / interpolated 1-best of each is its own (as if "
         "scored alone).", choices=HISTORY_MODES, multiple=True)
+    skip_confident: Optional[float] = option(
+        None, "Selective rescoring: leave an utterance whose first-pass 1-best has a first-pass posterior of at least "
+              "P (softmax of the first-pass score / LM weight over its list, as Kaldi's lattice posteriors) to that "
+              "1-best, without running the NN LM on its list; its NN costs are written as its n-gram costs. tune "
+              "--skip-budget finds P. Default: score every list.", kind="float", range="(0, 1]", example=0.9)
     span_hyps: Optional[int] = option(
         SPAN_HYPS, "The lists are read, scored and written one span of whole documents at a time, of at most this many "
         "hypotheses (a larger document is a span of its own); bounds memory. 0: the whole set at once. The outputs do "

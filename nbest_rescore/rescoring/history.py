@@ -26,6 +26,7 @@ from ..validation import check_value
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
 from .interface import Scorer
+from .selective import confident
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,16 @@ log = logging.getLogger(__name__)
 class RescoreResult:
     """nn_cost: float64 [H] NN costs in set order (utterances, then hypotheses);
     offsets: int64 [U + 1]; best: int64 [U] flat index of each utterance's new 1-best;
-    one_best: utt_id -> words; history: the policy used."""
+    one_best: utt_id -> words; history: the policy used; scored: bool [U], the
+    utterances whose lists the LM scored (the others were confident, see
+    :mod:`.selective`: their NN costs are the n-gram costs); None: all of them."""
 
     nn_cost: np.ndarray
     offsets: np.ndarray
     best: np.ndarray
     one_best: Dict[str, tuple]
     history: str
+    scored: Optional[np.ndarray] = None
 
 
 class NonFiniteCostError(DataError):
@@ -61,7 +65,8 @@ def _choice_weights(history: str, weights: Weights) -> Weights:
 
 def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "first-pass",
             ngram_cost: Optional[np.ndarray] = None,
-            progress: Optional[Callable[[int], None]] = None) -> RescoreResult:
+            progress: Optional[Callable[[int], None]] = None,
+            skip_confident: Optional[float] = None) -> RescoreResult:
     """Score every hypothesis with the NN LM and pick the new 1-best per utterance.
 
     Args:
@@ -72,6 +77,11 @@ def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "f
         history: one of :data:`HISTORY_MODES`.
         ngram_cost: float64 [H] n-gram costs replacing the lists' ``lm_cost``.
         progress: called with the number of hypotheses scored so far, if given.
+        skip_confident: a first-pass posterior threshold P (:mod:`.selective`): the
+            lists whose first-pass 1-best has a posterior >= P are not scored; their
+            NN costs are their n-gram costs, so that every combination of the weights
+            gives their first-pass score and keeps their first-pass 1-best (which
+            feeds the history as any 1-best). None: every list is scored.
 
     A backward model's results (see the module docstring) are in the original order too.
 
@@ -82,34 +92,40 @@ def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "f
             before any 1-best is picked from it).
     """
     check_value(ScoringOptions, "history", history)
+    check_value(ScoringOptions, "skip_confident", skip_confident)
     if scorer.direction == "backward":
-        return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress)
-    return _rescore(nbest, scorer, weights, history, ngram_cost, progress)
+        return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress, skip_confident)
+    return _rescore(nbest, scorer, weights, history, ngram_cost, progress, skip_confident)
 
 
 def _rescore_backward(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
-                      ngram_cost: Optional[np.ndarray], progress) -> RescoreResult:
+                      ngram_cost: Optional[np.ndarray], progress, skip_confident) -> RescoreResult:
     """:func:`rescore` of a backward model: the forward machinery on the reversed set
     (:func:`~.backward.reverse_nbest`), results mapped back to the original order."""
     flat = nbest.flat(ngram_cost)  # (checks ngram_cost's shape)
     rev = reverse_nbest(nbest)
     log.debug("backward LM: documents read from their last utterance to their first, hypotheses reversed")
     res = _rescore(rev.nbest, scorer, weights, history,
-                   None if ngram_cost is None else flat.lm_cost[rev.flat_index], progress)
+                   None if ngram_cost is None else flat.lm_cost[rev.flat_index], progress, skip_confident)
     best = np.empty_like(res.best)
     best[rev.utt_index] = rev.flat_index[res.best]
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
-    return RescoreResult(rev.to_original(res.nn_cost), flat.offsets, best, one_best, history)
+    scored = None
+    if res.scored is not None:
+        scored = np.empty_like(res.scored)
+        scored[rev.utt_index] = res.scored
+    return RescoreResult(rev.to_original(res.nn_cost), flat.offsets, best, one_best, history, scored)
 
 
 def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
-             ngram_cost: Optional[np.ndarray], progress) -> RescoreResult:
+             ngram_cost: Optional[np.ndarray], progress, skip_confident=None) -> RescoreResult:
     """:func:`rescore` reading the set in the given order (a forward model)."""
     flat = nbest.flat(ngram_cost)
     docs = nbest.documents()
     log.debug("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
               history, len(docs), len(nbest), nbest.doc_source)
-    costs = _Costs(flat, scorer, progress)
+    scored = None if skip_confident is None else ~confident(flat, weights, skip_confident)
+    costs = _Costs(flat, scorer, progress, scored)
     if history == "none":
         init = scorer.initial_state(1)
         for chunk in _chunks(list(range(len(nbest)))):  # bounded, so that progress is reported
@@ -138,7 +154,7 @@ def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
         walk_documents(docs, scorer, read_chosen)
     best = segment_argmax(flat_scores(flat, weights, costs.nn_cost), flat.offsets)
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
-    return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history)
+    return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history, scored)
 
 
 def _chunks(items: list, size: int = 64):
@@ -163,24 +179,34 @@ def walk_documents(docs, scorer: Scorer, visit: Callable) -> None:
 
 class _Costs:
     """The NN costs of a flat set (float64 [H] ``nn_cost``), filled utterance by
-    utterance; ``progress(hypotheses scored)`` after each batch."""
+    utterance; ``progress(hypotheses done)`` after each batch. ``scored``: bool [U],
+    the utterances the LM scores (the others get their n-gram costs), or None: all."""
 
-    def __init__(self, flat, scorer: Scorer, progress):
-        self.flat, self.scorer, self.progress = flat, scorer, progress
+    def __init__(self, flat, scorer: Scorer, progress, scored: Optional[np.ndarray] = None):
+        self.flat, self.scorer, self.progress, self.scored = flat, scorer, progress, scored
         self.nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
         self.done = 0
 
     def score(self, utt_idx: List[int], states, state_rows: List[int]) -> None:
         """Score every hypothesis of the utterances ``utt_idx``, each from the state
-        row of ``state_rows``. Raises NonFiniteCostError for NaN or infinite costs, and
-        DataError naming the hypothesis key for one the scorer cannot score."""
+        row of ``state_rows`` (an utterance not in ``scored`` takes its n-gram costs).
+        Raises NonFiniteCostError for NaN or infinite costs, and DataError naming the
+        hypothesis key for one the scorer cannot score."""
         flat = self.flat
         rows, hyps, flat_pos = [], [], []
         for u, r in zip(utt_idx, state_rows):
             a, b = flat.offsets[u], flat.offsets[u + 1]
+            if self.scored is not None and not self.scored[u]:
+                self.nn_cost[a:b] = flat.lm_cost[a:b]
+                self.done += b - a
+                continue
             rows.extend([r] * (b - a))
             hyps.extend(flat.hyps[a:b])
             flat_pos.extend(range(a, b))
+        if not hyps:
+            if self.progress:
+                self.progress(self.done)
+            return
         try:
             costs = self.scorer.costs(states, rows, hyps)
         except HypothesisError as e:

@@ -1,0 +1,90 @@
+"""``nbest-rescore finetune`` on the ci lists with the tiny GRU: with --folds, no
+held-out document is ever trained on (the training lists of each fold are recorded),
+each fold's costs are those of its own checkpoint scored again independently, and the
+reported WERs are recomputed from the written cost files; without folds, a checkpoint
+that score reads."""
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from nbest_rescore.api import finetune_job
+from nbest_rescore.cli import main
+from nbest_rescore.evaluation.folds import document_folds
+from nbest_rescore.models import load_model
+from nbest_rescore.rescoring.combine import Weights, flat_scores, segment_argmax
+from nbest_rescore.rescoring.history import rescore
+from nbest_rescore.rescoring.scorer import NnScorer
+from nbest_rescore.types import NbestSet
+
+ARGS = ["--interp", "0.5", "--word-ins-penalty", "-0.629606", "--epochs", "1", "--top-n", "8", "--lr", "1e-3"]
+W = Weights(lm_weight=9.5, interp=0.5, word_ins_penalty=-0.629606)
+
+
+def test_folds_never_train_on_their_held_out_documents(DATA, ci_nbest, tiny_lm, tmp_path, monkeypatch):
+    trained = []
+    real = finetune_job.FinetuneJob._finetune
+
+    def spy(self, base, nbest, refs, weights, text):
+        trained.append({u.utt_id for u in nbest.utterances})
+        return real(self, base, nbest, refs, weights, text)
+
+    monkeypatch.setattr(finetune_job.FinetuneJob, "_finetune", spy)
+    out = tmp_path / "ft"
+    ci = str(DATA / "ci")
+    res = CliRunner().invoke(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt",
+                                    "--folds", "2", "--replications", "200", "--out", str(out), *ARGS])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    docs = ci_nbest.documents()
+    fold_of_doc = document_folds(len(docs), 2, 0)
+    assert len(trained) == 2
+    for k in range(2):
+        held = {ci_nbest.utterances[u].utt_id for d, utts in zip(fold_of_doc, docs) if d == k for u in utts}
+        assert held and not (held & trained[k])  # a leak fails here
+        assert trained[k] | held == set(ci_nbest.utt_ids)
+    # each fold's costs: its own checkpoint, scored again here
+    flat = ci_nbest.flat()
+    costs = {n: dict(line.split() for line in (out / n / "nn_cost").read_text().splitlines()) for n in ("mwer", "base")}
+    for k in range(2):
+        utts = [u for d, us in zip(fold_of_doc, docs) if d == k for u in us]
+        model, vocab, _ = load_model(out / f"fold_{k + 1}.pt")
+        again = rescore(NbestSet(tuple(ci_nbest.utterances[u] for u in utts), ci_nbest.doc_source),
+                        NnScorer(model, vocab), W).nn_cost
+        keys = [key for u in utts for key in ci_nbest.utterances[u].keys]
+        assert [float(costs["mwer"][key]) for key in keys] == pytest.approx(again.tolist(), abs=1e-4)
+    # the WERs of finetune.json from the written costs
+    from nbest_rescore.api.inputs import load_references
+    from nbest_rescore.evaluation.wer import nbest_errors
+
+    errors, offsets, words = nbest_errors(ci_nbest, load_references(DATA / "ci" / "ref.txt"), flat)
+    report = json.loads((out / "finetune.json").read_text())
+    for name in ("base", "mwer"):
+        nn = np.array([float(costs[name][key]) for key in flat.keys])
+        wer = 100.0 * errors[segment_argmax(flat_scores(flat, W, nn), offsets)].sum() / words
+        assert report["wer"][name] == pytest.approx(wer)
+    assert 0.0 <= report["p_mwer_better_than_base"] <= 1.0 and "held-out WER" in res.output
+
+
+def test_without_folds_a_checkpoint_that_score_reads(DATA, tiny_lm, tmp_path):
+    ci = str(DATA / "ci")
+    out = tmp_path / "ft"
+    res = CliRunner().invoke(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt",
+                                    "--out", str(out), *ARGS])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["finetune.json", "finetuned.pt"]
+    score = CliRunner().invoke(main, ["score", "--lm", str(out / "finetuned.pt"), "--nbest", ci, "--out",
+                                      str(tmp_path / "s"), "--no-progress"])
+    assert score.exit_code == 0, score.output
+    _, _, info = load_model(out / "finetuned.pt")
+    assert len(info["mwer"]) == 1 and "expected_errors" in info["mwer"][0]
+
+
+def test_bad_options_are_one_line_before_reading(DATA, tiny_lm, tmp_path):
+    ci = str(DATA / "ci")
+    run = CliRunner().invoke
+    res = run(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt", "--out",
+                     str(tmp_path / "o"), "--top-n", "1"])
+    assert res.exit_code != 0 and "--top-n" in res.output and "Traceback" not in res.output
+    res = run(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt", "--out", ci])
+    assert res.exit_code != 0 and "Traceback" not in res.output
