@@ -273,7 +273,7 @@ def tune(obj, **kw):
 
 _FINETUNE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids ref acoustic_scale lm_weight interp "
              "word_ins_penalty weights_file out epochs lr top_n utts_per_step posterior_scale text max_text_words "
-             "ce_weight folds fold_seed replications threads")
+             "ce_weight eval_nbest eval_ref folds fold_seed replications threads")
 
 
 @main.command(short_help="Fine-tune a checkpoint by minimum word error rate on N-best lists.")
@@ -287,7 +287,8 @@ def finetune(obj, **kw):
     against the checkpoint's, with the paired bootstrap (seeded by --seed)."""
     res = api.FinetuneJob(**kw, seed=obj["seed"]).run()
     if "wer" in res:
-        line = f"held-out WER at the given weights ({res['folds']} folds): checkpoint {res['wer']['base']:.2f}%, " \
+        where = f"{res['folds']} folds" if "folds" in res else res["eval_nbest"]
+        line = f"held-out WER at the given weights ({where}): checkpoint {res['wer']['base']:.2f}%, " \
                f"MWER fine-tuned {res['wer']['mwer']:.2f}%"
         if "p_mwer_better_than_base" in res:
             line += f", P(fine-tuned better) = {res['p_mwer_better_than_base']:.4f}"

@@ -91,13 +91,17 @@ class FinetuneJob(FinetuneOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("lm", "nbest", "ref", "text", "weights_file", *PLAIN_PATHS))
+        check_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest", "eval_ref", *PLAIN_PATHS))
+        if (self.eval_nbest is None) != (self.eval_ref is None):
+            raise DataError("--eval-nbest and --eval-ref go together: give the other lists and their references")
+        if self.eval_nbest is not None and self.folds >= 2:
+            raise DataError(f"--eval-nbest with --folds {self.folds}: the folds are the evaluation; give one of them")
         if self.lm.startswith("hf:"):
             raise DataError(f"--lm {self.lm}: finetune takes a checkpoint trained by 'train' (a word-level LM); "
                             f"an hf: LM is not fine-tuned here")
         self.weights()
-        check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "text", "weights_file",
-                                                          *PLAIN_PATHS)))
+        check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
+                                                          "eval_ref", *PLAIN_PATHS)))
         check_output_dir(self.out, FINETUNE_OUTPUTS + tuple(f"fold_{k}.pt" for k in range(1, self.folds + 1)))
 
     def weights(self) -> Weights:
@@ -128,6 +132,8 @@ class FinetuneJob(FinetuneOptions):
                 model, history = self._finetune(base, nbest, refs, weights, text)
                 save_model(tmp / "finetuned.pt", model, base.vocab, {**base.info, "mwer": history})
                 report["history"] = history
+                if self.eval_nbest is not None:
+                    report.update(self._evaluate(base, model, weights, tmp))
             else:
                 report.update(self._folds(base, nbest, refs, weights, text, tmp))
             (tmp / "finetune.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -149,6 +155,15 @@ class FinetuneJob(FinetuneOptions):
                                 self.options(weights), text)
         return model, history
 
+    def _evaluate(self, base, model, weights: Weights, tmp) -> Dict[str, object]:
+        """Score --eval-nbest with ``base`` and the fine-tuned ``model``; compare."""
+        nbest, refs = load_nbest(self.eval_nbest), load_references(self.eval_ref)
+        check_references(nbest, refs, self.eval_ref)
+        costs = {name: rescore(nbest, NnScorer(m, base.vocab), weights).nn_cost
+                 for name, m in (("base", base.model), ("mwer", model))}
+        _write_costs(tmp, nbest, costs)
+        return {"eval_nbest": self.eval_nbest, **self._compare(nbest, refs, weights, costs)}
+
     def _folds(self, base, nbest: NbestSet, refs, weights: Weights, text, tmp) -> Dict[str, object]:
         """Fine-tune per fold, score each fold with its model, compare with ``base``."""
         docs = nbest.documents()
@@ -168,9 +183,7 @@ class FinetuneJob(FinetuneOptions):
             costs["mwer"][rows] = rescore(_subset(nbest, held), NnScorer(model, base.vocab), weights).nn_cost
             per_fold.append({"documents": int((fold_of_doc == k).sum()), "utterances": len(held),
                              "history": history})
-        for name, c in costs.items():
-            (tmp / name).mkdir()
-            write_cost_ark(tmp / name / "nn_cost", zip(flat.keys, c))
+        _write_costs(tmp, nbest, costs)
         return {"folds": self.folds, "fold_seed": self.fold_seed, "per_fold": per_fold,
                 **self._compare(nbest, refs, weights, costs)}
 
@@ -189,6 +202,14 @@ class FinetuneJob(FinetuneOptions):
         log.info("held-out WER at the given weights: base %.2f%%, MWER fine-tuned %.2f%%", out["wer"]["base"],
                  out["wer"]["mwer"])
         return out
+
+
+def _write_costs(tmp, nbest: NbestSet, costs) -> None:
+    """``tmp/NAME/nn_cost`` for each ``NAME -> float64 [H]`` of ``costs`` (set order)."""
+    keys = nbest.flat().keys
+    for name, c in costs.items():
+        (tmp / name).mkdir()
+        write_cost_ark(tmp / name / "nn_cost", zip(keys, c))
 
 
 def _weights_dict(w: Weights) -> Dict[str, object]:

@@ -98,7 +98,8 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
     ref: str = option(help="References of the lists (Kaldi text '<utterance-id> words...').", path=_FILE)
     out: str = option(help="Output folder (replaced as a whole): finetune.json and, without --folds, finetuned.pt; "
                            "with --folds K, fold_K.pt per fold and mwer/nn_cost (each fold's costs from the model "
-                           "fine-tuned on the other folds) beside base/nn_cost (the checkpoint's), both for tune.",
+                           "fine-tuned on the other folds) beside base/nn_cost (the checkpoint's), both for tune; "
+                           "with --eval-nbest, its lists' mwer/nn_cost and base/nn_cost.",
                       path=_DIR_OUT)
     epochs: int = option(2, "Passes over the training lists.", kind="int", range=">= 1")
     lr: float = option(1e-4, "Adam's learning rate.", kind="float", range="> 0")
@@ -114,6 +115,10 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
                                  range=">= 1", unit="words")
     ce_weight: float = option(0.1, "Weight of the cross-entropy term (nats per token); 0: MWER alone.", kind="float",
                               range=">= 0")
+    eval_nbest: Optional[str] = option(None, "Other N-best lists (any layout score reads) to score with the checkpoint "
+                                             "and with the fine-tuned model (without --folds): their WERs at the same "
+                                             "weights and the paired bootstrap.", path={"exists": True})
+    eval_ref: Optional[str] = option(None, "References of --eval-nbest.", path=_FILE)
     folds: int = option(0, "K >= 2: fine-tune K models, each on the other folds' documents, and score each fold "
                            "with its own model: the held-out WER against the checkpoint's at the same weights, with "
                            "the paired bootstrap (0: one model on all the lists).", kind="int", range=">= 0")

@@ -66,16 +66,25 @@ def test_folds_never_train_on_their_held_out_documents(DATA, ci_nbest, tiny_lm, 
     assert 0.0 <= report["p_mwer_better_than_base"] <= 1.0 and "held-out WER" in res.output
 
 
-def test_without_folds_a_checkpoint_that_score_reads(DATA, tiny_lm, tmp_path):
+def test_without_folds_a_checkpoint_that_score_reads(DATA, tiny_lm, ci_shard, tmp_path):
+    """Fine-tuned on ci, evaluated on a third of it (--eval-nbest): the eval WERs equal
+    those of score run with each checkpoint at the same weights."""
     ci = str(DATA / "ci")
     out = tmp_path / "ft"
     res = CliRunner().invoke(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt",
-                                    "--out", str(out), *ARGS])
+                                    "--eval-nbest", str(ci_shard), "--eval-ref", str(ci_shard / "ref.txt"),
+                                    "--replications", "100", "--out", str(out), *ARGS])
     assert res.exit_code == 0, res.output + repr(res.exception)
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["finetune.json", "finetuned.pt"]
-    score = CliRunner().invoke(main, ["score", "--lm", str(out / "finetuned.pt"), "--nbest", ci, "--out",
-                                      str(tmp_path / "s"), "--no-progress"])
-    assert score.exit_code == 0, score.output
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["base", "finetune.json",
+                                                                                  "finetuned.pt", "mwer"]
+    report = json.loads((out / "finetune.json").read_text())
+    for name, lm in (("base", tiny_lm), ("mwer", out / "finetuned.pt")):
+        score = CliRunner().invoke(main, ["score", "--lm", str(lm), "--nbest", str(ci_shard), "--ref",
+                                          str(ci_shard / "ref.txt"), "--out", str(tmp_path / name), "--no-progress",
+                                          *ARGS[:4]])
+        assert score.exit_code == 0, score.output
+        wer = json.loads((tmp_path / name / "wer.json").read_text())["wer"]["rescored"]["wer"]
+        assert report["wer"][name] == pytest.approx(wer)
     _, _, info = load_model(out / "finetuned.pt")
     assert len(info["mwer"]) == 1 and "expected_errors" in info["mwer"][0]
 
@@ -88,3 +97,6 @@ def test_bad_options_are_one_line_before_reading(DATA, tiny_lm, tmp_path):
     assert res.exit_code != 0 and "--top-n" in res.output and "Traceback" not in res.output
     res = run(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt", "--out", ci])
     assert res.exit_code != 0 and "Traceback" not in res.output
+    res = run(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt", "--out",
+                     str(tmp_path / "o"), "--eval-nbest", ci])
+    assert res.exit_code == 1 and "--eval-nbest and --eval-ref go together" in res.output
