@@ -25,6 +25,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || { echo "usage: $0 [--exp DIR] ROW:SEED ... (ROW a config of $conf)" >&2; exit 2; }
+python -c "import torch, nbest_rescore" 2>/dev/null || {
+  echo "$0: $(command -v python || echo python) cannot import torch and nbest_rescore: activate the project's virtual environment (. .venv/bin/activate)" >&2; exit 1; }
 mkdir -p "$exp"
 for run in "$@"; do
   row=${run%%:*}; seed=${run##*:}
