@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Dict, List
 
 import numpy as np
@@ -27,10 +27,10 @@ from ..io.atomic import atomic_dir, check_output_dir, check_outside_inputs
 from ..io.lm_text import read_lm_text
 from ..io.score_ark import write_cost_ark
 from ..models import save_model
-from ..models.base import LanguageModel, State, cat_states, select_state
+from ..models.base import LanguageModel, State, select_state
 from ..options import FinetuneOptions
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
-from ..rescoring.history import rescore, walk_documents
+from ..rescoring.history import first_pass_states as history_states, rescore
 from ..rescoring.scorer import NnScorer
 from ..training.mwer import MwerLists, MwerOptions, finetune_mwer
 from ..types import NbestSet
@@ -57,22 +57,15 @@ def mwer_lists(nbest: NbestSet, refs, vocab: Vocabulary, weights: Weights) -> Mw
 def first_pass_states(nbest: NbestSet, vocab: Vocabulary, weights: Weights) -> Callable[[LanguageModel], State]:
     """``states(model)``: each utterance's start state (batch U, set order) after its
     document's first-pass 1-best history (``interp = 1`` at ``weights``), without
-    gradient, as :func:`~nbest_rescore.rescoring.history.rescore` reads them."""
-    flat = nbest.flat()
-    best = segment_argmax(flat_scores(flat, replace(weights, interp=1.0, nn_weights=None)), flat.offsets)
+    gradient, as :func:`~nbest_rescore.rescoring.history.rescore` reads them
+    (:func:`~nbest_rescore.rescoring.history.first_pass_states`)."""
+    flat, docs = nbest.flat(), nbest.documents()
 
     def states(model: LanguageModel) -> State:
-        parts, order = [], []
-
-        def visit(utts, cur):
-            parts.append(cur)
-            order.extend(utts)
-            return [flat.hyps[best[u]] for u in utts]
-
-        walk_documents(nbest.documents(), NnScorer(model, vocab), visit)
+        rows, order = history_states(flat, docs, NnScorer(model, vocab), weights)
         where = np.empty(len(order), dtype=np.int64)
         where[np.asarray(order)] = np.arange(len(order))
-        return select_state(cat_states(parts), torch.as_tensor(where))
+        return select_state(rows, torch.as_tensor(where))
 
     return states
 

@@ -131,16 +131,7 @@ def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
         for chunk in _chunks(list(range(len(nbest)))):  # bounded, so that progress is reported
             costs.score(chunk, init, [0] * len(chunk))
     elif history == "first-pass":
-        fp_best = segment_argmax(flat_scores(flat, _choice_weights(history, weights)), flat.offsets)
-        starts, start_utts = [], []
-
-        def read_first_pass(utts, cur):
-            starts.append(cur)
-            start_utts.extend(utts)
-            return [flat.hyps[fp_best[u]] for u in utts]
-
-        walk_documents(docs, scorer, read_first_pass)
-        all_states = cat_states(starts)
+        all_states, start_utts = first_pass_states(flat, docs, scorer, weights)
         # several utterances per call, sorted by length inside the scorer
         for rows in _chunks(list(range(len(start_utts)))):
             costs.score([start_utts[r] for r in rows], all_states, rows)
@@ -155,6 +146,24 @@ def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
     best = segment_argmax(flat_scores(flat, weights, costs.nn_cost), flat.offsets)
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
     return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history, scored)
+
+
+def first_pass_states(flat, docs, scorer: Scorer, weights: Weights):
+    """``(states, utts)``: the start state of every utterance after its document's
+    first-pass 1-best history (``interp = 1`` at ``weights``), read with ``scorer``
+    (:func:`walk_documents`, no gradient); row i of ``states`` is utterance ``utts[i]``
+    (documents advance in parallel, so the rows are not in set order). ``flat``: the
+    set's :class:`~nbest_rescore.types.FlatNbest`; ``docs``: its documents' utterances."""
+    fp_best = segment_argmax(flat_scores(flat, _choice_weights("first-pass", weights)), flat.offsets)
+    starts, start_utts = [], []
+
+    def read_first_pass(utts, cur):
+        starts.append(cur)
+        start_utts.extend(utts)
+        return [flat.hyps[fp_best[u]] for u in utts]
+
+    walk_documents(docs, scorer, read_first_pass)
+    return cat_states(starts), start_utts
 
 
 def _chunks(items: list, size: int = 64):

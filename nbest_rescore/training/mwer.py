@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from ..models.base import LanguageModel, State, select_state
+from ..rescoring.batching import pad_batch  # (the padding scoring uses: </s> w_1 .. w_n -> w_1 .. w_n </s>)
 
 log = logging.getLogger(__name__)
 
@@ -110,19 +111,12 @@ def hypothesis_costs(model: LanguageModel, seqs: Sequence[Sequence[int]], eos: i
                      rows: Sequence[int]) -> Tensor:
     """float32 [B] costs (nats, words + ``</s>``) of ``seqs`` [B] (word ids), sequence b
     from row ``rows[b]`` of ``states``, with gradient (one padded forward)."""
-    lengths = torch.tensor([len(s) + 1 for s in seqs])
-    t = int(lengths.max())
-    inputs = torch.zeros(len(seqs), t, dtype=torch.long)
-    targets = torch.zeros_like(inputs)
-    inputs[:, 0] = eos
-    for b, s in enumerate(seqs):
-        inputs[b, 1:len(s) + 1] = torch.as_tensor(s, dtype=torch.long)
-        targets[b, :len(s)] = torch.as_tensor(s, dtype=torch.long)
-        targets[b, len(s)] = eos
+    batch = pad_batch(seqs, eos, rows, range(len(seqs)))
     device = next(model.parameters()).device
-    st = select_state(states, torch.as_tensor(list(rows), device=device))
-    logp, _ = model.log_probs(inputs.to(device), targets.to(device), st, lengths.to(device))
-    mask = torch.arange(t, device=device)[None, :] < lengths.to(device)[:, None]
+    lengths = batch.lengths.to(device)
+    st = select_state(states, batch.rows.to(device))
+    logp, _ = model.log_probs(batch.inputs.to(device), batch.targets.to(device), st, lengths)
+    mask = torch.arange(batch.inputs.shape[1], device=device)[None, :] < lengths[:, None]
     return -(logp * mask).sum(1)
 
 
