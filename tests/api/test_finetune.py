@@ -100,3 +100,13 @@ def test_bad_options_are_one_line_before_reading(DATA, tiny_lm, tmp_path):
     res = run(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt", "--out",
                      str(tmp_path / "o"), "--eval-nbest", ci])
     assert res.exit_code == 1 and "--eval-nbest and --eval-ref go together" in res.output
+    base = ["finetune", "--nbest", ci, "--ref", f"{ci}/ref.txt", "--out", str(tmp_path / "o")]
+    for args, expected in ((["--lm", "hf:x"], "--lm"),
+                           (["--lm", str(tiny_lm), "--eval-nbest", ci, "--eval-ref", f"{ci}/ref.txt", "--folds", "2"],
+                            "--eval-nbest with --folds 2"),
+                           (["--lm", str(tiny_lm), "--epochs", "0"], "--epochs"),
+                           (["--lm", str(tiny_lm), "--posterior-scale", "0"], "--posterior-scale"),
+                           (["--lm", str(tiny_lm), "--text", str(tmp_path / "missing.txt")], "--text")):
+        res = run(main, base + args)
+        assert res.exit_code != 0 and expected in res.output and "Traceback" not in res.output, (args, res.output)
+    assert not (tmp_path / "o").exists()

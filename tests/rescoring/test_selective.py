@@ -113,3 +113,19 @@ def test_skip_budget_without_folds_is_one_line(DATA, tmp_path):
     res = CliRunner().invoke(main, ["tune", "--nbest", ci, "--ref", f"{ci}/ref.txt", "--skip-budget", "0.1"])
     assert res.exit_code != 0 and "--skip-budget 0.1 needs --nn-cost" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("value, expected", [("0", "--skip-confident"), ("1.5", "--skip-confident"),
+                                             ("abc", "--skip-confident")])
+def test_a_bad_threshold_is_one_line(DATA, tiny_lm, tmp_path, value, expected):
+    res = CliRunner().invoke(main, ["score", "--lm", str(tiny_lm), "--nbest", str(DATA / "ci"), "--out",
+                                    str(tmp_path / "o"), "--skip-confident", value])
+    assert res.exit_code != 0 and expected in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_negative_budget_is_one_line(DATA, tmp_path):
+    ci = str(DATA / "ci")
+    res = CliRunner().invoke(main, ["tune", "--nbest", ci, "--ref", f"{ci}/ref.txt", "--skip-budget", "-1",
+                                    "--folds", "2"])
+    assert res.exit_code != 0 and "--skip-budget" in res.output and "Traceback" not in res.output
