@@ -6,11 +6,14 @@ and every ``</s>`` is predicted. Whole documents are dealt to ``B`` parallel str
 (each to the currently shortest stream), so the recurrent state can be carried from
 one BPTT segment to the next and reset exactly where a new document starts
 (``000`` section 5.1). A backward model (``model_config.direction: backward``) gets
-the documents reversed first (:func:`model_documents`).
+the documents reversed first (:func:`model_documents`). A set of single sentences
+(N-best hypotheses, MWER's training lists) is padded into one batch of rows
+``</s> w_1 .. w_n`` -> ``w_1 .. w_n </s>`` by :func:`pad_batch`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -248,3 +251,33 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
         if progress is not None:
             progress(done[k - 1], done[-1])
     return float(total)
+
+
+@dataclass
+class Batch:
+    """inputs, targets: int64 [B, T]; lengths: int64 [B] (n + 1 per hypothesis);
+    rows: int64 [B] index of each hypothesis's start state; items: int64 [B] position
+    of each hypothesis in the caller's flat list."""
+
+    inputs: Tensor
+    targets: Tensor
+    lengths: Tensor
+    rows: Tensor
+    items: Tensor
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], eos: int, rows, items) -> Batch:
+    """Pad the id sequences (without ``</s>``) into one :class:`Batch`."""
+    lengths = np.fromiter((len(s) + 1 for s in seqs), dtype=np.int64, count=len(seqs))
+    t = int(lengths.max())
+    inp = np.zeros((len(seqs), t), dtype=np.int64)
+    tgt = np.zeros_like(inp)
+    inp[:, 0] = eos
+    words = np.arange(t) < (lengths - 1)[:, None]  # [B, T]: the words' target positions (the inputs': one later)
+    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()) - len(seqs))
+    tgt[words] = flat
+    inp[:, 1:][words[:, :-1]] = flat
+    tgt[np.arange(len(seqs)), lengths - 1] = eos
+    return Batch(torch.from_numpy(inp), torch.from_numpy(tgt), torch.from_numpy(lengths),
+                 torch.as_tensor(np.asarray(rows, dtype=np.int64)),
+                 torch.as_tensor(np.asarray(items, dtype=np.int64)))

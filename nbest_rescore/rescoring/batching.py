@@ -7,46 +7,15 @@ Hypotheses of many utterances are sorted by length and cut into batches of at mo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import chain
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ..corpus import Batch, pad_batch
 from ..models.base import LanguageModel, Output, State, cat_states, select_state
 from ..models.rows import MIN_ROWS, pad_rows
-
-
-@dataclass
-class Batch:
-    """inputs, targets: int64 [B, T]; lengths: int64 [B] (n + 1 per hypothesis);
-    rows: int64 [B] index of each hypothesis's start state; items: int64 [B] position
-    of each hypothesis in the caller's flat list."""
-
-    inputs: Tensor
-    targets: Tensor
-    lengths: Tensor
-    rows: Tensor
-    items: Tensor
-
-
-def pad_batch(seqs: Sequence[Sequence[int]], eos: int, rows, items) -> Batch:
-    """Pad the id sequences (without ``</s>``) into one :class:`Batch`."""
-    lengths = np.fromiter((len(s) + 1 for s in seqs), dtype=np.int64, count=len(seqs))
-    t = int(lengths.max())
-    inp = np.zeros((len(seqs), t), dtype=np.int64)
-    tgt = np.zeros_like(inp)
-    inp[:, 0] = eos
-    words = np.arange(t) < (lengths - 1)[:, None]  # [B, T]: the words' target positions (the inputs': one later)
-    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()) - len(seqs))
-    tgt[words] = flat
-    inp[:, 1:][words[:, :-1]] = flat
-    tgt[np.arange(len(seqs)), lengths - 1] = eos
-    return Batch(torch.from_numpy(inp), torch.from_numpy(tgt), torch.from_numpy(lengths),
-                 torch.as_tensor(np.asarray(rows, dtype=np.int64)),
-                 torch.as_tensor(np.asarray(items, dtype=np.int64)))
 
 
 def budget_batches(sizes: Sequence[Tuple[int, int]], max_rows: int, max_tokens: int) -> Iterator[List[int]]:

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from ..models.base import LanguageModel, State, select_state
-from ..rescoring.batching import pad_batch  # (the padding scoring uses: </s> w_1 .. w_n -> w_1 .. w_n </s>)
+from ..corpus import pad_batch  # (the padding scoring uses: </s> w_1 .. w_n -> w_1 .. w_n </s>)
 
 log = logging.getLogger(__name__)
 
