@@ -24,6 +24,7 @@ from ..io.atomic import check_output_dir, check_outside_inputs
 from ..io.spans import NbestSource, SetSource
 from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, ScoringOptions, WeightOptions
 from ..rescoring.combine import Weights
+from ..rescoring.selective import Selection
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths, check_value, named_paths
@@ -44,10 +45,10 @@ _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
 
 
 def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...],
-           opts: ScorerOptions, *, refs, ngram_arpa, progress, skip_confident=None) -> _SpanRun:
+           opts: ScorerOptions, *, refs, ngram_arpa, progress, selection=None) -> _SpanRun:
     """A run ready for the spans of ``source`` (``refs`` checked by the caller)."""
     index = source.index
-    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), skip_confident)
+    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), selection)
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
         log.info("%s: history conditioning %s (%d documents, %d utterances, grouping from %s)%s", one.path, h,
@@ -55,6 +56,12 @@ def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histo
                  "; backward LM: documents read from their last utterance to their first, hypotheses reversed"
                  if getattr(one.model, "direction", "forward") == "backward" else "")
     return run
+
+
+def _selection(skip_confident: Optional[float], prune_mass: Optional[float]) -> Optional[Selection]:
+    """The selective-rescoring rules (None: every hypothesis is scored); DataError for a
+    value out of range."""
+    return None if skip_confident is None and prune_mass is None else Selection(skip_confident, prune_mass)
 
 
 def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
@@ -71,7 +78,7 @@ def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           refs: Optional[Mapping[str, Sequence[str]]] = None, history: Union[str, Sequence[str]] = "first-pass",
           ngram_arpa=None, progress: Optional[Progress] = None, span_hyps: Optional[int] = None,
-          skip_confident: Optional[float] = None, **options) -> ScoreResult:
+          skip_confident: Optional[float] = None, prune_mass: Optional[float] = None, **options) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
@@ -80,8 +87,8 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     ``weights_file``; ``nn_weights`` None splits ``1 - interp`` equally) and
     ``ScorerOptions``, ``history`` (one for every LM, or one per LM in order),
     ``ngram_arpa``, ``span_hyps`` (None, the default: the whole set at once; the
-    results do not depend on it) and ``skip_confident`` (selective rescoring,
-    :mod:`~nbest_rescore.rescoring.selective`; None: every list scored).
+    results do not depend on it), ``skip_confident`` and ``prune_mass`` (selective
+    rescoring, :mod:`~nbest_rescore.rescoring.selective`; None: every hypothesis scored).
 
     Args:
         nbest: from :func:`load_nbest`.
@@ -103,13 +110,13 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
         raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
     weights, opts = _split_options(options, len(lms))
     check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
-    check_value(ScoringOptions, "skip_confident", skip_confident)
+    selection = _selection(skip_confident, prune_mass)
     histories = lm_histories(history, len(lms))
     source = SetSource(nbest)
     if refs is not None:
         check_references(source.index, refs)
     run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress,
-                 skip_confident=skip_confident)
+                 selection=selection)
     parts = [run.span(span) for span in source.spans(span_hyps)]
     res = run.result(nbest.source)
 
@@ -201,7 +208,8 @@ class ScoreJob(ScoreOptions):
             check_references(source.index, refs, self.ref)
         lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
-                     ngram_arpa=self.ngram_arpa, progress=progress, skip_confident=self.skip_confident)
+                     ngram_arpa=self.ngram_arpa, progress=progress,
+                     selection=_selection(self.skip_confident, self.prune_mass))
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
 
         def result() -> ScoreResult:

@@ -19,6 +19,7 @@ from ..options import ScorerOptions
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..rescoring.history import NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
+from ..rescoring.selective import Selection
 from ..rescoring.interface import Scorer
 from ..types import NbestSet, Words
 from .inputs import Progress
@@ -44,12 +45,12 @@ def wer_span_counts(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cos
 
 
 def _rescore_lm(nbest: NbestSet, scorer: Scorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
-                progress: Optional[Callable[[int], None]], skip_confident: Optional[float] = None):
+                progress: Optional[Callable[[int], None]], selection: Optional[Selection] = None):
     """The one-LM path over the lists ``nbest``: ``lm``'s costs and 1-best at the
-    two-model ``weights`` (``skip_confident``: :func:`~nbest_rescore.rescoring.history.rescore`).
+    two-model ``weights`` (``selection``: :func:`~nbest_rescore.rescoring.history.rescore`).
     Raises DataError for non-finite costs (model and keys named)."""
     try:
-        return rescore(nbest, scorer, weights, history, ngram_cost, progress, skip_confident)
+        return rescore(nbest, scorer, weights, history, ngram_cost, progress, selection)
     except NonFiniteCostError as exc:
         raise DataError(f"the NN LM {lm.path} ({lm.name}) gave non-finite costs (NaN or inf), e.g. for "
                         f"{examples(exc.keys)}: its weights are probably corrupt (a diverged training); use an "
@@ -88,9 +89,9 @@ class _SpanRun:
 
     def __init__(self, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...], refs, ngram_arpa,
                  opts: ScorerOptions, progress: Optional[Progress], total_hyps: int,
-                 skip_confident: Optional[float] = None):
+                 selection: Optional[Selection] = None):
         self.lms, self.weights, self.histories, self.refs = list(lms), weights, histories, refs
-        self.skip_confident = skip_confident
+        self.selection = selection
         self.hyps_scored = 0
         self.ngram_arpa = ngram_arpa
         self.ngram = None if ngram_arpa is None else NgramScorer(ngram_arpa)
@@ -118,7 +119,7 @@ class _SpanRun:
             base = k * self.hyps + i * h
             report = None if self.progress is None else (lambda n, b=base: self.progress(b + n, k * self.total))
             t0 = time.perf_counter()
-            runs.append(_rescore_lm(nbest, scorer, lm, alone, history, ngram_cost, report, self.skip_confident))
+            runs.append(_rescore_lm(nbest, scorer, lm, alone, history, ngram_cost, report, self.selection))
             self.seconds[i] += time.perf_counter() - t0
         costs = tuple(r.nn_cost for r in runs)
         if k == 1:
@@ -132,8 +133,8 @@ class _SpanRun:
         wer = None if self.refs is None else wer_span_counts(nbest, self.refs, one_best, weights, ngram_cost)
         self.words.update(chain.from_iterable(h for u in nbest.utterances for h in u.hyps))
         self.tokens += int(sum(len(x) + 1 for u in nbest.utterances for x in u.hyps))
-        if runs[0].scored is not None:  # (the same utterances for every LM: first-pass posteriors)
-            self.hyps_scored += int(sum(len(u) for u, s in zip(nbest.utterances, runs[0].scored) if s))
+        if runs[0].scored is not None:  # (the same hypotheses for every LM: first-pass posteriors)
+            self.hyps_scored += int(runs[0].scored.sum())
         self.best.append(np.asarray(best, dtype=np.int64) + self.hyps)
         self.utts += len(nbest)
         self.hyps += h
@@ -165,8 +166,8 @@ class _SpanRun:
         tokens = self.tokens * k
         stats = {"utterances": self.utts, "hypotheses": self.hyps, "tokens_scored": tokens,
                  **(vocab[0] if k == 1 else {}), "seconds": seconds, "tokens_per_s": tokens / max(seconds, 1e-9)}
-        if self.skip_confident is not None:  # (tokens_scored: of every list, as without the option)
-            stats["selective"] = {"skip_confident": self.skip_confident, "hypotheses_scored": self.hyps_scored,
+        if self.selection is not None:  # (tokens_scored: of every list, as without the option)
+            stats["selective"] = {**self.selection.settings(), "hypotheses_scored": self.hyps_scored,
                                   "fraction_scored": self.hyps_scored / max(self.hyps, 1)}
         if k == 1:
             return stats, {"lm": first["lm"], "model": first["model"], "nbest": source, "cache": first["cache"],

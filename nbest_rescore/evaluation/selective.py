@@ -1,13 +1,17 @@
-"""``tune --skip-budget B``: the first-pass posterior threshold P of selective rescoring
-(``score --skip-confident P``, :mod:`nbest_rescore.rescoring.selective`), chosen by
-WER and honest by folds.
+"""``tune --skip-budget B``: the settings of selective rescoring
+(:mod:`nbest_rescore.rescoring.selective`), each chosen by WER and honest by folds:
+the list threshold P of ``score --skip-confident P`` and the posterior-beam mass E of
+``score --prune-mass E`` (each alone).
 
 At weights ``w``, an utterance whose first-pass 1-best has a first-pass posterior
 >= P keeps that 1-best (the first-pass score at ``w``) and its list is not scored;
 the others take their 1-best at ``w``. Over the thresholds (every distinct posterior
 of the set, and "score every list") this gives the exact curve of word errors against
-hypotheses scored. The threshold chosen on a set is the one that scores the fewest
-hypotheses with a WER at most ``B`` (absolute, percent) above scoring every list.
+hypotheses scored. For the beam (:data:`BEAM_MASSES`, each hypothesis left out given
+:func:`~nbest_rescore.rescoring.selective.fill_unscored`'s estimate, as ``score`` does)
+the curve has one point per mass. The setting chosen on a set is the one that scores
+the fewest hypotheses with a WER at most ``B`` (absolute, percent) above scoring every
+list.
 By folds: each held-out fold gets the threshold chosen on the other folds at the
 weights tuned there (:mod:`.folds`), and the pooled held-out WER and share of
 hypotheses scored are reported beside the cross-validated WER of scoring every list.
@@ -15,12 +19,12 @@ hypotheses scored are reported beside the cross-validated WER of scoring every l
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..rescoring.combine import Weights
-from ..rescoring.selective import first_pass_posteriors
+from ..rescoring.selective import fill_unscored, first_pass_posteriors, outside_beam
 from .bootstrap import improvement_probability
 from .folds import CrossValidation
 from .tuning import TuneData
@@ -28,12 +32,13 @@ from .tuning import TuneData
 
 @dataclass(frozen=True)
 class SkipCurve:
-    """Word errors against hypotheses scored, one point per threshold, from "score every
-    list" (``thresholds[0] = inf``) to the lowest posterior (every list skipped).
+    """Word errors against hypotheses scored, one point per setting, from "score every
+    hypothesis" (``thresholds[0]``: inf for P, 0 for E) to the one that scores fewest.
 
     Attributes:
-        thresholds: float64 [T] decreasing; point t skips the utterances whose
-            first-pass posterior is >= ``thresholds[t]``.
+        thresholds: float64 [T]; point t's setting (P decreasing: point t skips the
+            utterances whose first-pass posterior is >= ``thresholds[t]``; or E
+            increasing).
         hyps_scored: int64 [T] hypotheses of the lists still scored.
         errors: int64 [T] word errors of the 1-bests.
         hyps, ref_words: totals of the set.
@@ -53,12 +58,44 @@ class SkipCurve:
         return int(cand[np.lexsort((self.errors[cand], self.hyps_scored[cand]))[0]])
 
 
-def skip_choice(data: TuneData, weights: Weights, threshold: float) -> Tuple[np.ndarray, np.ndarray]:
-    """``(chosen, scored)``: int64 [U] flat index of each utterance's 1-best and bool
-    [U] the utterances scored, when lists at or above ``threshold`` are skipped."""
+def skip_choice(data: TuneData, weights: Weights, threshold: float) -> Tuple[np.ndarray, int]:
+    """``(chosen, scored)``: int64 [U] flat index of each utterance's 1-best and the
+    hypotheses scored, when lists at or above ``threshold`` are skipped."""
     scored = first_pass_posteriors(data, weights) < threshold
     first = data.one_best(replace(weights, interp=1.0, nn_weights=None))
-    return np.where(scored, data.one_best(weights), first), scored
+    return np.where(scored, data.one_best(weights), first), int(np.diff(data.offsets)[scored].sum())
+
+
+#: the posterior-beam masses E that ``tune --skip-budget`` tries (``score --prune-mass``)
+BEAM_MASSES = tuple(float(f"{e:.2g}") for e in np.geomspace(1e-4, 0.5, 25))
+
+
+def beam_choice(data: TuneData, weights: Weights, mass: float) -> Tuple[np.ndarray, int]:
+    """``(chosen, scored)`` as :func:`skip_choice` with the posterior beam of ``mass``
+    (0: every hypothesis scored)."""
+    if mass <= 0:
+        return data.one_best(weights), int(data.offsets[-1])
+    out = outside_beam(data, weights, mass)
+    nn = np.stack([fill_unscored(data.lm_cost, data.offsets, row, out) for row in data.nn])
+    return replace(data, nn=nn).one_best(weights), int((~out).sum())
+
+
+def beam_curve(data: TuneData, weights: Weights) -> SkipCurve:
+    """The :class:`SkipCurve` of the posterior beam at every mass of :data:`BEAM_MASSES`."""
+    points = [beam_choice(data, weights, m) for m in (0.0, *BEAM_MASSES)]
+    return SkipCurve(np.array([0.0, *BEAM_MASSES]), np.array([n for _, n in points], dtype=np.int64),
+                     np.array([int(data.errors[c].sum()) for c, _ in points], dtype=np.int64),
+                     int(data.offsets[-1]), data.ref_words)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One selective-rescoring setting: ``option`` the score option it sets, ``curve``
+    and ``choice`` (:func:`skip_curve`/:func:`skip_choice` or the beam's)."""
+
+    option: str
+    curve: Callable[[TuneData, Weights], SkipCurve]
+    choice: Callable[[TuneData, Weights, float], Tuple[np.ndarray, int]]
 
 
 def skip_curve(data: TuneData, weights: Weights) -> SkipCurve:
@@ -79,14 +116,17 @@ def skip_curve(data: TuneData, weights: Weights) -> SkipCurve:
 
 @dataclass(frozen=True)
 class SelectiveTune:
-    """What ``tune --skip-budget`` reports (tune.json's ``selective`` block).
+    """What ``tune --skip-budget`` reports of one :class:`Rule` (an entry of tune.json's
+    ``selective`` block).
 
     Attributes:
+        option: the score option (``skip_confident`` or ``prune_mass``).
         budget: B, WER points (absolute, percent) allowed above scoring every list.
-        threshold: P chosen on the whole set at the dev-tuned weights (for
-            ``score --skip-confident``; inf: score every list); ``fraction_scored``
-            and ``wer`` (percent) there, ``wer_all`` scoring every list.
-        cv_thresholds: the threshold of each fold, chosen on the other folds.
+        threshold: the setting chosen on the whole set at the dev-tuned weights (for
+            ``score --skip-confident`` / ``--prune-mass``; inf or 0: score every
+            hypothesis); ``fraction_scored`` and ``wer`` (percent) there, ``wer_all``
+            scoring every hypothesis.
+        cv_thresholds: the setting of each fold, chosen on the other folds.
         cv_errors: int64 [U] word errors of the held-out 1-bests with skipping.
         cv_hyps_scored, hyps: hypotheses scored held out, and in all.
         cv_wer, cv_wer_all: pooled held-out WER with skipping, and scoring every list.
@@ -94,6 +134,7 @@ class SelectiveTune:
             paired bootstrap (None without replications).
     """
 
+    option: str
     budget: float
     threshold: float
     fraction_scored: float
@@ -108,20 +149,22 @@ class SelectiveTune:
     p_better: Optional[float]
 
     def to_dict(self) -> Dict[str, object]:
-        """tune.json's ``selective`` block (thresholds ``inf``: ``null``, score every list)."""
+        """The rule's entry of tune.json's ``selective`` block (settings that score every
+        hypothesis: ``null``)."""
         def thr(t):
-            return None if not np.isfinite(t) else float(t)
+            return None if not np.isfinite(t) or t == 0 else float(t)
 
-        return {"skip_budget": self.budget, "skip_confident": thr(self.threshold),
+        return {"skip_budget": self.budget, self.option: thr(self.threshold),
                 "fraction_scored": self.fraction_scored, "wer": self.wer, "wer_all_scored": self.wer_all,
                 "cross_validation": {"wer": self.cv_wer, "wer_all_scored": self.cv_wer_all,
                                      "fraction_scored": self.cv_hyps_scored / max(self.hyps, 1),
-                                     "per_fold_skip_confident": [thr(t) for t in self.cv_thresholds],
+                                     f"per_fold_{self.option}": [thr(t) for t in self.cv_thresholds],
                                      "p_better_than_all_scored": self.p_better}}
 
     def lines(self) -> List[str]:
         """Printable lines."""
-        p = "score every list" if not np.isfinite(self.threshold) else f"--skip-confident {self.threshold:.6g}"
+        off = not np.isfinite(self.threshold) or self.threshold == 0
+        p = "score every hypothesis" if off else f"--{self.option.replace('_', '-')} {self.threshold:.6g}"
         out = [f"selective rescoring (WER budget {self.budget:g}): {p}: {self.fraction_scored:.1%} of the hypotheses "
                f"scored, WER {self.wer:.2f}% (every list: {self.wer_all:.2f}%)",
                f"  cross-validated: {self.cv_hyps_scored / max(self.hyps, 1):.1%} scored, WER {self.cv_wer:.2f}% "
@@ -131,28 +174,31 @@ class SelectiveTune:
         return out
 
 
+#: the rules ``tune --skip-budget`` tunes, each alone
+RULES = (Rule("skip_confident", skip_curve, skip_choice), Rule("prune_mass", beam_curve, beam_choice))
+
+
 def tune_skip(data: TuneData, weights: Weights, cv: CrossValidation, budget: float, replications: int = 0,
-              seed: int = 0) -> SelectiveTune:
-    """The threshold on ``data`` at ``weights`` (the dev-tuned point) and, by the folds
-    of ``cv`` (each at its own tuned weights), the held-out WER and share scored with
-    skipping. WERs in percent; ``budget`` >= 0 in WER points."""
-    curve = skip_curve(data, weights)
+              seed: int = 0, rule: Rule = RULES[0]) -> SelectiveTune:
+    """The setting of ``rule`` on ``data`` at ``weights`` (the dev-tuned point) and, by
+    the folds of ``cv`` (each at its own tuned weights), the held-out WER and share
+    scored with it. WERs in percent; ``budget`` >= 0 in WER points."""
+    curve = rule.curve(data, weights)
     best = curve.choose(budget)
     cv_errors = np.empty(data.num_utts, dtype=np.int64)
     scored_hyps, thresholds = 0, []
-    sizes = np.diff(data.offsets)
     for k, fold in enumerate(cv.per_fold):
         held = cv.fold_of_utt == k
         w = fold.tuned.best_weights()
-        train_curve = skip_curve(data.subset(~held), w)
+        train_curve = rule.curve(data.subset(~held), w)
         t = float(train_curve.thresholds[train_curve.choose(budget)])
         test = data.subset(held)
-        chosen, scored = skip_choice(test, w, t)
+        chosen, scored = rule.choice(test, w, t)
         cv_errors[held] = test.errors[chosen]
-        scored_hyps += int(sizes[held][scored].sum())
+        scored_hyps += scored
         thresholds.append(t)
     p = improvement_probability(cv.utt_errors, cv_errors, replications, seed) if replications > 0 else None
-    return SelectiveTune(budget, float(curve.thresholds[best]), float(curve.hyps_scored[best] / curve.hyps),
+    return SelectiveTune(rule.option, budget, float(curve.thresholds[best]), float(curve.hyps_scored[best] / curve.hyps),
                          100.0 * curve.errors[best] / data.ref_words, 100.0 * curve.errors[0] / data.ref_words,
                          tuple(thresholds), cv_errors, scored_hyps, curve.hyps,
                          100.0 * cv_errors.sum() / data.ref_words, cv.wer, p)

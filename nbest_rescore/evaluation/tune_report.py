@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import DataError
 from .bootstrap import BootstrapWer, bootstrap_wer, improvement_probability
 from .folds import CrossValidation, Search, cross_validate
-from .selective import SelectiveTune, tune_skip
+from .selective import RULES, SelectiveTune, tune_skip
 from .tuning import TuneData, TuneResult
 
 #: The 1-bests of ``utterance_errors``, in the order they are printed.
@@ -66,13 +66,14 @@ class TuneReport:
     errors), ``cross_validation`` (None without folds) and ``bootstrap`` (system name ->
     :class:`~.bootstrap.BootstrapWer`; empty without replications) with
     ``p_better_than_first_pass`` (system name -> probability in [0, 1]), and
-    ``selective`` (``--skip-budget``, :mod:`.selective`; else None)."""
+    ``selective`` (``--skip-budget``: one :class:`~.selective.SelectiveTune` per rule of
+    :data:`~.selective.RULES`, :mod:`.selective`; else empty)."""
 
     utterances: UtteranceErrors
     cross_validation: Optional[CrossValidation] = None
     bootstrap: Mapping[str, BootstrapWer] = field(default_factory=dict)
     p_better_than_first_pass: Mapping[str, float] = field(default_factory=dict)
-    selective: Optional[SelectiveTune] = None
+    selective: Tuple[SelectiveTune, ...] = ()
 
     def to_dict(self) -> Dict[str, object]:
         """tune.json's ``cross_validation``, ``bootstrap`` and ``utterance_errors`` blocks
@@ -85,8 +86,8 @@ class TuneReport:
             out["bootstrap"] = {"replications": first.replications, "seed": first.seed,
                                 **{k: b.to_dict() for k, b in self.bootstrap.items()},
                                 "p_better_than_first_pass": dict(self.p_better_than_first_pass)}
-        if self.selective is not None:
-            out["selective"] = self.selective.to_dict()
+        if self.selective:
+            out["selective"] = {t.option: t.to_dict() for t in self.selective}
         out["utterance_errors"] = self.utterances.to_dict()
         return out
 
@@ -101,7 +102,7 @@ class TuneReport:
             out += [f"  {labels[k] + ':':<17} {b.describe()}" for k, b in self.bootstrap.items()]
             out += [f"  P({labels[k]} better than first pass) = {p:.4f}"
                     for k, p in self.p_better_than_first_pass.items()]
-        return out + (self.selective.lines() if self.selective is not None else [])
+        return out + [line for t in self.selective for line in t.lines()]
 
 
 def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
@@ -121,7 +122,8 @@ def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, f
     better = {k: improvement_probability(systems["first_pass"], e, replications, seed)
               for k, e in drawn if k != "first_pass"}
     utts = UtteranceErrors(data.utt_ids, data.utt_ref_words, systems)
-    selective = None
+    selective = ()
     if skip_budget is not None and cv is not None:
-        selective = tune_skip(data, result.best_weights(), cv, skip_budget, replications, seed)
+        selective = tuple(tune_skip(data, result.best_weights(), cv, skip_budget, replications, seed, rule)
+                          for rule in RULES)
     return replace(result, report=TuneReport(utts, cv, boots, better, selective))

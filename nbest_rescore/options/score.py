@@ -180,6 +180,11 @@ class ScoringOptions(ScorerOptions, DeviceOption, ThreadsOption):
               "P (softmax of the first-pass score / LM weight over its list, as Kaldi's lattice posteriors) to that "
               "1-best, without running the NN LM on its list; its NN costs are written as its n-gram costs. tune "
               "--skip-budget finds P. Default: score every list.", kind="float", range="(0, 1]", example=0.9)
+    prune_mass: Optional[float] = option(
+        None, "Selective rescoring within a list: score only its posterior beam, the hypotheses of highest first-pass "
+              "posterior that hold 1 - E of it (the 1-best always); each hypothesis left out gets its n-gram cost "
+              "shifted by its list's mean NN - n-gram cost difference. tune --skip-budget finds E. Default: score "
+              "every hypothesis.", kind="float", range="(0, 1)", example=0.02)
     span_hyps: Optional[int] = option(
         SPAN_HYPS, "The lists are read, scored and written one span of whole documents at a time, of at most this many "
         "hypotheses (a larger document is a span of its own); bounds memory. 0: the whole set at once. The outputs do "

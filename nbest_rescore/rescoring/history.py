@@ -26,7 +26,7 @@ from ..validation import check_value
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
 from .interface import Scorer
-from .selective import confident
+from .selective import Selection, fill_unscored
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 class RescoreResult:
     """nn_cost: float64 [H] NN costs in set order (utterances, then hypotheses);
     offsets: int64 [U + 1]; best: int64 [U] flat index of each utterance's new 1-best;
-    one_best: utt_id -> words; history: the policy used; scored: bool [U], the
-    utterances whose lists the LM scored (the others were confident, see
-    :mod:`.selective`: their NN costs are the n-gram costs); None: all of them."""
+    one_best: utt_id -> words; history: the policy used; scored: bool [H], the
+    hypotheses the LM scored (the others were left out by selective rescoring,
+    :mod:`.selective`: their NN costs are estimates); None: all of them."""
 
     nn_cost: np.ndarray
     offsets: np.ndarray
@@ -66,7 +66,7 @@ def _choice_weights(history: str, weights: Weights) -> Weights:
 def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "first-pass",
             ngram_cost: Optional[np.ndarray] = None,
             progress: Optional[Callable[[int], None]] = None,
-            skip_confident: Optional[float] = None) -> RescoreResult:
+            selection: Optional[Selection] = None) -> RescoreResult:
     """Score every hypothesis with the NN LM and pick the new 1-best per utterance.
 
     Args:
@@ -77,11 +77,11 @@ def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "f
         history: one of :data:`HISTORY_MODES`.
         ngram_cost: float64 [H] n-gram costs replacing the lists' ``lm_cost``.
         progress: called with the number of hypotheses scored so far, if given.
-        skip_confident: a first-pass posterior threshold P (:mod:`.selective`): the
-            lists whose first-pass 1-best has a posterior >= P are not scored; their
-            NN costs are their n-gram costs, so that every combination of the weights
-            gives their first-pass score and keeps their first-pass 1-best (which
-            feeds the history as any 1-best). None: every list is scored.
+        selection: selective rescoring (:mod:`.selective`): the hypotheses it leaves
+            unscored get :func:`~.selective.fill_unscored`'s estimate (a list left
+            whole: its n-gram costs, so that every combination of the weights gives
+            its first-pass score and keeps its first-pass 1-best, which feeds the
+            history as any 1-best). None: every hypothesis is scored.
 
     A backward model's results (see the module docstring) are in the original order too.
 
@@ -92,40 +92,36 @@ def rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str = "f
             before any 1-best is picked from it).
     """
     check_value(ScoringOptions, "history", history)
-    check_value(ScoringOptions, "skip_confident", skip_confident)
     if scorer.direction == "backward":
-        return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress, skip_confident)
-    return _rescore(nbest, scorer, weights, history, ngram_cost, progress, skip_confident)
+        return _rescore_backward(nbest, scorer, weights, history, ngram_cost, progress, selection)
+    return _rescore(nbest, scorer, weights, history, ngram_cost, progress, selection)
 
 
 def _rescore_backward(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
-                      ngram_cost: Optional[np.ndarray], progress, skip_confident) -> RescoreResult:
+                      ngram_cost: Optional[np.ndarray], progress, selection) -> RescoreResult:
     """:func:`rescore` of a backward model: the forward machinery on the reversed set
     (:func:`~.backward.reverse_nbest`), results mapped back to the original order."""
     flat = nbest.flat(ngram_cost)  # (checks ngram_cost's shape)
     rev = reverse_nbest(nbest)
     log.debug("backward LM: documents read from their last utterance to their first, hypotheses reversed")
     res = _rescore(rev.nbest, scorer, weights, history,
-                   None if ngram_cost is None else flat.lm_cost[rev.flat_index], progress, skip_confident)
+                   None if ngram_cost is None else flat.lm_cost[rev.flat_index], progress, selection)
     best = np.empty_like(res.best)
     best[rev.utt_index] = rev.flat_index[res.best]
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
-    scored = None
-    if res.scored is not None:
-        scored = np.empty_like(res.scored)
-        scored[rev.utt_index] = res.scored
+    scored = None if res.scored is None else rev.to_original(res.scored)
     return RescoreResult(rev.to_original(res.nn_cost), flat.offsets, best, one_best, history, scored)
 
 
 def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
-             ngram_cost: Optional[np.ndarray], progress, skip_confident=None) -> RescoreResult:
+             ngram_cost: Optional[np.ndarray], progress, selection: Optional[Selection] = None) -> RescoreResult:
     """:func:`rescore` reading the set in the given order (a forward model)."""
     flat = nbest.flat(ngram_cost)
     docs = nbest.documents()
     log.debug("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
               history, len(docs), len(nbest), nbest.doc_source)
-    scored = None if skip_confident is None else ~confident(flat, weights, skip_confident)
-    costs = _Costs(flat, scorer, progress, scored)
+    unscored = None if selection is None else selection.unscored(flat, weights)
+    costs = _Costs(flat, scorer, progress, unscored)
     if history == "none":
         init = scorer.initial_state(1)
         for chunk in _chunks(list(range(len(nbest)))):  # bounded, so that progress is reported
@@ -145,7 +141,8 @@ def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
         walk_documents(docs, scorer, read_chosen)
     best = segment_argmax(flat_scores(flat, weights, costs.nn_cost), flat.offsets)
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
-    return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history, scored)
+    return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history,
+                         None if unscored is None else ~unscored)
 
 
 def first_pass_states(flat, docs, scorer: Scorer, weights: Weights):
@@ -188,42 +185,43 @@ def walk_documents(docs, scorer: Scorer, visit: Callable) -> None:
 
 class _Costs:
     """The NN costs of a flat set (float64 [H] ``nn_cost``), filled utterance by
-    utterance; ``progress(hypotheses done)`` after each batch. ``scored``: bool [U],
-    the utterances the LM scores (the others get their n-gram costs), or None: all."""
+    utterance; ``progress(hypotheses done)`` after each batch. ``unscored``: bool [H],
+    the hypotheses the LM does not score (their costs: :func:`~.selective.fill_unscored`
+    over their list), or None: all are scored."""
 
-    def __init__(self, flat, scorer: Scorer, progress, scored: Optional[np.ndarray] = None):
-        self.flat, self.scorer, self.progress, self.scored = flat, scorer, progress, scored
+    def __init__(self, flat, scorer: Scorer, progress, unscored: Optional[np.ndarray] = None):
+        self.flat, self.scorer, self.progress, self.unscored = flat, scorer, progress, unscored
         self.nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
         self.done = 0
 
     def score(self, utt_idx: List[int], states, state_rows: List[int]) -> None:
-        """Score every hypothesis of the utterances ``utt_idx``, each from the state
-        row of ``state_rows`` (an utterance not in ``scored`` takes its n-gram costs).
-        Raises NonFiniteCostError for NaN or infinite costs, and DataError naming the
-        hypothesis key for one the scorer cannot score."""
+        """Score the hypotheses of the utterances ``utt_idx``, each from the state row of
+        ``state_rows`` (those in ``unscored`` are estimated once their list's others are
+        scored). Raises NonFiniteCostError for NaN or infinite costs, and DataError
+        naming the hypothesis key for one the scorer cannot score."""
         flat = self.flat
-        rows, hyps, flat_pos = [], [], []
+        rows, flat_pos = [], []
         for u, r in zip(utt_idx, state_rows):
-            a, b = flat.offsets[u], flat.offsets[u + 1]
-            if self.scored is not None and not self.scored[u]:
-                self.nn_cost[a:b] = flat.lm_cost[a:b]
-                self.done += b - a
-                continue
-            rows.extend([r] * (b - a))
-            hyps.extend(flat.hyps[a:b])
-            flat_pos.extend(range(a, b))
-        if not hyps:
-            if self.progress:
-                self.progress(self.done)
-            return
-        try:
-            costs = self.scorer.costs(states, rows, hyps)
-        except HypothesisError as e:
-            raise DataError(f"hypothesis {flat.keys[flat_pos[e.index]]}: {e}") from None
-        if not np.all(np.isfinite(costs)):
-            raise NonFiniteCostError([flat.keys[p] for p, c in zip(flat_pos, costs) if not np.isfinite(c)])
-        self.nn_cost[flat_pos] = costs
-        self.done += len(hyps)
+            pos = range(flat.offsets[u], flat.offsets[u + 1])
+            if self.unscored is not None:
+                pos = [h for h in pos if not self.unscored[h]]
+            rows.extend([r] * len(pos))
+            flat_pos.extend(pos)
+        if flat_pos:
+            hyps = [flat.hyps[p] for p in flat_pos]
+            try:
+                costs = self.scorer.costs(states, rows, hyps)
+            except HypothesisError as e:
+                raise DataError(f"hypothesis {flat.keys[flat_pos[e.index]]}: {e}") from None
+            if not np.all(np.isfinite(costs)):
+                raise NonFiniteCostError([flat.keys[p] for p, c in zip(flat_pos, costs) if not np.isfinite(c)])
+            self.nn_cost[flat_pos] = costs
+        if self.unscored is not None:
+            for u in utt_idx:
+                a, b = flat.offsets[u], flat.offsets[u + 1]
+                self.nn_cost[a:b] = fill_unscored(flat.lm_cost[a:b], flat.offsets[u:u + 2], self.nn_cost[a:b],
+                                                  self.unscored[a:b])
+        self.done += sum(int(flat.offsets[u + 1] - flat.offsets[u]) for u in utt_idx)
         if self.progress:
             self.progress(self.done)
 

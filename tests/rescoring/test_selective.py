@@ -15,7 +15,8 @@ from nbest_rescore.models import load_model
 from nbest_rescore.rescoring.combine import Weights, segment_argmax, flat_scores
 from nbest_rescore.rescoring.history import rescore
 from nbest_rescore.rescoring.scorer import NnScorer
-from nbest_rescore.rescoring.selective import first_pass_posteriors
+from nbest_rescore.rescoring.selective import Selection, first_pass_posteriors, outside_beam
+from nbest_rescore.evaluation.selective import BEAM_MASSES
 
 W = Weights(acoustic_scale=1.0, lm_weight=9.5, interp=0.5, word_ins_penalty=-0.629606)
 
@@ -43,10 +44,11 @@ def test_skipped_lists_keep_the_first_pass_and_scored_costs_do_not_change(ci_nbe
     full = rescore(ci_nbest, scorer, W, history)
     p = loop_posteriors(ci_nbest, W)
     threshold = float(np.median(p))
-    part = rescore(ci_nbest, scorer, W, history, skip_confident=threshold)
+    part = rescore(ci_nbest, scorer, W, history, selection=Selection(skip_confident=threshold))
     flat = ci_nbest.flat()
     skipped = p >= threshold
-    assert (part.scored == ~skipped).all() and 0 < skipped.sum() < len(p)
+    assert (part.scored == np.repeat(~skipped, [len(u) for u in ci_nbest.utterances])).all()
+    assert 0 < skipped.sum() < len(p)
     first = segment_argmax(flat_scores(flat, Weights(lm_weight=9.5, interp=1.0, word_ins_penalty=-0.629606)),
                            flat.offsets)
     for u, utt in enumerate(ci_nbest.utterances):
@@ -71,7 +73,7 @@ def test_score_and_tune_on_the_command_line(DATA, tiny_lm, tmp_path):
                       "--interps", "0.5", "--lm-weights", "9.5", "--word-ins-penalty", "-0.629606", "--folds", "2",
                       "--skip-budget", "0.5", "--replications", "0", "--out", str(tmp_path / "tune")])
     assert tune.exit_code == 0, tune.output
-    block = json.loads((tmp_path / "tune" / "tune.json").read_text())["selective"]
+    block = json.loads((tmp_path / "tune" / "tune.json").read_text())["selective"]["skip_confident"]
     assert "selective rescoring (WER budget 0.5)" in tune.output
     # brute force: every threshold, the 1-bests and errors by hand
     from nbest_rescore.api.inputs import load_references
@@ -115,11 +117,12 @@ def test_skip_budget_without_folds_is_one_line(DATA, tmp_path):
     assert "Traceback" not in res.output
 
 
-@pytest.mark.parametrize("value, expected", [("0", "--skip-confident"), ("1.5", "--skip-confident"),
-                                             ("abc", "--skip-confident")])
-def test_a_bad_threshold_is_one_line(DATA, tiny_lm, tmp_path, value, expected):
+@pytest.mark.parametrize("option, value", [("--skip-confident", "0"), ("--skip-confident", "1.5"),
+                                           ("--skip-confident", "abc"), ("--prune-mass", "1"), ("--prune-mass", "0")])
+def test_a_bad_threshold_is_one_line(DATA, tiny_lm, tmp_path, option, value):
+    expected = option
     res = CliRunner().invoke(main, ["score", "--lm", str(tiny_lm), "--nbest", str(DATA / "ci"), "--out",
-                                    str(tmp_path / "o"), "--skip-confident", value])
+                                    str(tmp_path / "o"), option, value])
     assert res.exit_code != 0 and expected in res.output and "Traceback" not in res.output
     assert not (tmp_path / "o").exists()
 
@@ -129,3 +132,92 @@ def test_a_negative_budget_is_one_line(DATA, tmp_path):
     res = CliRunner().invoke(main, ["tune", "--nbest", ci, "--ref", f"{ci}/ref.txt", "--skip-budget", "-1",
                                     "--folds", "2"])
     assert res.exit_code != 0 and "--skip-budget" in res.output and "Traceback" not in res.output
+
+
+def loop_beam(nbest, w: Weights, mass: float):
+    """bool [H]: hypotheses outside each list's posterior beam, one list at a time
+    (sorted() is stable: ties keep list order)."""
+    out = []
+    for u in nbest.utterances:
+        s = [(-a - w.lm_weight * g + w.word_ins_penalty * len(h)) / w.lm_weight
+             for a, g, h in zip(u.ac_cost, u.lm_cost, u.hyps)]
+        z = sum(math.exp(x - max(s)) for x in s)
+        post = [math.exp(x - max(s)) / z for x in s]
+        inside, before = [False] * len(s), 0.0
+        for i in sorted(range(len(s)), key=lambda i: -post[i]):
+            inside[i] = before < 1.0 - mass
+            before += post[i]
+        out += [not x for x in inside]
+    return np.array(out)
+
+
+@pytest.mark.parametrize("mass", [0.01, 0.1])
+def test_the_beam_equals_a_plain_loop(ci_nbest, mass):
+    got = outside_beam(ci_nbest.flat(), W, mass)
+    assert (got == loop_beam(ci_nbest, W, mass)).all()
+    assert 0 < got.mean() < 0.95
+
+
+def test_pruned_hypotheses_get_the_shifted_ngram_cost(ci_nbest, tiny_lm):
+    """--prune-mass: the beam's costs are those of a run that scores everything (same
+    first-pass histories); each pruned hypothesis gets its n-gram cost plus the mean
+    (NN - n-gram) difference of its list's scored hypotheses, computed here by hand."""
+    model, vocab, _ = load_model(tiny_lm)
+    scorer = NnScorer(model, vocab)
+    full = rescore(ci_nbest, scorer, W)
+    part = rescore(ci_nbest, scorer, W, selection=Selection(prune_mass=0.05))
+    flat = ci_nbest.flat()
+    pruned = loop_beam(ci_nbest, W, 0.05)
+    assert (part.scored == ~pruned).all() and 0.2 < pruned.mean() < 0.95
+    for u in range(len(ci_nbest)):
+        a, b = flat.offsets[u], flat.offsets[u + 1]
+        kept = [i for i in range(a, b) if not pruned[i]]
+        shift = sum(full.nn_cost[i] - flat.lm_cost[i] for i in kept) / len(kept)
+        for i in range(a, b):
+            want = full.nn_cost[i] if not pruned[i] else flat.lm_cost[i] + shift
+            assert part.nn_cost[i] == pytest.approx(want, abs=1e-3)
+
+
+def test_tune_picks_the_beam_a_brute_force_loop_picks(DATA, tiny_lm, tmp_path):
+    ci, ref = str(DATA / "ci"), str(DATA / "ci" / "ref.txt")
+    run = CliRunner().invoke
+    res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--out", str(tmp_path / "all"),
+                     "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    tune = run(main, ["tune", "--nbest", ci, "--ref", ref, "--nn-cost", str(tmp_path / "all" / "nn_cost"),
+                      "--interps", "0.5", "--lm-weights", "9.5", "--word-ins-penalty", "-0.629606", "--folds", "2",
+                      "--skip-budget", "0.5", "--replications", "0", "--out", str(tmp_path / "tune")])
+    assert tune.exit_code == 0, tune.output
+    block = json.loads((tmp_path / "tune" / "tune.json").read_text())["selective"]["prune_mass"]
+    from nbest_rescore.api.inputs import load_references
+    from nbest_rescore.evaluation.wer import nbest_errors
+    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
+
+    nbest = read_kaldi_nbest_dir(DATA / "ci")
+    flat = nbest.flat()
+    errors, offsets, words = nbest_errors(nbest, load_references(ref), flat)
+    nn = np.array([float(line.split()[1]) for line in (tmp_path / "all" / "nn_cost").read_text().splitlines()])
+    points = []
+    for m in (0.0, *BEAM_MASSES):
+        pruned = loop_beam(nbest, W, m) if m > 0 else np.zeros(len(nn), dtype=bool)
+        filled = nn.copy()
+        for u in range(len(nbest)):
+            a, b = offsets[u], offsets[u + 1]
+            kept = [i for i in range(a, b) if not pruned[i]]
+            shift = sum(nn[i] - flat.lm_cost[i] for i in kept) / len(kept)
+            filled[a:b] = np.where(pruned[a:b], flat.lm_cost[a:b] + shift, nn[a:b])
+        chosen = segment_argmax(flat_scores(flat, W, filled), offsets)
+        points.append((int((~pruned).sum()), int(errors[chosen].sum()), m))
+    ok = [q for q in points if q[1] * 100.0 <= points[0][1] * 100.0 + 0.5 * words + 1e-9]
+    scored, errs, m = min(ok, key=lambda q: (q[0], q[1]))
+    assert block["prune_mass"] == (None if m == 0 else pytest.approx(m))
+    assert block["fraction_scored"] == pytest.approx(scored / len(flat.hyps))
+    assert block["wer"] == pytest.approx(100.0 * errs / words)
+    assert "--prune-mass" in tune.output and block["prune_mass"] is not None
+    res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--ref", ref, "--out", str(tmp_path / "beam"),
+                     "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--prune-mass", repr(block["prune_mass"]),
+                     "--no-progress"])
+    assert res.exit_code == 0, res.output
+    wer = json.loads((tmp_path / "beam" / "wer.json").read_text())
+    assert wer["selective"]["hypotheses_scored"] == scored and wer["selective"]["prune_mass"] == block["prune_mass"]
+    assert wer["wer"]["rescored"]["wer"] == pytest.approx(100.0 * errs / words)
