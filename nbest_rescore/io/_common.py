@@ -242,20 +242,27 @@ class DocumentOrder:
         self.last_at[doc] = utt_loc or format_location(self.doc_path, doc_line)
 
 
+def keyed_lines(items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> Iterator[str]:
+    """``line(key, value)`` for each ``(key, value)`` of ``items`` (pairs, or a mapping),
+    after ``check(key)`` (raises DataError for a bad key) and the duplicate check
+    (``f"{who}: duplicate key ..."``, among ``items``)."""
+    seen = set()
+    for key, value in (items.items() if isinstance(items, Mapping) else items):
+        check(key)
+        if key in seen:
+            raise DataError(f"{who}: duplicate key {key!r}")
+        seen.add(key)
+        yield line(key, value)
+
+
 def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> None:
-    """Write ``line(key, value)`` for each ``(key, value)`` of ``items`` (pairs, or a
-    mapping) atomically, after ``check(key)`` (raises DataError for a bad key) and the
-    duplicate check (``f"{who}: duplicate key ..."``); nothing is written on an error."""
+    """Write :func:`keyed_lines` of ``items`` to ``path`` atomically; nothing is written
+    on an error."""
     from .atomic import atomic_write
 
-    seen = set()
     with atomic_write(path) as fh:
-        for key, value in (items.items() if isinstance(items, Mapping) else items):
-            check(key)
-            if key in seen:
-                raise DataError(f"{who}: duplicate key {key!r}")
-            seen.add(key)
-            fh.write(line(key, value))
+        for text in keyed_lines(items, who, check, line):
+            fh.write(text)
 
 
 def float_text(value) -> str:
