@@ -328,8 +328,10 @@ def merge(out, ref, job_dirs):
 def convert(**kw):
     """Read the N-best lists --nbest (a Kaldi N-best directory, a JSON Lines file or a
     plain N-best file, as score reads them) and write them --to kaldi, plain or jsonl
-    at --out, as one set (docs/formats.md). Costs are kept exactly, except that the
-    Kaldi files hold 6 decimals."""
+    at --out, one span of whole documents at a time (memory follows the span, not the
+    set), as one set: the files appear whole or not at all (docs/formats.md). Costs are
+    kept exactly, except that the Kaldi files hold 6 decimals. A JSON Lines file named
+    *.gz is read and written gzip-compressed."""
     click.echo(api.ConvertJob(**kw).run().report())
 
 
