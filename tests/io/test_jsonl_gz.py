@@ -112,3 +112,18 @@ def test_writing_is_atomic(ci_gz, tmp_path):
     with pytest.raises(DataError):
         write_jsonl_nbest(bad, out)
     assert os.listdir(tmp_path) == ["x.jsonl.gz"] and out.read_bytes() == b"old"
+
+
+def test_references_and_lm_text_named_gz_are_read_decompressed(DATA, tmp_path):
+    """The one line reader (io/_common.iter_lines) decompresses any text input named *.gz."""
+    from nbest_rescore.io.lm_text import read_lm_text
+    from nbest_rescore.io.references import read_references
+
+    ref = tmp_path / "ref.txt.gz"
+    ref.write_bytes(gzip.compress((DATA / "ci" / "ref.txt").read_bytes()))
+    assert read_references(ref) == read_references(DATA / "ci" / "ref.txt")
+    text = tmp_path / "valid.txt.gz"
+    text.write_bytes(gzip.compress((DATA / "lm" / "lm_valid.txt").read_bytes()[:20000]))
+    plain = tmp_path / "valid.txt"
+    plain.write_bytes((DATA / "lm" / "lm_valid.txt").read_bytes()[:20000])
+    assert read_lm_text(text) == read_lm_text(plain)
