@@ -328,8 +328,10 @@ def merge(out, ref, job_dirs):
 def convert(**kw):
     """Read the N-best lists --nbest (a Kaldi N-best directory, a JSON Lines file or a
     plain N-best file, as score reads them) and write them --to kaldi, plain or jsonl
-    at --out, as one set (docs/formats.md). Costs are kept exactly, except that the
-    Kaldi files hold 6 decimals."""
+    at --out, one span of whole documents at a time (memory follows the span, not the
+    set), as one set: the files appear whole or not at all (docs/formats.md). Costs are
+    kept exactly, except that the Kaldi files hold 6 decimals. A JSON Lines file named
+    *.gz is read and written gzip-compressed."""
     click.echo(api.ConvertJob(**kw).run().report())
 
 
@@ -376,12 +378,23 @@ def curves(**kw):
     click.echo(api.CurvesJob(**kw).run())
 
 
-@main.command("info", short_help="Parameter counts and training facts of checkpoints.")
-@click.argument("checkpoints", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+def _checkpoint_paths(ctx, param, values):
+    """CHECKPOINTS: each an existing file, or ``hf:PATH`` (checked when it is loaded)."""
+    for v in values:
+        if not v.startswith("hf:") and not os.path.isfile(v):
+            raise click.BadParameter(f"{v!r}: no such checkpoint file (or hf:PATH for a Hugging Face model)",
+                                     ctx, param)
+    return values
+
+
+@main.command("info", short_help="Parameter counts and training facts of checkpoints and hf: models.")
+@click.argument("checkpoints", nargs=-1, required=True, callback=_checkpoint_paths)
 @options_of(InfoOptions, "as_json")
 def info(checkpoints, as_json):
-    """Parameter counts (total and without embeddings), epochs, training time and best
-    validation perplexity of CHECKPOINTS, to compare models at equal size."""
+    """Model, vocabulary, parameter counts (total and without embeddings), epochs,
+    training time, best validation perplexity, longest input and weight dtype of
+    CHECKPOINTS (.pt files, or hf:PATH: a Hugging Face model folder, loaded once), to
+    compare models at equal size."""
     click.echo("\n".join(json.dumps(api.model_row(p)) for p in checkpoints) if as_json
                else api.model_table(checkpoints))
 

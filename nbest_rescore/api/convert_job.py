@@ -1,25 +1,32 @@
 """``convert``: N-best lists from any format the jobs read (Kaldi directory, JSON Lines,
 plain; :func:`~.inputs.nbest_format`) written as a Kaldi directory, a plain-format
-folder or a JSON Lines file (docs/formats.md). The lists are read whole, then written
-as one set: a folder through :func:`~nbest_rescore.io.atomic.atomic_dir`, the JSON
-Lines file through :func:`~nbest_rescore.io.atomic.atomic_write`; after an error
-nothing is written."""
+folder or a JSON Lines file (docs/formats.md). The lists are read and written one span
+of whole documents at a time (:func:`~nbest_rescore.io.spans.plan_spans`, at most
+:data:`CONVERT_SPAN_HYPS` hypotheses: memory follows the span, not the set), by the
+format's writer (:class:`~nbest_rescore.io.nbest_writer.NbestWriter`) into a folder that
+appears as a whole (:func:`~nbest_rescore.io.atomic.atomic_dir`) or into the JSON Lines
+file (:func:`~nbest_rescore.io.atomic.atomic_write`); after an error nothing is written."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple, Union
 
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
 from ..io.formats import FORMATS
 from ..io.jsonl_nbest import other_score_names
-from ..options import NBEST_FORMATS, ConvertOptions
+from ..io.nbest_writer import NbestWriter
+from ..io.spans import NbestSource, SetSource
+from ..options import NBEST_FORMATS, SPAN_HYPS, ConvertOptions
 from ..types import NbestSet
 from ..validation import check_choice, check_paths, named_paths
-from .inputs import PLAIN_PATHS, load_nbest, nbest_format
+from .inputs import PLAIN_PATHS, nbest_format, open_job_nbest
 
-__all__ = ["ConvertJob", "ConvertResult", "convert_nbest"]
+__all__ = ["CONVERT_SPAN_HYPS", "ConvertJob", "ConvertResult", "convert_nbest"]
+
+#: The hypotheses of a span that ``convert`` reads and writes at once (as ``score --span-hyps``).
+CONVERT_SPAN_HYPS = SPAN_HYPS
 
 @dataclass(frozen=True)
 class ConvertResult:
@@ -54,30 +61,45 @@ def _check_out(to: str, out) -> None:
     check_output_file(out, "--out")
 
 
-def convert_nbest(nbest: NbestSet, to: str, out) -> ConvertResult:
-    """Write ``nbest`` in format ``to`` (one of :data:`~nbest_rescore.io.formats.FORMATS`)
-    at ``out``: ``kaldi`` (:func:`~nbest_rescore.io.kaldi_nbest.write_kaldi_nbest_files`;
-    costs with 6 decimals) or ``plain`` (:func:`~nbest_rescore.io.plain_nbest.write_plain_nbest_files`)
+def convert_nbest(nbest: Union[NbestSet, NbestSource], to: str, out,
+                  span_hyps: Optional[int] = CONVERT_SPAN_HYPS) -> ConvertResult:
+    """Write ``nbest`` (a set in memory, or a source read span by span:
+    :func:`~.inputs.open_nbest`) in format ``to`` (one of
+    :data:`~nbest_rescore.io.formats.FORMATS`) at ``out``, one span of at most
+    ``span_hyps`` hypotheses (whole documents; None: one span) at a time: ``kaldi``
+    (:func:`~nbest_rescore.io.kaldi_nbest.write_kaldi_nbest_files`; costs with 6
+    decimals) or ``plain`` (:func:`~nbest_rescore.io.plain_nbest.write_plain_nbest_files`)
     into the folder ``out``, replaced as a whole; ``jsonl``
-    (:func:`~nbest_rescore.io.jsonl_nbest.write_jsonl_nbest`) into the file ``out``
-    (its folder made if missing). Plain and JSON Lines keep every float64 cost exactly.
+    (:func:`~nbest_rescore.io.jsonl_nbest.write_jsonl_nbest`, gzip-compressed for a name
+    ending in ``.gz``) into the file ``out`` (its folder made if missing). Plain and JSON
+    Lines keep every float64 cost exactly. The files do not depend on ``span_hyps``.
 
     Raises:
         DataError: an unknown format; ``out`` unusable (a file where a folder is
             needed or the reverse, a folder holding other files); a set the format
             cannot hold (plain: a graph cost; plain and jsonl: keys other than
-            ``<utt_id>-1 .. <utt_id>-N``). Nothing is written then.
+            ``<utt_id>-1 .. <utt_id>-N``); the input changed while it was read. Nothing
+            is written then.
     """
     _check_out(to, out)
-    out, fmt = os.fspath(out), FORMATS[to]
+    source = SetSource(nbest) if isinstance(nbest, NbestSet) else nbest
+    out, fmt, ix = os.fspath(out), FORMATS[to], source.index
     if fmt.folder:
-        settings = {"nbest": nbest.source, "to": to, "doc_source": nbest.doc_source}
+        settings = {"nbest": ix.source, "to": to, "doc_source": ix.doc_source}
         with atomic_dir(out, fmt.written, settings=settings) as tmp:
-            files = tuple(fmt.write(tmp, nbest))
+            files = _write_spans(fmt.writer(tmp), source, span_hyps)
     else:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        files = fmt.write(out, nbest)
-    return ConvertResult(out, to, files, len(nbest.documents()), len(nbest), nbest.num_hyps(), nbest.doc_source)
+        files = _write_spans(fmt.writer(out), source, span_hyps)
+    return ConvertResult(out, to, files, len(dict.fromkeys(ix.doc_ids)), len(ix), ix.num_hyps(), ix.doc_source)
+
+
+def _write_spans(writer: NbestWriter, source: NbestSource, span_hyps: Optional[int]) -> Tuple[str, ...]:
+    """Every span of ``source`` through ``writer``; the names it wrote."""
+    with writer as w:
+        for span in source.spans(span_hyps):
+            w.write(span)
+    return tuple(w.names)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +115,8 @@ class ConvertJob(ConvertOptions):
         _check_out(self.to, self.out)
 
     def run(self) -> ConvertResult:
-        """Read the lists (:func:`~.inputs.load_nbest` with the plain-format options)
-        and write them (:func:`convert_nbest`); returns the :class:`ConvertResult`.
+        """Open the lists (:func:`~.inputs.open_job_nbest`: a checking pass) and write
+        them span by span (:func:`convert_nbest`); returns the :class:`ConvertResult`.
 
         Raises DataError: JSON Lines input with other scores than ac_cost, lm_cost and
         graph_cost (they would be lost) without ``drop_scores``; as the reader and
@@ -106,6 +128,4 @@ class ConvertJob(ConvertOptions):
                 raise DataError(f"--nbest {self.nbest}: the hypotheses carry scores that convert cannot keep: {names}; "
                                 f"every format writes only ac_cost, lm_cost and graph_cost: pass --drop-scores to "
                                 f"write the lists without them")
-        nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
-                           utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
-        return convert_nbest(nbest, self.to, self.out)
+        return convert_nbest(open_job_nbest(self), self.to, self.out)

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Tuple
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
 from ..io.formats import FORMATS
-from ..io.jsonl_nbest import JSONL_SUFFIX, is_jsonl
+from ..io.jsonl_nbest import GZIP_SUFFIX, JSONL_SUFFIX, is_gzip_name, is_jsonl
 from ..io.references import read_references
 from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
@@ -51,10 +51,15 @@ COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -k"), b"BZh": ("bzip2", "bunzip2 -k"
               b"\xfd7zXZ\x00": ("xz", "unxz -k"), b"\x28\xb5\x2f\xfd": ("zstd", "unzstd")}
 
 
+#: Said where a compressed N-best file is refused.
+_GZ_HINT = f" (JSON Lines may stay gzip-compressed in a file named *{JSONL_SUFFIX}{GZIP_SUFFIX})"
+
+
 def check_nbest_input(path) -> None:
     """Refuse N-best input that the readers cannot take, before any is read: a pipe or
     another file that is not a regular one (every reader reads its input twice: a
-    checking pass, then the lists), or a compressed file (by its first bytes).
+    checking pass, then the lists), or a compressed file (by its first bytes) other than
+    gzip in a file named ``*.gz`` (read as JSON Lines, :func:`nbest_format`).
 
     Raises:
         DataError: one line naming the path, what it is and the fix.
@@ -71,20 +76,28 @@ def check_nbest_input(path) -> None:
     except OSError:
         return  # (the reader names a missing or unreadable file)
     for magic, (name, command) in COMPRESSED.items():
-        if head.startswith(magic):
+        if head.startswith(magic) and not (name == "gzip" and is_gzip_name(path)):
             raise DataError(f"{path}: is {name}-compressed; N-best files are read as text: decompress it first "
-                            f"({command} {path}) and give the decompressed file")
+                            f"({command} {path}) and give the decompressed file{_GZ_HINT}")
 
 
 def nbest_format(path) -> str:
     """``kaldi`` (a folder), ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a
     name ending in ``.jsonl``, or ``{`` as the first byte that is not white space) or
     ``plain`` (any other file): how :func:`load_nbest` and :func:`open_nbest` read ``path``.
-    Raises DataError: a pipe or a compressed file (:func:`check_nbest_input`)."""
+    A name ending in ``.gz`` is gzip-compressed JSON Lines (``x.jsonl.gz``).
+    Raises DataError: a pipe or a compressed file (:func:`check_nbest_input`), a ``.gz``
+    file that is not JSON Lines."""
     check_nbest_input(path)
     if os.path.isdir(path):
         return "kaldi"
-    return "jsonl" if is_jsonl(path) else "plain"
+    if is_jsonl(path):
+        return "jsonl"
+    if is_gzip_name(path) and os.path.exists(path):
+        raise DataError(f"{path}: a name ending in {GZIP_SUFFIX} is read as gzip-compressed JSON Lines, but its "
+                        f"decompressed text does not start with '{{'; plain N-best files are read uncompressed: "
+                        f"decompress it first (gunzip -k {path}) and give the decompressed file")
+    return "plain"
 
 
 def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
@@ -118,7 +131,10 @@ def format_guess(path, fmt: str) -> str:
     if fmt == "kaldi":
         return f"read as a Kaldi N-best directory: {os.path.basename(path)} is a folder"
     if fmt == "jsonl":
-        why = f"its name ends in {JSONL_SUFFIX}" if os.fspath(path).endswith(JSONL_SUFFIX) else "its first character is '{'"
+        name = os.fspath(path).removesuffix(GZIP_SUFFIX)
+        why = f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'"
+        if is_gzip_name(path):
+            why += f", gzip-compressed: its name ends in {GZIP_SUFFIX}"
         return f"read as JSON Lines: {why}"
     return "read as a plain N-best file: not a folder, not named .jsonl, and its first character is not '{'"
 

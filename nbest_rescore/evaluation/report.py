@@ -201,14 +201,17 @@ model_row = checkpoint_summary
 
 def model_table(paths: Iterable[str]) -> str:
     """Markdown table of :func:`~nbest_rescore.models.loading.checkpoint_summary` of
-    checkpoints (parameters in millions)."""
+    checkpoints or ``hf:PATH`` models (parameters in millions; max positions in tokens,
+    empty for a model of any length)."""
     lines = ["| checkpoint | model | direction | vocabulary | parameters (M) | without embeddings (M) | "
-             "epochs | training (min) | best valid ppl |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "epochs | training (min) | best valid ppl | max positions | dtype |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for p in paths:
         r = model_row(p)
         lines.append(f"| {r['path']} | {r['model']} | {r['direction']} | {r['vocab']} | "
                      f"{r['parameters'] / 1e6:.2f} | {r['without_embeddings'] / 1e6:.2f} | {_cell(r['epochs'], 'd')} | "
-                     f"{_cell(r['minutes'], '.1f')} | {_cell(r['best_valid_ppl'], '.1f')} |")
+                     f"{_cell(r['minutes'], '.1f')} | {_cell(r['best_valid_ppl'], '.1f')} | "
+                     f"{_cell(r['max_positions'], 'd')} | {r['dtype']} |")
     return "\n".join(lines)
 
 

@@ -3,10 +3,13 @@ the one strict number parser (:func:`parse_cost`), key checks and the document-o
 check (:class:`DocumentOrder`)."""
 from __future__ import annotations
 
+import gzip
 import math
+import os
 import re
+import zlib
 from collections.abc import Mapping
-from typing import Callable, Iterable, Iterator, List, Optional, Tuple
+from typing import IO, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from ..errors import DataError, format_location
 
@@ -40,8 +43,56 @@ def split_fields(line: str) -> List[str]:
     return [f for f in _ASCII_WS.split(line) if f]
 
 
+#: A text input or output whose name ends so is gzip-compressed (:func:`open_text_input`).
+GZIP_SUFFIX = ".gz"
+
+
+def is_gzip_name(path) -> bool:
+    """Whether ``path``'s name ends in :data:`GZIP_SUFFIX` (read and written compressed)."""
+    return os.fspath(path).endswith(GZIP_SUFFIX)
+
+
+def open_text_input(path) -> IO[bytes]:
+    """``path`` open for reading bytes, decompressed on the fly when its name ends in
+    ``.gz`` (:func:`is_gzip_name`). Raises DataError: missing or unreadable."""
+    try:
+        return gzip.open(path, "rb") if is_gzip_name(path) else open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot open: {e.strerror or e}") from None
+
+
+def _gzip_error(path, line_no: int, exc: BaseException) -> DataError:
+    """The one-line error of a ``.gz`` input that is not gzip data, or whose data is
+    truncated or corrupt after ``line_no`` lines."""
+    fix = f"check it with gzip -t {path}, or give the uncompressed file"
+    if isinstance(exc, gzip.BadGzipFile) and line_no == 0:
+        return DataError(f"{path}: is not gzip data ({exc}), but a name ending in {GZIP_SUFFIX} is read as gzip; "
+                         f"{fix} (without {GZIP_SUFFIX} in its name)")
+    return DataError(f"{path}: the gzip data is truncated or corrupt after line {line_no} of the decompressed text "
+                     f"({str(exc) or type(exc).__name__}); {fix}")
+
+
+def _raw_lines(path) -> Iterator[Tuple[int, bytes]]:
+    """``(line_no, bytes)`` of each line of :func:`open_text_input`, 1-based; a gzip
+    stream that is not gzip data, truncated or corrupt is a DataError (:func:`_gzip_error`)."""
+    fh = open_text_input(path)
+    line_no = 0
+    with fh:
+        try:
+            for line_no, raw in enumerate(fh, start=1):
+                yield line_no, raw
+        except (EOFError, OSError, zlib.error) as e:
+            if not isinstance(fh, gzip.GzipFile):
+                raise
+            raise _gzip_error(path, line_no, e) from None
+
+
 def iter_lines(path) -> Iterator[Tuple[int, str]]:
-    """Yield ``(line_no, line)`` for a UTF-8 text file, 1-based, line end removed.
+    """Yield ``(line_no, line)`` for a UTF-8 text file, 1-based, line end removed; a
+    file named ``*.gz`` is decompressed as it is read (line numbers of the
+    decompressed text, :func:`open_text_input`).
 
     Only ``\\n`` ends a line (a trailing ``\\r`` is dropped). A final line without a
     newline is yielded; the empty remainder after a final newline is not. A UTF-8
@@ -50,29 +101,23 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
     readers reject it with :func:`check_key`).
 
     Raises:
-        DataError: the file does not exist or is not readable, or a line is not UTF-8.
+        DataError: the file does not exist or is not readable, a line is not UTF-8, or
+            a ``.gz`` file is not gzip data or is truncated or corrupt.
     """
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot open: {e.strerror or e}") from None
-    with fh:
-        for line_no, raw in enumerate(fh, start=1):
-            if line_no == 1 and raw.startswith(UTF8_BOM):
-                raw = raw[len(UTF8_BOM):]
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
-            try:
-                yield line_no, raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(
-                    f"{format_location(path, line_no)}: not valid UTF-8 text "
-                    f"(byte {e.start + 1} of the line); expected UTF-8: convert the file, e.g. "
-                    f"`iconv -f LATIN1 -t UTF-8`") from None
+    for line_no, raw in _raw_lines(path):
+        if line_no == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM):]
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            yield line_no, raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"{format_location(path, line_no)}: not valid UTF-8 text "
+                f"(byte {e.start + 1} of the line); expected UTF-8: convert the file, e.g. "
+                f"`iconv -f LATIN1 -t UTF-8`") from None
 
 
 def iter_pairs(path, expected: str) -> Iterator[Tuple[int, str, str, str]]:
@@ -197,20 +242,27 @@ class DocumentOrder:
         self.last_at[doc] = utt_loc or format_location(self.doc_path, doc_line)
 
 
+def keyed_lines(items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> Iterator[str]:
+    """``line(key, value)`` for each ``(key, value)`` of ``items`` (pairs, or a mapping),
+    after ``check(key)`` (raises DataError for a bad key) and the duplicate check
+    (``f"{who}: duplicate key ..."``, among ``items``)."""
+    seen = set()
+    for key, value in (items.items() if isinstance(items, Mapping) else items):
+        check(key)
+        if key in seen:
+            raise DataError(f"{who}: duplicate key {key!r}")
+        seen.add(key)
+        yield line(key, value)
+
+
 def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> None:
-    """Write ``line(key, value)`` for each ``(key, value)`` of ``items`` (pairs, or a
-    mapping) atomically, after ``check(key)`` (raises DataError for a bad key) and the
-    duplicate check (``f"{who}: duplicate key ..."``); nothing is written on an error."""
+    """Write :func:`keyed_lines` of ``items`` to ``path`` atomically; nothing is written
+    on an error."""
     from .atomic import atomic_write
 
-    seen = set()
     with atomic_write(path) as fh:
-        for key, value in (items.items() if isinstance(items, Mapping) else items):
-            check(key)
-            if key in seen:
-                raise DataError(f"{who}: duplicate key {key!r}")
-            seen.add(key)
-            fh.write(line(key, value))
+        for text in keyed_lines(items, who, check, line):
+            fh.write(text)
 
 
 def float_text(value) -> str:

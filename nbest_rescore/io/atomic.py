@@ -13,6 +13,8 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import gzip
+import io
 import json
 import os
 import shutil
@@ -207,10 +209,13 @@ def atomic_path(path, option: Optional[str] = None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def atomic_write(path, mode: str = "w", encoding: str = "utf-8", option: Optional[str] = None) -> Iterator[IO]:
+def atomic_write(path, mode: str = "w", encoding: str = "utf-8", option: Optional[str] = None,
+                 compress: bool = False) -> Iterator[IO]:
     """:func:`atomic_path` with the temporary file open in ``mode`` (``"w"`` text in
     ``encoding``, or ``"wb"``; ``"x"``/``"a"`` are not supported): yields the file
-    object, flushed and synced before the rename.
+    object, flushed and synced before the rename. ``compress``: what is written is
+    gzip-compressed (:func:`_gzip_over`: no name or time in the header, so the same
+    content gives the same bytes).
 
     Raises:
         ValueError: ``mode`` is not a write mode.
@@ -218,10 +223,32 @@ def atomic_write(path, mode: str = "w", encoding: str = "utf-8", option: Optiona
     """
     if mode not in ("w", "wb", "wt", "w+", "wb+", "w+b", "wt+", "w+t"):
         raise ValueError(f"atomic_write: unsupported mode {mode!r} (use 'w' or 'wb')")
-    with atomic_path(path, option) as tmp, open(tmp, mode, **({} if "b" in mode else {"encoding": encoding})) as fh:
-        yield fh
+    binary = "b" in mode or compress
+    with atomic_path(path, option) as tmp, open(tmp, "wb" if compress else mode,
+                                                 **({} if binary else {"encoding": encoding})) as fh:
+        if compress:
+            with _gzip_over(fh, "b" in mode, encoding) as gz:
+                yield gz
+        else:
+            yield fh
         fh.flush()
         os.fsync(fh.fileno())
+
+
+@contextlib.contextmanager
+def _gzip_over(raw: IO[bytes], binary: bool, encoding: str) -> Iterator[IO]:
+    """A gzip stream into the open file ``raw`` (text in ``encoding`` unless
+    ``binary``), closed (its trailer written, ``raw`` left open) when the block ends.
+    The header holds no file name and time 0."""
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+    fh = gz if binary else io.TextIOWrapper(gz, encoding=encoding)
+    try:
+        yield fh
+    except BaseException:
+        with contextlib.suppress(Exception):  # (the partial file goes: the first error is the one to report)
+            fh.close()
+        raise
+    fh.close()
 
 
 #: Written into every output folder: marks it as replaceable by a later run.

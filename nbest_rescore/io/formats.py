@@ -1,18 +1,20 @@
 """The N-best formats in one table (docs/formats.md): for each, how a whole set is read,
-how a set is opened to be read span by span, how one is written, and what the writer
-writes. :func:`~nbest_rescore.api.inputs.load_nbest`, ``open_nbest`` and ``convert``
-dispatch through :data:`FORMATS` and nothing else."""
+how a set is opened to be read span by span, its writer (which takes a set span by
+span, :mod:`~.nbest_writer`), and what the writer writes.
+:func:`~nbest_rescore.api.inputs.load_nbest`, ``open_nbest`` and ``convert`` dispatch
+through :data:`FORMATS` and nothing else."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Tuple
 
 from ..options import NBEST_FORMATS
 from ..types import NbestSet
-from .jsonl_nbest import open_jsonl_nbest, read_jsonl_nbest, write_jsonl_nbest
-from .kaldi_nbest import KALDI_WRITTEN, open_kaldi_nbest, read_kaldi_nbest_dir, write_kaldi_nbest_files
-from .plain_nbest import PLAIN_WRITTEN, open_plain_nbest, read_plain_nbest, write_plain_nbest_files
+from .jsonl_nbest import JsonlNbestWriter, open_jsonl_nbest, read_jsonl_nbest
+from .kaldi_nbest import KALDI_WRITTEN, KaldiNbestWriter, open_kaldi_nbest, read_kaldi_nbest_dir
+from .nbest_writer import NbestWriter
+from .plain_nbest import PLAIN_WRITTEN, PlainNbestWriter, open_plain_nbest, read_plain_nbest
 
 __all__ = ["FORMATS", "NbestFormat"]
 
@@ -27,8 +29,9 @@ class NbestFormat:
         read: ``read(path, *plain_args, log=..., **plain_kwargs) -> NbestSet``, the whole set.
         open: the same arguments, returning a
             :class:`~nbest_rescore.io.spans.StreamSource` read span by span.
-        write: ``write(out, nbest) -> names written``: into the existing folder ``out``
-            (a folder format), or as the file ``out`` (atomically).
+        writer: ``writer(out)``, a :class:`~.nbest_writer.NbestWriter` writing into the
+            existing folder ``out`` (a folder format), or the file ``out`` (``--out``
+            in its errors), part after part; each file appears when it closes.
         written: every name a folder writer may write (``()`` for a one-file format).
         plain_options: whether the reader takes the plain-format options
             (score files, ``--plain-costs``, utt2doc, utterance ids).
@@ -38,7 +41,7 @@ class NbestFormat:
     what: str
     read: Callable[..., NbestSet]
     open: Callable
-    write: Callable[[str, NbestSet], Tuple[str, ...]]
+    writer: Callable[[str], NbestWriter]
     written: Tuple[str, ...]
     plain_options: bool = False
 
@@ -48,17 +51,13 @@ class NbestFormat:
         return bool(self.written)
 
 
-def _write_jsonl(out, nbest: NbestSet) -> Tuple[str, ...]:
-    write_jsonl_nbest(nbest, out, option="--out")
-    return (os.path.basename(os.fspath(out)),)
-
-
 #: name -> :class:`NbestFormat`, in the order of :data:`~nbest_rescore.options.NBEST_FORMATS`.
 FORMATS = {f.name: f for f in (
     NbestFormat("kaldi", "a Kaldi N-best directory", read_kaldi_nbest_dir, open_kaldi_nbest,
-                write_kaldi_nbest_files, KALDI_WRITTEN),
-    NbestFormat("plain", "a plain N-best file", read_plain_nbest, open_plain_nbest, write_plain_nbest_files,
+                KaldiNbestWriter, KALDI_WRITTEN),
+    NbestFormat("plain", "a plain N-best file", read_plain_nbest, open_plain_nbest, PlainNbestWriter,
                 PLAIN_WRITTEN, plain_options=True),
-    NbestFormat("jsonl", "a JSON Lines file", read_jsonl_nbest, open_jsonl_nbest, _write_jsonl, ()),
+    NbestFormat("jsonl", "a JSON Lines file", read_jsonl_nbest, open_jsonl_nbest,
+                partial(JsonlNbestWriter, option="--out"), ()),
 )}
 assert tuple(FORMATS) == NBEST_FORMATS

@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import zlib
 from functools import partial
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -29,11 +30,13 @@ import numpy as np
 
 from ..errors import DataError, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, split_fields
+from ._common import (GZIP_SUFFIX, DocumentOrder, check_key, check_ranked_keys, float_text, is_gzip_name, iter_lines,
+                      open_text_input, split_fields)
 from .atomic import atomic_write
+from .nbest_writer import NbestWriter, write_whole
 from .spans import StreamSource, open_stream
 
-__all__ = ["JSONL_SUFFIX", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
+__all__ = ["GZIP_SUFFIX", "JSONL_SUFFIX", "JsonlNbestWriter", "is_gzip_name", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
            "read_jsonl_nbest", "write_jsonl_nbest"]
 
 logger = logging.getLogger(__name__)
@@ -52,20 +55,22 @@ DOC_SOURCE = "document fields"
 
 
 def is_jsonl(path) -> bool:
-    """Whether the file ``path`` is JSON Lines: its name ends in ``.jsonl``, or its first
-    byte that is not white space (after a UTF-8 byte-order mark) is ``{``. A plain N-best
-    line starts with a digit, so the two cannot be confused. False for a folder."""
+    """Whether the file ``path`` is JSON Lines: its name ends in ``.jsonl`` (or
+    ``.jsonl.gz``), or its first byte that is not white space (after a UTF-8 byte-order
+    mark; of the decompressed text for a name ending in ``.gz``) is ``{``. A plain N-best
+    line starts with a digit, so the two cannot be confused. False for a folder, or a
+    ``.gz`` file that is not gzip data."""
     p = os.fspath(path)
     if os.path.isdir(p):
         return False
-    if p.endswith(JSONL_SUFFIX):
+    if p.removesuffix(GZIP_SUFFIX).endswith(JSONL_SUFFIX):
         return True
     try:
-        with open(p, "rb") as fh:
+        with open_text_input(p) as fh:
             head = fh.read(4096).removeprefix(b"\xef\xbb\xbf")
             while head and not head.strip():
                 head = fh.read(4096)
-    except OSError:
+    except (DataError, OSError, EOFError, zlib.error):
         return False
     return head.lstrip()[:1] == b"{"
 
@@ -352,17 +357,33 @@ def jsonl_line(u: NbestList) -> str:
     return f'{head}, "hypotheses": [{", ".join(hyps)}]}}\n'
 
 
+class JsonlNbestWriter(NbestWriter):
+    """The writer (:class:`~.nbest_writer.NbestWriter`) of :func:`write_jsonl_nbest`,
+    part after part into the file ``path`` (gzip-compressed when its name ends in ``.gz``)."""
+
+    def __init__(self, path, option: Optional[str] = None):
+        self.path, self.option = path, option
+        self.names = (os.path.basename(os.fspath(path)),)
+
+    def _open(self, stack) -> None:
+        self._fh = stack.enter_context(atomic_write(self.path, option=self.option, compress=is_gzip_name(self.path)))
+
+    def write(self, part: NbestSet) -> None:
+        for u in part.utterances:
+            self._fh.write(jsonl_line(u))
+
+
 def write_jsonl_nbest(nbest: NbestSet, path, option: Optional[str] = None) -> None:
     """Write ``nbest`` as JSON Lines (:func:`jsonl_line` per utterance, set order) to
-    ``path``, atomically (the file appears whole or not at all). Reading it back with
+    ``path``, atomically (the file appears whole or not at all), gzip-compressed when
+    its name ends in ``.gz``. Reading it back with
     :func:`read_jsonl_nbest` gives the same ids, documents, words and float64 costs.
-    ``option`` (e.g. ``"--out"``) names ``path`` in errors.
+    ``option`` (e.g. ``"--out"``) names ``path`` in errors. Part after part:
+    :class:`JsonlNbestWriter`.
 
     Raises:
         DataError: as :func:`jsonl_line`; the folder of ``path`` does not exist; the
             file cannot be written (no space, read-only file system, permission ...:
             :func:`~.atomic.atomic_write`). Nothing is written then.
     """
-    with atomic_write(path, option=option) as fh:
-        for u in nbest.utterances:
-            fh.write(jsonl_line(u))
+    write_whole(JsonlNbestWriter(path, option), nbest)

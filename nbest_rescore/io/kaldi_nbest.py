@@ -24,12 +24,12 @@ from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
 from ._common import DocumentOrder, check_key, iter_lines, iter_pairs, split_fields
 from .cost_column import CostColumn
-from .atomic import atomic_write
-from .kaldi_text import iter_kaldi_text, write_kaldi_text
-from .score_ark import write_cost_ark
+from .kaldi_text import iter_kaldi_text, kaldi_text_lines
+from .nbest_writer import NbestWriter, open_files, write_whole
+from .score_ark import cost_ark_lines
 from .spans import StreamSource, open_stream
 
-__all__ = ["KALDI_WRITTEN", "iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_nbest_dir", "read_utt_map",
+__all__ = ["KALDI_WRITTEN", "KaldiNbestWriter", "iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_nbest_dir", "read_utt_map",
            "split_hyp_key", "write_kaldi_nbest_files"]
 
 logger = logging.getLogger(__name__)
@@ -384,6 +384,52 @@ def open_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
 
 #: Every file :func:`write_kaldi_nbest_files` may write.
 KALDI_WRITTEN = ("text", "ac_cost", "lm_cost", "lmwt.lmonly", "lmwt.nolm", "utt2doc", "ref.txt")
+#: The cost files with a graph cost and without, file name -> :class:`~nbest_rescore.types.NbestList` field.
+_GRAPH_COLUMNS = {"ac_cost": "ac_cost", "lmwt.lmonly": "lm_cost", "lmwt.nolm": "graph_cost"}
+_NO_GRAPH_COLUMNS = {"ac_cost": "ac_cost", "lm_cost": "lm_cost"}
+
+
+class KaldiNbestWriter(NbestWriter):
+    """The writer (:class:`~.nbest_writer.NbestWriter`) of :func:`write_kaldi_nbest_files`,
+    part after part into the existing ``folder``. With ``with_graph`` None the n-gram
+    costs go to ``lm_cost`` and the graph costs to ``lmwt.nolm``; when the files are in
+    place, ``lm_cost`` becomes ``lmwt.lmonly`` if some graph cost was not 0, else
+    ``lmwt.nolm`` is removed (the same files as when it is known beforehand)."""
+
+    def __init__(self, folder, refs: Optional[Mapping[str, Words]] = None, with_graph: Optional[bool] = None):
+        self.folder, self.refs, self.with_graph = Path(folder), refs, with_graph
+        self.columns = dict(_GRAPH_COLUMNS if with_graph else _NO_GRAPH_COLUMNS)
+        if with_graph is None:
+            self.columns["lmwt.nolm"] = "graph_cost"
+        self.graph_seen = False
+
+    def _open(self, stack) -> None:
+        self._files = open_files(stack, self.folder, ("text", *self.columns, "utt2doc")
+                                 + (() if self.refs is None else ("ref.txt",)))
+
+    def write(self, part: NbestSet) -> None:
+        utts, files = part.utterances, self._files
+        files["text"].writelines(kaldi_text_lines((k, h) for u in utts for k, h in zip(u.keys, u.hyps)))
+        for name, attr in self.columns.items():
+            costs = ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist()))
+            files[name].writelines(cost_ark_lines(costs, self.folder / name))
+        files["utt2doc"].writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
+        if self.refs is not None:
+            files["ref.txt"].writelines(kaldi_text_lines((u.utt_id, self.refs[u.utt_id]) for u in utts
+                                                         if u.utt_id in self.refs))
+        self.graph_seen = self.graph_seen or any(np.any(u.graph_cost) for u in utts)
+
+    def _finish(self) -> None:
+        if self.with_graph is None and self.graph_seen:
+            os.replace(self.folder / "lm_cost", self.folder / "lmwt.lmonly")
+        elif self.with_graph is None:
+            os.unlink(self.folder / "lmwt.nolm")
+
+    @property
+    def names(self) -> Tuple[str, ...]:
+        graph = self.graph_seen if self.with_graph is None else self.with_graph
+        return ("text", *(_GRAPH_COLUMNS if graph else _NO_GRAPH_COLUMNS), "utt2doc") + \
+            (() if self.refs is None else ("ref.txt",))
 
 
 def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str, Words]] = None,
@@ -395,7 +441,7 @@ def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str,
     utterances) when ``refs`` is given. Costs (negated natural logs) have 6 decimals
     (``%.6f``, :func:`~.score_ark.cost_ark_line`). Each file is written atomically;
     callers that need the set to appear as a whole write into
-    :func:`~.atomic.atomic_dir`'s folder.
+    :func:`~.atomic.atomic_dir`'s folder. Part after part: :class:`KaldiNbestWriter`.
 
     Args:
         with_graph: write the graph cost files; None: when any graph cost is non-zero.
@@ -405,16 +451,4 @@ def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str,
         DataError: a key, word or id that is empty or holds white space, a repeated
             key, a cost that is not finite (nothing more is written then).
     """
-    folder, utts = Path(folder), nbest.utterances
-    if with_graph is None:
-        with_graph = any(np.any(u.graph_cost) for u in utts)
-    write_kaldi_text(folder / "text", ((k, h) for u in utts for k, h in zip(u.keys, u.hyps)))
-    columns = {"ac_cost": "ac_cost", "lmwt.lmonly": "lm_cost", "lmwt.nolm": "graph_cost"} if with_graph else \
-        {"ac_cost": "ac_cost", "lm_cost": "lm_cost"}
-    for name, attr in columns.items():
-        write_cost_ark(folder / name, ((k, c) for u in utts for k, c in zip(u.keys, getattr(u, attr).tolist())))
-    with atomic_write(folder / "utt2doc") as f:
-        f.writelines(f"{u.utt_id} {u.doc_id}\n" for u in utts)
-    if refs is not None:
-        write_kaldi_text(folder / "ref.txt", ((u.utt_id, refs[u.utt_id]) for u in utts if u.utt_id in refs))
-    return ("text", *columns, "utt2doc") + (() if refs is None else ("ref.txt",))
+    return write_whole(KaldiNbestWriter(folder, refs, with_graph), nbest)

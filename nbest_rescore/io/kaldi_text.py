@@ -11,9 +11,9 @@ from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
 from ..types import Words
-from ._common import check_key, iter_lines, split_fields, write_keyed
+from ._common import check_key, iter_lines, keyed_lines, split_fields, write_keyed
 
-__all__ = ["iter_kaldi_text", "kaldi_text_line", "read_kaldi_text", "write_kaldi_text"]
+__all__ = ["iter_kaldi_text", "kaldi_text_line", "kaldi_text_lines", "read_kaldi_text", "write_kaldi_text"]
 
 
 def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
@@ -87,4 +87,14 @@ def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
             (nothing is written then).
         OSError: the file cannot be written.
     """
-    write_keyed(path, items, "write_kaldi_text", lambda key: _check_token(key, "key", key), kaldi_text_line)
+    write_keyed(path, items, *_TEXT_LINES)
+
+
+#: How :func:`write_kaldi_text` and :func:`kaldi_text_lines` check and write entries.
+_TEXT_LINES = ("write_kaldi_text", lambda key: _check_token(key, "key", key), kaldi_text_line)
+
+
+def kaldi_text_lines(items: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[str]:
+    """The lines :func:`write_kaldi_text` writes for ``items``, for a writer that appends
+    part after part (keys checked unique within ``items``). Raises DataError as it."""
+    return keyed_lines(items, *_TEXT_LINES)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 from collections import abc
-from contextlib import ExitStack
 from functools import partial
 from itertools import groupby
 from operator import itemgetter
@@ -26,12 +25,12 @@ from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
 from ._common import (DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, iter_pairs, parse_cost,
                       split_fields)
-from .atomic import atomic_write
+from .nbest_writer import NbestWriter, open_files, write_whole
 from .kaldi_nbest import read_utt_map_lines
 from .kaldi_text import kaldi_text_line
 from .spans import StreamSource, open_stream
 
-__all__ = ["PLAIN_WRITTEN", "find_plain_score_files", "iter_plain_nbest", "open_plain_nbest", "read_plain_nbest",
+__all__ = ["PLAIN_WRITTEN", "PlainNbestWriter", "find_plain_score_files", "iter_plain_nbest", "open_plain_nbest", "read_plain_nbest",
            "write_plain_nbest_files"]
 
 logger = logging.getLogger(__name__)
@@ -380,6 +379,29 @@ def _plain_lines(i: int, u: NbestList) -> Iterator[Tuple[str, str, str]]:
         yield kaldi_text_line(str(i), tuple(words) + ("<eos>",)), float_text(-ac) + "\n", float_text(-lm) + "\n"
 
 
+class PlainNbestWriter(NbestWriter):
+    """The writer (:class:`~.nbest_writer.NbestWriter`) of :func:`write_plain_nbest_files`,
+    part after part into the existing ``folder`` (utterance indices count on over the parts)."""
+
+    names = PLAIN_WRITTEN
+
+    def __init__(self, folder):
+        self.folder, self.count = folder, 0
+
+    def _open(self, stack) -> None:
+        self._files = list(open_files(stack, self.folder, PLAIN_WRITTEN).values())
+
+    def write(self, part: NbestSet) -> None:
+        files = self._files
+        for u in part.utterances:
+            i, self.count = self.count, self.count + 1
+            for lines in _plain_lines(i, u):
+                for fh, line in zip(files, lines):
+                    fh.write(line)
+            files[3].write(kaldi_text_line(str(i), (u.utt_id,)))
+            files[4].write(kaldi_text_line(u.utt_id, (u.doc_id,)))
+
+
 def write_plain_nbest_files(folder, nbest: NbestSet) -> Tuple[str, ...]:
     """Write ``nbest`` into the existing ``folder`` in the plain format, as
     :data:`PLAIN_WRITTEN`: ``nbest.txt`` (``<i> w1 ... <eos>``, i = 0, 1, ... the
@@ -389,7 +411,8 @@ def write_plain_nbest_files(folder, nbest: NbestSet) -> Tuple[str, ...]:
     (``<utt_id> <doc_id>``). ``read_plain_nbest(folder/"nbest.txt",
     utt_ids=folder/"utt_ids", utt2doc=folder/"utt2doc")`` reads the same lists back
     (the same float64 costs). Each file is written atomically; callers that need the
-    set to appear as a whole write into :func:`~.atomic.atomic_dir`'s folder.
+    set to appear as a whole write into :func:`~.atomic.atomic_dir`'s folder. Part
+    after part: :class:`PlainNbestWriter`.
 
     Returns:
         :data:`PLAIN_WRITTEN`.
@@ -398,13 +421,4 @@ def write_plain_nbest_files(folder, nbest: NbestSet) -> Tuple[str, ...]:
             ``<utt_id>-1 .. <utt_id>-N`` (the format rebuilds them), an id or word that
             is empty or holds white space (nothing more is written then).
     """
-    folder = os.fspath(folder)
-    with ExitStack() as stack:
-        files = [stack.enter_context(atomic_write(os.path.join(folder, n))) for n in PLAIN_WRITTEN]
-        for i, u in enumerate(nbest.utterances):
-            for lines in _plain_lines(i, u):
-                for fh, line in zip(files, lines):
-                    fh.write(line)
-            files[3].write(kaldi_text_line(str(i), (u.utt_id,)))
-            files[4].write(kaldi_text_line(u.utt_id, (u.doc_id,)))
-    return PLAIN_WRITTEN
+    return write_whole(PlainNbestWriter(folder), nbest)

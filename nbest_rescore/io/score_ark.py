@@ -16,9 +16,10 @@ from typing import Dict, Iterable, Iterator, Tuple
 import numpy as np
 
 from ..errors import DataError, format_location
-from ._common import check_key, iter_lines, parse_cost, split_fields, write_keyed
+from ._common import check_key, iter_lines, keyed_lines, parse_cost, split_fields
+from .atomic import atomic_write
 
-__all__ = ["cost_ark_line", "iter_cost_ark", "read_cost_ark", "write_cost_ark"]
+__all__ = ["cost_ark_line", "cost_ark_lines", "iter_cost_ark", "read_cost_ark", "write_cost_ark"]
 
 
 def _check_finite(value: float, key: str, where: str) -> float:
@@ -189,5 +190,13 @@ def write_cost_ark(path, items: Iterable[Tuple[str, float]]) -> None:
             not a finite number (nothing is written then).
         OSError: the file cannot be written.
     """
-    write_keyed(path, items, "write_cost_ark", _check_ark_key,
-                lambda key, value: cost_ark_line(key, value, f"write_cost_ark {path}"))
+    with atomic_write(path) as fh:
+        fh.writelines(cost_ark_lines(items, path))
+
+
+def cost_ark_lines(items: Iterable[Tuple[str, float]], path) -> Iterator[str]:
+    """The lines :func:`write_cost_ark` writes to ``path`` for ``items``, for a writer
+    that appends part after part (keys checked unique within ``items``). Raises
+    DataError as it."""
+    return keyed_lines(items, "write_cost_ark", _check_ark_key,
+                       lambda key, value: cost_ark_line(key, value, f"write_cost_ark {path}"))

@@ -320,3 +320,35 @@ def write_metadata(directory, info: dict) -> None:
     with open(os.path.join(directory, METADATA_FILE), "w", encoding="utf-8") as f:
         json.dump({"format": 1, "info": info}, f, indent=2, sort_keys=True)
         f.write("\n")
+
+
+def hf_summary(spec: str) -> dict:
+    """What ``nbest-rescore info`` reports of ``hf:PATH`` (the model loaded once, as
+    :func:`load_hf_lm` loads it): the keys of
+    :func:`~nbest_rescore.models.loading.checkpoint_summary` with ``model``
+    ``hf:<model_type>``, ``vocab`` the tokenizer's size, ``parameters`` and
+    ``without_embeddings`` (the input and output embedding matrices excluded, a tied one
+    counted once), ``max_positions`` (tokens; None when the config does not say) and
+    ``dtype`` (of the saved weights, from config.json; loaded as float32).
+
+    Raises:
+        DataError: as :func:`load_hf_lm` (e.g. a folder that holds no model), worded for
+            ``info``.
+    """
+    try:
+        lm = load_hf_lm(spec)
+    except DataError as exc:
+        text = str(exc)
+        raise DataError(f"info {text[len('--lm '):]}" if text.startswith("--lm ") else text) from None
+    model, name = lm.model, hf_name(spec)
+    total = sum(p.numel() for p in model.parameters())  # a shared (tied) tensor once
+    emb = {id(m.weight): m.weight.numel() for m in (model.get_input_embeddings(), model.get_output_embeddings())
+           if m is not None and getattr(m, "weight", None) is not None}
+    stored = _read_json(os.path.join(name, "config.json")) if os.path.isdir(name) else {}
+    dtype = stored.get("torch_dtype") or stored.get("dtype") or str(next(model.parameters()).dtype)
+    seconds = lm.info.get("seconds")
+    return {"path": spec, "model": f"hf:{model.config.model_type}", "direction": lm.direction,
+            "vocab": len(lm.text.tokenizer), "parameters": total, "without_embeddings": total - sum(emb.values()),
+            "epochs": lm.info.get("epochs"), "minutes": None if seconds is None else seconds / 60.0,
+            "best_valid_ppl": lm.info.get("best_valid_ppl"), "max_positions": lm.max_positions,
+            "dtype": str(dtype).removeprefix("torch.")}

@@ -11,6 +11,7 @@ from ..errors import DataError
 from ..io.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint
 from ..vocab import Vocabulary
 from .base import LanguageModel
+from .hf import hf_summary, is_hf_lm
 from .registry import build_model
 
 
@@ -58,12 +59,17 @@ def load_model(path, device=None) -> Tuple[LanguageModel, Vocabulary, dict]:
 def checkpoint_summary(path) -> dict:
     """Facts of one checkpoint (``nbest-rescore info``): path, model name, direction,
     vocabulary size, ``parameters`` and ``without_embeddings``
-    (:meth:`~.base.LanguageModel.num_parameters`), ``epochs``, training ``minutes`` and
-    ``best_valid_ppl`` (None where not recorded). Raises DataError for an unreadable checkpoint."""
+    (:meth:`~.base.LanguageModel.num_parameters`), ``epochs``, training ``minutes``,
+    ``best_valid_ppl``, ``max_positions`` (None: the models here take any length) and
+    ``dtype`` of the weights (None where not recorded). ``hf:PATH``: a Hugging Face
+    model (:func:`~.hf.hf_summary`). Raises DataError for an unreadable checkpoint."""
+    if is_hf_lm(path):
+        return hf_summary(path)
     model, vocab, info = load_model(path)
     params = model.num_parameters()
     seconds = info.get("seconds")
     return {"path": str(path), "model": model.name, "direction": model.direction, "vocab": len(vocab),
             "parameters": params["total"], "without_embeddings": params["without_embeddings"],
             "epochs": info.get("epochs"), "minutes": None if seconds is None else seconds / 60.0,
-            "best_valid_ppl": info.get("best_valid_ppl")}
+            "best_valid_ppl": info.get("best_valid_ppl"), "max_positions": None,
+            "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}

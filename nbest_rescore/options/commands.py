@@ -216,7 +216,8 @@ class ConvertOptions(NbestOptions):
 
     to: str = option(help="Format to write: kaldi (a folder: text, ac_cost, lm_cost or lmwt.lmonly + lmwt.nolm, "
                           "utt2doc; costs with 6 decimals), plain (a folder: nbest.txt, nbest.ac, nbest.ngram, "
-                          "utt_ids, utt2doc) or jsonl (one file, one utterance per line).", choices=NBEST_FORMATS)
+                          "utt_ids, utt2doc) or jsonl (one file, one utterance per line; gzip-compressed when --out ends in "
+                          ".gz).", choices=NBEST_FORMATS)
     out: str = option(help="Output: a folder for kaldi and plain (replaced as a whole), a file for jsonl (written "
                            "atomically).", path={})
     drop_scores: bool = option(False, "Write JSON Lines input whose hypotheses carry scores beyond ac_cost, lm_cost "
