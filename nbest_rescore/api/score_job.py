@@ -27,6 +27,7 @@ from ..rescoring.combine import Weights
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths, check_value, named_paths
+from .context_input import check_context_options, job_context
 from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_weights_file
 from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
@@ -44,10 +45,12 @@ _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
 
 
 def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...],
-           opts: ScorerOptions, *, refs, ngram_arpa, progress, skip_confident=None) -> _SpanRun:
-    """A run ready for the spans of ``source`` (``refs`` checked by the caller)."""
+           opts: ScorerOptions, *, refs, ngram_arpa, progress, skip_confident=None, context=None) -> _SpanRun:
+    """A run ready for the spans of ``source`` (``refs`` checked by the caller;
+    ``context``: the hf: LMs' :class:`~nbest_rescore.rescoring.hf_context.TextContext` or None)."""
     index = source.index
-    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), skip_confident)
+    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), skip_confident,
+                   context)
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
         log.info("%s: history conditioning %s (%d documents, %d utterances, grouping from %s)%s", one.path, h,
@@ -174,10 +177,11 @@ class ScoreJob(ScoreOptions):
         self.weights()
         lm_histories(self.history, len(self.lm_paths))
         check_device(self.device, self)
-        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
+        check_context_options(self.lm_paths, self.prompt, self.context_file)
+        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa", "context_file"))
         if self.out is not None:
             check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "weights_file", *PLAIN_PATHS,
-                                                              "ngram_arpa")))
+                                                              "ngram_arpa", "context_file")))
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:
@@ -199,9 +203,11 @@ class ScoreJob(ScoreOptions):
         refs = load_references(self.ref) if self.ref else None
         if refs is not None:
             check_references(source.index, refs, self.ref)
+        context = job_context(self.prompt, self.context_file, source.index)
         lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
-                     ngram_arpa=self.ngram_arpa, progress=progress, skip_confident=self.skip_confident)
+                     ngram_arpa=self.ngram_arpa, progress=progress, skip_confident=self.skip_confident,
+                     context=context)
         extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
 
         def result() -> ScoreResult:
