@@ -74,7 +74,8 @@ def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           refs: Optional[Mapping[str, Sequence[str]]] = None, history: Union[str, Sequence[str]] = "first-pass",
           ngram_arpa=None, progress: Optional[Progress] = None, span_hyps: Optional[int] = None,
-          skip_confident: Optional[float] = None, **options) -> ScoreResult:
+          skip_confident: Optional[float] = None, prompt: Optional[str] = None, context_file=None,
+          **options) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
@@ -83,8 +84,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     ``weights_file``; ``nn_weights`` None splits ``1 - interp`` equally) and
     ``ScorerOptions``, ``history`` (one for every LM, or one per LM in order),
     ``ngram_arpa``, ``span_hyps`` (None, the default: the whole set at once; the
-    results do not depend on it) and ``skip_confident`` (selective rescoring,
-    :mod:`~nbest_rescore.rescoring.selective`; None: every list scored).
+    results do not depend on it), ``skip_confident`` (selective rescoring,
+    :mod:`~nbest_rescore.rescoring.selective`; None: every list scored), ``prompt`` and
+    ``context_file`` (hf: LMs: texts before the history, :mod:`~nbest_rescore.rescoring.hf_context`).
 
     Args:
         nbest: from :func:`load_nbest`.
@@ -98,8 +100,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     Raises:
         TypeError: an unknown option name.
         DataError: no LM, an option out of range, weights that do not sum to 1, not one
-            history or NN weight per LM, references missing or empty, or non-finite NN
-            costs (the model and a few hypothesis keys named).
+            history or NN weight per LM, references missing or empty, a prompt or context
+            file with a word-level LM or a bad context file, or non-finite NN costs (the
+            model and a few hypothesis keys named).
     """
     lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
     if not lms:
@@ -108,11 +111,12 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
     check_value(ScoringOptions, "skip_confident", skip_confident)
     histories = lm_histories(history, len(lms))
+    check_context_options([one.path for one in lms], prompt, context_file)
     source = SetSource(nbest)
     if refs is not None:
         check_references(source.index, refs)
     run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress,
-                 skip_confident=skip_confident)
+                 skip_confident=skip_confident, context=job_context(prompt, context_file, source.index))
     parts = [run.span(span) for span in source.spans(span_hyps)]
     res = run.result(nbest.source)
 

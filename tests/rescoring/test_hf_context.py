@@ -68,6 +68,16 @@ def test_costs_with_contexts_equal_a_plain_forward(hf_lm, two_docs, family, hist
     assert scorer.settings()["document_contexts"] == 1 and scorer.settings()["utterance_contexts"] == 2
 
 
+def test_api_score_reads_the_prompt_and_the_context_file(hf_lm, two_docs, tmp_path):
+    ctx = _context(two_docs)
+    path = tmp_path / "ctx.txt"
+    path.write_text("".join(f"{k} {' '.join(v)}\n" for k, v in {**ctx.utterances, **ctx.documents}.items()))
+    lm = nr.load_lm(f"hf:{hf_lm('gpt2')}", context_tokens=40)
+    res = nr.score(two_docs, lm, prompt=" ".join(PROMPT), context_file=str(path))
+    ref = rescore(two_docs, lm.scorer(ScorerOptions(), ctx), WEIGHTS, "first-pass").nn_cost
+    np.testing.assert_allclose(res.nn_cost, ref, atol=1e-6, rtol=0)
+
+
 def test_the_history_is_cut_never_the_prefix():
     row = np.array([-1, 7, 8, 1, 2, 3], dtype=np.int64)  # prefix 7 8, history 1 2 3
     np.testing.assert_array_equal(fit_row(row, 2, [4, 5]), [7, 8, 2, 3, 4, 5])
