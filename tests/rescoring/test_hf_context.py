@@ -133,8 +133,10 @@ def test_cli_score_with_a_prompt_and_a_context_file(hf_lm, ci_shard, tmp_path):
     res = _run("-v", *base, "--out", str(tmp_path / "ctx"), "--prompt", "a news programme", "--context-file", str(ctx))
     assert plain.exit_code == 0 and res.exit_code == 0, res.output
     assert f"contexts for 1 of {len(set(utt2doc.values()))} documents and 1 of {len(utt2doc)} utterances" in res.output
-    rec = json.loads((tmp_path / "ctx" / "wer.json").read_text())["scoring"]
+    settings = json.loads((tmp_path / "ctx" / "wer.json").read_text())
+    rec = settings["scoring"]
     assert rec["prompt_tokens"] > 3 and rec["document_contexts"] == rec["utterance_contexts"] == 1
+    assert settings["prompt"] == "a news programme" and settings["context_file"] == str(ctx)
     a = np.loadtxt(tmp_path / "plain" / "nn_cost", usecols=1)
     b = np.loadtxt(tmp_path / "ctx" / "nn_cost", usecols=1)
     assert a.shape == b.shape and not np.allclose(a, b)
