@@ -212,7 +212,8 @@ class ScoreJob(ScoreOptions):
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
                      ngram_arpa=self.ngram_arpa, progress=progress, skip_confident=self.skip_confident,
                      context=context)
-        extra = {k: getattr(self, k) for k in ("weights_file", "prompt", "context_file") if getattr(self, k) is not None}
+        extra = {k: getattr(self, k) for k in ("weights_file", "prompt", "context_file")
+                 if getattr(self, k) is not None}
 
         def result() -> ScoreResult:
             res = run.result(self.nbest)
