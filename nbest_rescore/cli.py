@@ -176,7 +176,7 @@ def train(obj, no_progress, **kw):
 
 
 @main.command(short_help="Corpus-level perplexity and OOV rate of a text.")
-@options_of(PplOptions, f"lm text device batch_size max_words threads {_CACHE} {_HF}")
+@options_of(PplOptions, f"lm text device batch_size max_words threads {_CACHE} {_HF} prompt")
 @_no_progress
 def ppl(no_progress, **kw):
     """Corpus-level perplexity (natural log inside; the state is carried within a
@@ -222,7 +222,7 @@ def _check_score_usage(ctx, kw) -> None:
 @main.command(short_help="Rescore N-best lists with one or several neural LMs.", epilog=SCORE_FORMULA)
 @options_of(ScoreOptions, _SCORE)
 @_no_progress
-@options_of(ScoreOptions, f"{_CACHE} {_HF}")
+@options_of(ScoreOptions, f"{_CACHE} {_HF} prompt context_file")
 @click.pass_obj
 def score(obj, no_progress, **kw):
     """Rescore N-best lists with one or several neural LMs conditioned on the 1-best

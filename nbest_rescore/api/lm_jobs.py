@@ -19,6 +19,7 @@ from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, TrainOptions
 from ..validation import check_input_file, check_option, check_paths, named_paths
+from .context_input import check_context_options, prompt_context
 from .inputs import Progress
 from .lm_loading import LoadedLM, load_lm, seed_everything, set_threads
 
@@ -28,7 +29,7 @@ ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention
 
 
 def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Optional[int] = None,
-               progress: Optional[Progress] = None) -> PerplexityReport:
+               progress: Optional[Progress] = None, prompt: Optional[str] = None) -> PerplexityReport:
     """Corpus-level perplexity of ``text`` under ``lm`` (state carried within a
     document, reset between documents; natural log inside).
 
@@ -37,16 +38,20 @@ def perplexity(lm: LoadedLM, text: Text, *, batch_size: int = 16, max_words: Opt
             of documents, each a list of word sequences.
         batch_size, max_words: the fields of :class:`~nbest_rescore.options.PplOptions`.
         progress: called as ``progress(segments_done, segments_total)``.
+        prompt: an hf: LM's text before every document (:class:`~nbest_rescore.options.PromptOption`;
+            read, not scored).
     Raises:
-        DataError: bad options, an unreadable text, or nothing to score.
+        DataError: bad options, an unreadable text, nothing to score, a prompt for a
+            word-level LM.
     """
     check_option("batch_size", batch_size, "int", ">= 1")
     check_option("max_words", max_words, "int", ">= 1", nullable=True)
+    check_context_options([lm.path], prompt)
     docs = read_lm_text(text, max_words) if isinstance(text, (str, os.PathLike)) else list(text)
     if not any(docs):
         raise DataError(f"{text if isinstance(text, (str, os.PathLike)) else 'the text'}: no sentences to score")
     if lm.vocab is None:  # an hf: LM: each sentence after its document's previous ones, as in rescoring
-        return history_perplexity(lm.scorer(), docs, progress=progress)
+        return history_perplexity(lm.scorer(context=prompt_context(prompt)), docs, progress=progress)
     return corpus_perplexity(lm.model, lm.vocab, docs, batch_size=batch_size, device=lm.device, progress=progress)
 
 
@@ -58,12 +63,14 @@ class PerplexityJob(PplOptions):
     def __post_init__(self):
         super().__post_init__()
         check_paths(self, ("lm", "text"))
+        check_context_options([self.lm], self.prompt)
 
     def run(self, progress: Optional[Progress] = None) -> Tuple[PerplexityReport, Optional[dict]]:
         """(the report, the cache settings or None)."""
         set_threads(self.threads)
         lm = load_lm(self.lm, self.device, **self.cache_kwargs(), **self.hf_kwargs())
-        rep = perplexity(lm, self.text, batch_size=self.batch_size, max_words=self.max_words, progress=progress)
+        rep = perplexity(lm, self.text, batch_size=self.batch_size, max_words=self.max_words, progress=progress,
+                         prompt=self.prompt)
         return rep, cache_settings(lm.model)
 
 

@@ -16,6 +16,7 @@ from ..models.cache import with_cache
 from ..models.hf import HF_PREFIX, HfLM, is_hf_lm, load_hf_lm
 from ..names import unique_names
 from ..options import ScorerOptions
+from ..rescoring.hf_context import TextContext
 from ..rescoring.hf_scorer import HfScorer
 from ..rescoring.interface import Scorer
 from ..rescoring.scorer import NnScorer
@@ -43,13 +44,17 @@ class LoadedLM:
         """The model family (``gru``, ``amn`` ..., ``hf``)."""
         return getattr(self.model, "name", type(self.model).__name__)
 
-    def scorer(self, options: Optional[ScorerOptions] = None) -> Scorer:
+    def scorer(self, options: Optional[ScorerOptions] = None, context: Optional[TextContext] = None) -> Scorer:
         """The scorer of this LM: :class:`~nbest_rescore.rescoring.scorer.NnScorer`, or
         :class:`~nbest_rescore.rescoring.hf_scorer.HfScorer` for an hf: LM (both a
-        :class:`~nbest_rescore.rescoring.interface.Scorer`). Raises DataError for knobs
-        the model cannot take."""
+        :class:`~nbest_rescore.rescoring.interface.Scorer`); ``context``: the texts
+        before the history (:mod:`~nbest_rescore.rescoring.hf_context`), hf: LMs only.
+        Raises DataError for knobs the model cannot take, or a context for a checkpoint."""
         if isinstance(self.model, HfLM):
-            return HfScorer(self.model, self.device, options)
+            return HfScorer(self.model, self.device, options, context)
+        if context:
+            raise DataError(f"--prompt/--context-file: {self.path} is a word-level LM; texts before the history are "
+                            f"for hf: LMs only")
         return NnScorer(self.model, self.vocab, self.device, options, model_info=self.info)
 
 

@@ -28,6 +28,7 @@ from ..rescoring.selective import Selection
 from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths, check_value, named_paths
+from .context_input import check_context_options, job_context
 from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_weights_file
 from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
@@ -45,10 +46,11 @@ _SCORER_FIELDS = tuple(f.name for f in fields(ScorerOptions))
 
 
 def _start(source: NbestSource, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...],
-           opts: ScorerOptions, *, refs, ngram_arpa, progress, selection=None) -> _SpanRun:
-    """A run ready for the spans of ``source`` (``refs`` checked by the caller)."""
+           opts: ScorerOptions, *, refs, ngram_arpa, progress, selection=None, context=None) -> _SpanRun:
+    """A run ready for the spans of ``source`` (``refs`` checked by the caller;
+    ``context``: the hf: LMs' :class:`~nbest_rescore.rescoring.hf_context.TextContext` or None)."""
     index = source.index
-    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), selection)
+    run = _SpanRun(lms, weights, histories, refs, ngram_arpa, opts, progress, index.num_hyps(), selection, context)
     docs = len(index.doc_bounds()) - 1
     for one, h in zip(lms, histories):
         log.info("%s: history conditioning %s (%d documents, %d utterances, grouping from %s)%s", one.path, h,
@@ -78,7 +80,8 @@ def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           refs: Optional[Mapping[str, Sequence[str]]] = None, history: Union[str, Sequence[str]] = "first-pass",
           ngram_arpa=None, progress: Optional[Progress] = None, span_hyps: Optional[int] = None,
-          skip_confident: Optional[float] = None, prune_mass: Optional[float] = None, **options) -> ScoreResult:
+          skip_confident: Optional[float] = None, prune_mass: Optional[float] = None, prompt: Optional[str] = None,
+          context_file=None, **options) -> ScoreResult:
     """Rescore ``nbest`` with one or several NN LMs and pick the new 1-best (nothing
     is written).
 
@@ -88,7 +91,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     ``ScorerOptions``, ``history`` (one for every LM, or one per LM in order),
     ``ngram_arpa``, ``span_hyps`` (None, the default: the whole set at once; the
     results do not depend on it), ``skip_confident`` and ``prune_mass`` (selective
-    rescoring, :mod:`~nbest_rescore.rescoring.selective`; None: every hypothesis scored).
+    rescoring, :mod:`~nbest_rescore.rescoring.selective`; None: every hypothesis scored),
+    ``prompt`` and ``context_file`` (hf: LMs: texts before the history,
+    :mod:`~nbest_rescore.rescoring.hf_context`).
 
     Args:
         nbest: from :func:`load_nbest`.
@@ -102,8 +107,9 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     Raises:
         TypeError: an unknown option name.
         DataError: no LM, an option out of range, weights that do not sum to 1, not one
-            history or NN weight per LM, references missing or empty, or non-finite NN
-            costs (the model and a few hypothesis keys named).
+            history or NN weight per LM, references missing or empty, a prompt or context
+            file with a word-level LM or a bad context file, or non-finite NN costs (the
+            model and a few hypothesis keys named).
     """
     lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
     if not lms:
@@ -112,11 +118,12 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
     selection = _selection(skip_confident, prune_mass)
     histories = lm_histories(history, len(lms))
+    check_context_options([one.path for one in lms], prompt, context_file)
     source = SetSource(nbest)
     if refs is not None:
         check_references(source.index, refs)
     run = _start(source, lms, weights, histories, opts, refs=refs, ngram_arpa=ngram_arpa, progress=progress,
-                 selection=selection)
+                 selection=selection, context=job_context(prompt, context_file, source.index))
     parts = [run.span(span) for span in source.spans(span_hyps)]
     res = run.result(nbest.source)
 
@@ -181,10 +188,11 @@ class ScoreJob(ScoreOptions):
         self.weights()
         lm_histories(self.history, len(self.lm_paths))
         check_device(self.device, self)
-        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa"))
+        check_context_options(self.lm_paths, self.prompt, self.context_file)
+        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa", "context_file"))
         if self.out is not None:
             check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "weights_file", *PLAIN_PATHS,
-                                                              "ngram_arpa")))
+                                                              "ngram_arpa", "context_file")))
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:
@@ -206,11 +214,13 @@ class ScoreJob(ScoreOptions):
         refs = load_references(self.ref) if self.ref else None
         if refs is not None:
             check_references(source.index, refs, self.ref)
+        context = job_context(self.prompt, self.context_file, source.index)
         lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
         run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
                      ngram_arpa=self.ngram_arpa, progress=progress,
-                     selection=_selection(self.skip_confident, self.prune_mass))
-        extra = {} if self.weights_file is None else {"weights_file": self.weights_file}
+                     selection=_selection(self.skip_confident, self.prune_mass), context=context)
+        extra = {k: getattr(self, k) for k in ("weights_file", "prompt", "context_file")
+                 if getattr(self, k) is not None}
 
         def result() -> ScoreResult:
             res = run.result(self.nbest)

@@ -17,6 +17,7 @@ from ..evaluation.wer import WerCounts, oracle_choice, wer_counts
 from ..models.cache import cache_settings
 from ..options import ScorerOptions
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
+from ..rescoring.hf_context import TextContext
 from ..rescoring.history import NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
 from ..rescoring.selective import Selection
@@ -85,17 +86,18 @@ class _SpanRun:
     """One score run, span after span: the LMs' scorers (made once), the weights,
     and the totals so far (counts, words, seconds per LM, WER counts, 1-bests).
     :meth:`span` scores one span; :meth:`result` gives the run's
-    :class:`ScoreResult` (per-hypothesis fields empty: the caller keeps those)."""
+    :class:`ScoreResult` (per-hypothesis fields empty: the caller keeps those).
+    ``context``: the texts before the history of hf: LMs (``--prompt``/``--context-file``)."""
 
     def __init__(self, lms: Sequence[LoadedLM], weights: Weights, histories: Tuple[str, ...], refs, ngram_arpa,
                  opts: ScorerOptions, progress: Optional[Progress], total_hyps: int,
-                 selection: Optional[Selection] = None):
+                 selection: Optional[Selection] = None, context: Optional[TextContext] = None):
         self.lms, self.weights, self.histories, self.refs = list(lms), weights, histories, refs
         self.selection = selection
         self.hyps_scored = 0
         self.ngram_arpa = ngram_arpa
         self.ngram = None if ngram_arpa is None else NgramScorer(ngram_arpa)
-        self.scorers = [lm.scorer(opts) for lm in self.lms]
+        self.scorers = [lm.scorer(opts, context) for lm in self.lms]
         self.progress, self.total = progress, total_hyps
         if progress is not None:  # the clock starts now: the first line (or bar) before any scoring
             progress(0, len(self.lms) * total_hyps)

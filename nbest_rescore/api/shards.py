@@ -36,7 +36,7 @@ __all__ = ["MergeJob", "MergeResult", "SplitJob", "SplitResult", "merge_scores",
 #: a job of several LMs has ``nn_cost.<name>`` files instead of ``nn_cost``).
 MERGED_INPUTS = ("text", "nn_cost")
 #: Settings of the score runs that must agree for their outputs to be merged.
-_SAME_SETTINGS = ("lm", "model", "lms", "history", "weights", "cache", "ngram_arpa")
+_SAME_SETTINGS = ("lm", "model", "lms", "history", "weights", "cache", "ngram_arpa", "prompt")
 
 
 # --------------------------------------------------------------------------- split

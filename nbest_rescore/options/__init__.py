@@ -10,8 +10,8 @@ from .commands import (AUTO_RESUME, NBEST_FORMATS, REPLICATIONS, SEARCHES, TRAIN
                        SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .parse import MAX_GRID_POINTS, check_grid, float_spec, parse_grid, parse_nn_weights, parse_number_list
 from .score import (DTYPES, HISTORY_MODES, OUTPUTS, QUANTIZE, SCORING_MODES, SOFTMAX_IMPLS, SPAN_HYPS,
-                    CONTEXT_TOKENS, HYP_ROOM, WEIGHT_SUM_TOL, CacheOptions, DecoderWeights, DeviceOption, HfOptions,
-                    NbestOptions, ScorerOptions, ScoringOptions, ThreadsOption, WeightOptions, check_weight_sum,
-                    nn_weights_example)
+                    CONTEXT_TOKENS, HYP_ROOM, WEIGHT_SUM_TOL, CacheOptions, ContextFileOption, DecoderWeights,
+                    DeviceOption, HfOptions, NbestOptions, PromptOption, ScorerOptions, ScoringOptions, ThreadsOption,
+                    WeightOptions, check_weight_sum, nn_weights_example)
 
 __all__ = sorted(n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, type(base)))

@@ -9,8 +9,8 @@ from typing import Optional, Sequence, Tuple, Union
 
 from .base import Options, option
 from .parse import parse_grid
-from .score import (_FILE, LM_PATH, CacheOptions, DecoderWeights, DeviceOption, HfOptions, NbestOptions,
-                    ScoringOptions, ThreadsOption, WeightOptions)
+from .score import (_FILE, LM_PATH, CacheOptions, ContextFileOption, DecoderWeights, DeviceOption, HfOptions,
+                    NbestOptions, PromptOption, ScoringOptions, ThreadsOption, WeightOptions)
 
 _DIR_OUT = {"file_okay": False}
 #: ``train --dtype`` (optim.dtype).
@@ -27,7 +27,7 @@ REPLICATIONS = 10000
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions, HfOptions):
+class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions, HfOptions, ContextFileOption):
     """``score``: the LMs, the outputs, the references, the n-gram source and the groups."""
 
     lm: Union[str, Sequence[str]] = option(
@@ -164,7 +164,7 @@ class TextOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PplOptions(TextOptions, DeviceOption, ThreadsOption, CacheOptions, HfOptions):
+class PplOptions(TextOptions, DeviceOption, ThreadsOption, CacheOptions, HfOptions, PromptOption):
     """``ppl``."""
 
     lm: str = option(help="Checkpoint (.pt), or hf:PATH (a Hugging Face causal LM).", path=LM_PATH)

@@ -223,3 +223,24 @@ class HfOptions(Options):
     def hf_kwargs(self) -> dict:
         """The hf: options as :func:`~nbest_rescore.api.lm_loading.load_lm` takes them."""
         return {f.name: getattr(self, f.name) for f in fields(HfOptions)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptOption(Options):
+    """Text before every document of an hf: LM (:mod:`nbest_rescore.rescoring.hf_context`)."""
+
+    prompt: Optional[str] = option(
+        None, "hf: LMs: a text read before every document's 1-best history (e.g. a description of the domain), as a "
+              "sentence (its words, then the end token), not scored. Counted in --context-tokens: the history is cut "
+              "to fit, never the prompt.", kind="str")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextFileOption(PromptOption):
+    """Per-document or per-utterance text before the history or hypotheses of an hf: LM."""
+
+    context_file: Optional[str] = option(
+        None, "hf: LMs: lines '<id> text...'. A document id's text is read after the prompt, before the document's "
+              "1-best history; an utterance id's after the history, right before that utterance's hypotheses (for "
+              "it alone). Each is a sentence, counted in --context-tokens like the prompt (the history is cut to "
+              "fit). An id that is neither is an error; lists without a line get no context.", path=_FILE)

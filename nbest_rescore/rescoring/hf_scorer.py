@@ -6,7 +6,8 @@
 the context: int64 ``[n, K]`` token ids of the last K = ``context_tokens`` tokens of
 each document stream so far (the start tokens, then each chosen 1-best and its end
 tokens; -1 pads on the left), so the context is cut to its last K tokens and reset at
-document starts.
+document starts, and int64 ``[n]`` the length of each row's prefix kept whole (a prompt
+and a document's context, :mod:`.hf_context`; 0 without them).
 
 Modes (``--scoring``), the same costs to float rounding:
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -45,6 +46,7 @@ from ..models.base import State
 from ..models.hf import HfLM
 from ..options import ScorerOptions
 from .batching import budget_batches
+from .hf_context import ContextTokens, TextContext, fit_row
 from .prefix_tree import build_forest, path_sums
 from .scorer import check_device, runnable_dtype
 
@@ -81,15 +83,18 @@ class HfScorer:
         device: torch device.
         options: :class:`~nbest_rescore.options.ScorerOptions` (``scoring``,
             ``batch_size``, ``max_tokens``, ``dtype``; ``softmax_impl`` is not used).
+        context: the prompt and the document and utterance contexts (:mod:`.hf_context`),
+            or None.
     Raises:
         DataError: ``quantize``/``output`` other than the defaults, float16 on the CPU,
-            a context as long as the model's positions.
+            a context as long as the model's positions, contexts longer than it
+            (:class:`~.hf_context.ContextTokens`).
     """
 
     #: a causal LM reads left to right
     direction = "forward"
 
-    def __init__(self, lm: HfLM, device="cpu", options: ScorerOptions = None):
+    def __init__(self, lm: HfLM, device="cpu", options: ScorerOptions = None, context: TextContext = None):
         opts = options or ScorerOptions()
         check_hf_options(device, opts)
         self.lm, self.text = lm, lm.text
@@ -108,6 +113,8 @@ class HfScorer:
                             f"positions, which must hold the context and a hypothesis: give at most "
                             f"{self.max_positions // 2} or so")
         self.mode, self.batch_size, self.max_tokens = opts.scoring, opts.batch_size, opts.max_tokens
+        self.context = context or TextContext()
+        self.context_ids = ContextTokens(self.text, self.context, self.context_tokens)
         self.words = self.tokens = 0
         if self.mode == "tree" and not self._tree_agrees():
             self.mode = "padded"
@@ -122,7 +129,8 @@ class HfScorer:
         return {"direction": self.direction, "mode": self.mode, "output": "softmax", "quantize": "none",
                 "dtype": self.dtype, "dtype_scope": "none" if self.dtype == "float32" else "model",
                 "batch_size": self.batch_size,
-                "max_tokens": self.max_tokens, "context_tokens": self.context_tokens, **self.text.settings()}
+                "max_tokens": self.max_tokens, "context_tokens": self.context_tokens, **self.text.settings(),
+                **self.context_ids.settings()}
 
     def word_stats(self, counts) -> dict:
         """Tokens per word of the hypotheses scored so far (no out-of-vocabulary words:
@@ -131,21 +139,37 @@ class HfScorer:
 
     # -- state ---------------------------------------------------------------------
     def initial_state(self, n: int) -> State:
-        """The document-start context for ``n`` streams: int64 [n, K], the start tokens
-        right-aligned, -1 before them."""
-        start = self.text.start_ids[-self.context_tokens:]
-        ids = torch.full((n, self.context_tokens), -1, dtype=torch.int64)
-        ids[:, self.context_tokens - len(start):] = torch.tensor(start, dtype=torch.int64)
-        return (ids.to(self.device),)
+        """The document-start context for ``n`` streams without a document context:
+        (int64 [n, K]: the start tokens and the prompt right-aligned, -1 before them;
+        int64 [n] prefix lengths)."""
+        return self.document_states([None] * n)
+
+    def document_states(self, doc_ids: Sequence[Optional[str]]) -> State:
+        """The start contexts of the documents ``doc_ids`` (None: no document context):
+        :meth:`initial_state`'s, with each document's context after the prompt."""
+        ids, plen = self.context_ids.rows(doc_ids)
+        return torch.from_numpy(ids).to(self.device), torch.from_numpy(plen).to(self.device)
+
+    def utterance_states(self, states: State, rows: Sequence[int], utt_ids: Sequence[str]) -> Tuple[State, List[int]]:
+        """(states, rows) for scoring the utterances ``utt_ids`` [u] from rows ``rows``
+        [u] of ``states``: unchanged when none of them has a context; else one row per
+        utterance, its context after the history (:mod:`.hf_context`)."""
+        if not self.context.utterances:
+            return states, list(rows)
+        idx = torch.as_tensor(list(rows), dtype=torch.int64, device=self.device)
+        ids, plen = states[0].index_select(0, idx).cpu().numpy(), states[1].index_select(0, idx).cpu().numpy()
+        out = self.context_ids.with_utterances(ids, plen, utt_ids)
+        if out is None:
+            return states, list(rows)
+        return (torch.from_numpy(out).to(self.device), states[1].index_select(0, idx)), list(range(len(rows)))
 
     def advance(self, states: State, hyps: Sequence[Sequence[str]]) -> State:
-        """Contexts after each row's hypothesis and its end tokens, cut to the last K tokens."""
-        ctx = states[0].cpu().numpy()
-        out = np.full_like(ctx, -1)
-        for i, seq in enumerate(self.text.sentences(hyps)):
-            row = np.concatenate([ctx[i][ctx[i] >= 0], np.asarray(seq, dtype=np.int64)])[-ctx.shape[1]:]
-            out[i, ctx.shape[1] - len(row):] = row
-        return (torch.from_numpy(out).to(self.device),)
+        """Contexts after each row's hypothesis and its end tokens, the history cut so
+        that the row keeps its prefix and K tokens in all."""
+        ctx, plen = states[0].cpu().numpy(), states[1].cpu().numpy()
+        out = np.stack([fit_row(ctx[i], int(plen[i]), seq) for i, seq in enumerate(self.text.sentences(hyps))]) \
+            if len(hyps) else ctx.copy()
+        return torch.from_numpy(out).to(self.device), states[1]
 
     # -- costs ---------------------------------------------------------------------
     @torch.inference_mode()

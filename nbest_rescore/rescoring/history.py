@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ from ..types import NbestSet
 from ..validation import check_value
 from .backward import reverse_nbest
 from .combine import Weights, flat_scores, segment_argmax
-from .interface import Scorer
+from .interface import ContextScorer, Scorer
 from .selective import Selection, fill_unscored
 
 log = logging.getLogger(__name__)
@@ -121,13 +121,14 @@ def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
     log.debug("history conditioning: %s (%d documents, %d utterances, grouping from %s)",
               history, len(docs), len(nbest), nbest.doc_source)
     unscored = None if selection is None else selection.unscored(flat, weights)
-    costs = _Costs(flat, scorer, progress, unscored)
+    utts = nbest.utterances
+    costs = _Costs(flat, scorer, progress, unscored, [u.utt_id for u in utts])
+    doc_ids = [utts[d[0]].doc_id for d in docs]
     if history == "none":
-        init = scorer.initial_state(1)
         for chunk in _chunks(list(range(len(nbest)))):  # bounded, so that progress is reported
-            costs.score(chunk, init, [0] * len(chunk))
+            costs.score(chunk, *start_rows(scorer, [utts[u].doc_id for u in chunk]))
     elif history == "first-pass":
-        all_states, start_utts = first_pass_states(flat, docs, scorer, weights)
+        all_states, start_utts = first_pass_states(flat, docs, scorer, weights, doc_ids)
         # several utterances per call, sorted by length inside the scorer
         for rows in _chunks(list(range(len(start_utts)))):
             costs.score([start_utts[r] for r in rows], all_states, rows)
@@ -138,19 +139,20 @@ def _rescore(nbest: NbestSet, scorer: Scorer, weights: Weights, history: str,
             costs.score(utts, cur, list(range(len(utts))))
             return [flat.hyps[c] for c in costs.pick(utts, choose)]
 
-        walk_documents(docs, scorer, read_chosen)
+        walk_documents(docs, scorer, read_chosen, doc_ids)
     best = segment_argmax(flat_scores(flat, weights, costs.nn_cost), flat.offsets)
     one_best = {u.utt_id: flat.hyps[best[i]] for i, u in enumerate(nbest.utterances)}
     return RescoreResult(costs.nn_cost, flat.offsets, best, one_best, history,
                          None if unscored is None else ~unscored)
 
 
-def first_pass_states(flat, docs, scorer: Scorer, weights: Weights):
+def first_pass_states(flat, docs, scorer: Scorer, weights: Weights, doc_ids: Optional[List[str]] = None):
     """``(states, utts)``: the start state of every utterance after its document's
     first-pass 1-best history (``interp = 1`` at ``weights``), read with ``scorer``
     (:func:`walk_documents`, no gradient); row i of ``states`` is utterance ``utts[i]``
     (documents advance in parallel, so the rows are not in set order). ``flat``: the
-    set's :class:`~nbest_rescore.types.FlatNbest`; ``docs``: its documents' utterances."""
+    set's :class:`~nbest_rescore.types.FlatNbest`; ``docs``: its documents' utterances;
+    ``doc_ids``: their ids (:func:`start_states`)."""
     fp_best = segment_argmax(flat_scores(flat, _choice_weights("first-pass", weights)), flat.offsets)
     starts, start_utts = [], []
 
@@ -159,7 +161,7 @@ def first_pass_states(flat, docs, scorer: Scorer, weights: Weights):
         start_utts.extend(utts)
         return [flat.hyps[fp_best[u]] for u in utts]
 
-    walk_documents(docs, scorer, read_first_pass)
+    walk_documents(docs, scorer, read_first_pass, doc_ids)
     return cat_states(starts), start_utts
 
 
@@ -168,13 +170,33 @@ def _chunks(items: list, size: int = 64):
     return (items[s:s + size] for s in range(0, len(items), size))
 
 
-def walk_documents(docs, scorer: Scorer, visit: Callable) -> None:
-    """Read the documents in parallel, one utterance position at a time, from the
-    initial state: ``visit(utterance indices, their states)`` is called for the
+def start_states(scorer: Scorer, doc_ids: Sequence[Optional[str]]):
+    """The start states of the documents ``doc_ids`` (batch n): with their contexts
+    for a :class:`~.interface.ContextScorer`, else ``scorer.initial_state(n)``."""
+    if isinstance(scorer, ContextScorer):
+        return scorer.document_states(doc_ids)
+    return scorer.initial_state(len(doc_ids))
+
+
+def start_rows(scorer: Scorer, doc_ids: Sequence[str]):
+    """``(states, rows)``: the start state of each distinct document of ``doc_ids``
+    (:func:`start_states`) and the row of each entry of ``doc_ids`` (a scorer without
+    contexts: one initial state, row 0 for all)."""
+    if not isinstance(scorer, ContextScorer):
+        return scorer.initial_state(1), [0] * len(doc_ids)
+    distinct = list(dict.fromkeys(doc_ids))
+    row = {d: i for i, d in enumerate(distinct)}
+    return start_states(scorer, distinct), [row[d] for d in doc_ids]
+
+
+def walk_documents(docs, scorer: Scorer, visit: Callable, doc_ids: Optional[Sequence[str]] = None) -> None:
+    """Read the documents in parallel, one utterance position at a time, from their
+    start states (:func:`start_states` of ``doc_ids``; None: no ids):
+    ``visit(utterance indices, their states)`` is called for the
     documents that have an utterance at the position and returns the words each of
     them continues with (read with ``scorer.advance``). ``docs``: lists of utterance
     (or sentence) indices; ``scorer``: a :class:`~.interface.Scorer`."""
-    state = scorer.initial_state(len(docs))
+    state = start_states(scorer, [None] * len(docs) if doc_ids is None else doc_ids)
     for pos in range(max(len(d) for d in docs)):
         active = [i for i, d in enumerate(docs) if pos < len(d)]
         idx = torch.as_tensor(active, device=scorer.device)
@@ -187,10 +209,13 @@ class _Costs:
     """The NN costs of a flat set (float64 [H] ``nn_cost``), filled utterance by
     utterance; ``progress(hypotheses done)`` after each batch. ``unscored``: bool [H],
     the hypotheses the LM does not score (their costs: :func:`~.selective.fill_unscored`
-    over their list), or None: all are scored."""
+    over their list), or None: all are scored; ``utt_ids``: the U utterance ids (a
+    :class:`~.interface.ContextScorer`'s utterance contexts)."""
 
-    def __init__(self, flat, scorer: Scorer, progress, unscored: Optional[np.ndarray] = None):
+    def __init__(self, flat, scorer: Scorer, progress, unscored: Optional[np.ndarray] = None,
+                 utt_ids: Sequence[str] = ()):
         self.flat, self.scorer, self.progress, self.unscored = flat, scorer, progress, unscored
+        self.utt_ids = utt_ids if isinstance(scorer, ContextScorer) else None
         self.nn_cost = np.zeros(len(flat.hyps), dtype=np.float64)
         self.done = 0
 
@@ -200,6 +225,8 @@ class _Costs:
         scored). Raises NonFiniteCostError for NaN or infinite costs, and DataError
         naming the hypothesis key for one the scorer cannot score."""
         flat = self.flat
+        if self.utt_ids is not None:
+            states, state_rows = self.scorer.utterance_states(states, state_rows, [self.utt_ids[u] for u in utt_idx])
         rows, flat_pos = [], []
         for u, r in zip(utt_idx, state_rows):
             pos = range(flat.offsets[u], flat.offsets[u + 1])

@@ -4,12 +4,14 @@
 :class:`Scorer` is implemented by :class:`~.scorer.NnScorer` (nbest-rescore's own
 checkpoints) and :class:`~.hf_scorer.HfScorer` (Hugging Face causal LMs);
 :class:`SubwordScorer` adds the token counters of a scorer whose LM reads subword
-tokens (the hf: one), which history perplexity reports. Both are
+tokens (the hf: one), which history perplexity reports; :class:`ContextScorer` adds the
+text put before a document's history and an utterance's hypotheses (the hf: one,
+``--prompt``/``--context-file``), which rescoring reads when a scorer has it. All are
 ``runtime_checkable`` (``isinstance`` checks that the members exist, not their types).
 """
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 import numpy as np
 import torch
@@ -75,3 +77,18 @@ class SubwordScorer(Scorer, Protocol):
     @property
     def end_tokens(self) -> int:
         """Tokens the LM reads after each sentence (its end); not in :attr:`tokens`."""
+
+
+@runtime_checkable
+class ContextScorer(Scorer, Protocol):
+    """A :class:`Scorer` that puts texts before the history (:mod:`.hf_context`):
+    per document at its start, per utterance before its hypotheses."""
+
+    def document_states(self, doc_ids: Sequence[Optional[str]]) -> State:
+        """The start states of the documents ``doc_ids`` (batch n; None: a document
+        without an id), with their contexts: :meth:`initial_state`'s otherwise."""
+
+    def utterance_states(self, states: State, rows: Sequence[int], utt_ids: Sequence[str]) -> Tuple[State, List[int]]:
+        """(states, rows) to score the utterances ``utt_ids`` [u] from, which were at
+        rows ``rows`` [u] of ``states``: with each utterance's context (the inputs
+        as they are when none of them has one)."""

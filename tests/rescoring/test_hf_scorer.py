@@ -13,12 +13,12 @@ import nbest_rescore as nr
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
 from nbest_rescore.options import HISTORY_MODES, ScorerOptions
-from nbest_rescore.rescoring.combine import Weights, flat_scores
+from nbest_rescore.rescoring.combine import Weights
 from nbest_rescore.rescoring.history import rescore
 from nbest_rescore.types import NbestSet
 
 pytest.importorskip("transformers")
-from hf_models import plain_cost  # noqa: E402
+from hf_models import histories, plain_cost  # noqa: E402
 
 WEIGHTS = Weights(1.0, 9.5, 0.5, -0.629606)
 
@@ -35,23 +35,6 @@ def small_set(ci_nbest):
             k = slice(0, 12)
             utts.append(type(u)(u.utt_id, u.doc_id, u.keys[k], u.hyps[k], u.ac_cost[k], u.lm_cost[k], u.graph_cost[k]))
     return NbestSet(tuple(utts), ci_nbest.doc_source)
-
-
-def histories(nbest, res, history):
-    """The 1-best history each utterance was scored after, from the result's costs and
-    the policy (first-pass: acoustic + n-gram; rescored/interpolated: the chosen ones)."""
-    flat = nbest.flat()
-    w = {"first-pass": Weights(1.0, 9.5, 1.0, -0.629606), "rescored": Weights(1.0, 9.5, 0.0, -0.629606),
-         "interpolated": WEIGHTS}.get(history)
-    scores = None if w is None else flat_scores(flat, w, res.nn_cost)
-    out, prev = [], {}
-    for i, u in enumerate(nbest.utterances):
-        before = prev.setdefault(u.doc_id, [])
-        out.append(list(before) if w is not None else [])
-        if w is not None:
-            a, b = flat.offsets[i], flat.offsets[i + 1]
-            before.append(flat.hyps[a + int(np.argmax(scores[a:b]))])
-    return out
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
