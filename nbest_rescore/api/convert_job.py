@@ -17,7 +17,7 @@ from ..io.jsonl_nbest import other_score_names
 from ..options import NBEST_FORMATS, ConvertOptions
 from ..types import NbestSet
 from ..validation import check_choice, check_paths, named_paths
-from .inputs import PLAIN_PATHS, load_nbest, nbest_format
+from .inputs import PLAIN_PATHS, load_job_nbest, nbest_format
 
 __all__ = ["ConvertJob", "ConvertResult", "convert_nbest"]
 
@@ -106,6 +106,5 @@ class ConvertJob(ConvertOptions):
                 raise DataError(f"--nbest {self.nbest}: the hypotheses carry scores that convert cannot keep: {names}; "
                                 f"every format writes only ac_cost, lm_cost and graph_cost: pass --drop-scores to "
                                 f"write the lists without them")
-        nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
-                           utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
+        nbest = load_job_nbest(self)
         return convert_nbest(nbest, self.to, self.out)

@@ -4,6 +4,7 @@ check (:class:`DocumentOrder`)."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator, List, Optional, Tuple
@@ -211,6 +212,21 @@ def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable
                 raise DataError(f"{who}: duplicate key {key!r}")
             seen.add(key)
             fh.write(line(key, value))
+
+
+def file_kind(path, suffix: str, sniff: Callable[[str], bool]) -> bool:
+    """Whether the file ``path`` is of a kind: its name ends in ``suffix``, else
+    ``sniff(path)`` says so from its first bytes (False when it cannot be read, and
+    for a folder). How the readers' ``is_*`` tell formats apart."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        return False
+    if p.endswith(suffix):
+        return True
+    try:
+        return sniff(p)
+    except (OSError, DataError):
+        return False
 
 
 def float_text(value) -> str:

@@ -1,17 +1,20 @@
 """The N-best formats in one table (docs/formats.md): for each, how a whole set is read,
-how a set is opened to be read span by span, how one is written, and what the writer
-writes. :func:`~nbest_rescore.api.inputs.load_nbest`, ``open_nbest`` and ``convert``
+how a set is opened to be read span by span, how one is written (the formats of
+:data:`~nbest_rescore.options.NBEST_FORMATS`; NeMo and ESPnet are read only), and what
+the writer writes. :func:`~nbest_rescore.api.inputs.load_nbest`, ``open_nbest`` and ``convert``
 dispatch through :data:`FORMATS` and nothing else."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 from ..options import NBEST_FORMATS
 from ..types import NbestSet
+from .espnet_nbest import open_espnet_nbest, read_espnet_nbest
 from .jsonl_nbest import open_jsonl_nbest, read_jsonl_nbest, write_jsonl_nbest
 from .kaldi_nbest import KALDI_WRITTEN, open_kaldi_nbest, read_kaldi_nbest_dir, write_kaldi_nbest_files
+from .nemo_nbest import open_nemo_nbest, read_nemo_nbest
 from .plain_nbest import PLAIN_WRITTEN, open_plain_nbest, read_plain_nbest, write_plain_nbest_files
 
 __all__ = ["FORMATS", "NbestFormat"]
@@ -22,25 +25,28 @@ class NbestFormat:
     """One N-best format.
 
     Attributes:
-        name: ``kaldi``, ``jsonl`` or ``plain`` (:data:`~nbest_rescore.options.NBEST_FORMATS`).
+        name: ``kaldi``, ``plain``, ``jsonl`` (:data:`~nbest_rescore.options.NBEST_FORMATS`), ``nemo``
+            or ``espnet``.
         what: what an input of the format is, for messages ("a Kaldi N-best directory").
         read: ``read(path, *plain_args, log=..., **plain_kwargs) -> NbestSet``, the whole set.
         open: the same arguments, returning a
             :class:`~nbest_rescore.io.spans.StreamSource` read span by span.
         write: ``write(out, nbest) -> names written``: into the existing folder ``out``
-            (a folder format), or as the file ``out`` (atomically).
+            (a folder format), or as the file ``out`` (atomically); None: read only.
         written: every name a folder writer may write (``()`` for a one-file format).
         plain_options: whether the reader takes the plain-format options
             (score files, ``--plain-costs``, utt2doc, utterance ids).
+        manifest: whether the reader takes a manifest (NeMo: ``--nemo-manifest``).
     """
 
     name: str
     what: str
     read: Callable[..., NbestSet]
     open: Callable
-    write: Callable[[str, NbestSet], Tuple[str, ...]]
+    write: Optional[Callable[[str, NbestSet], Tuple[str, ...]]]
     written: Tuple[str, ...]
     plain_options: bool = False
+    manifest: bool = False
 
     @property
     def folder(self) -> bool:
@@ -60,5 +66,7 @@ FORMATS = {f.name: f for f in (
     NbestFormat("plain", "a plain N-best file", read_plain_nbest, open_plain_nbest, write_plain_nbest_files,
                 PLAIN_WRITTEN, plain_options=True),
     NbestFormat("jsonl", "a JSON Lines file", read_jsonl_nbest, open_jsonl_nbest, _write_jsonl, ()),
+    NbestFormat("nemo", "a NeMo beams file", read_nemo_nbest, open_nemo_nbest, None, (), manifest=True),
+    NbestFormat("espnet", "an ESPnet N-best directory", read_espnet_nbest, open_espnet_nbest, None, ()),
 )}
-assert tuple(FORMATS) == NBEST_FORMATS
+assert tuple(n for n, f in FORMATS.items() if f.write is not None) == NBEST_FORMATS
