@@ -57,9 +57,9 @@ def rank_dirs(path) -> List[str]:
     if not ranks or ranks[0] != 1:
         raise DataError(f"{p}: no {ESPNET_FIRST}/ folder; expected the --output_dir of espnet2/bin/asr_inference.py "
                         f"(1best_recog/text, 1best_recog/score, ...)")
-    gap = next((r for i, r in enumerate(ranks, start=1) if r != i), None)
+    gap = next(((i, r) for i, r in enumerate(ranks, start=1) if r != i), None)
     if gap is not None:
-        raise DataError(f"{p}: has {gap}best_recog/ but no {ranks.index(gap)}best_recog/; the ranks must be "
+        raise DataError(f"{p}: has {gap[1]}best_recog/ but no {gap[0]}best_recog/; the ranks must be "
                         f"1best_recog .. Nbest_recog without gaps (copy the whole --output_dir)")
     return [os.path.join(p, f"{r}best_recog") for r in ranks]
 
