@@ -246,8 +246,9 @@ def test_documented_schema_and_example_agree_with_the_reader(DATA, ci_records, t
     items = schema["properties"]["hypotheses"]["items"]
     assert tuple(items["properties"]) == j._HYP_FIELDS and items["required"] == list(j._HYP_FIELDS)
     scores = items["properties"]["scores"]
-    assert scores["required"] == list(j.REQUIRED_SCORES)
-    assert tuple(scores["properties"]) == j.REQUIRED_SCORES + j.OPTIONAL_SCORES
+    split, total_only = scores["oneOf"]
+    assert split["required"] == list(j.REQUIRED_SCORES) and total_only["required"] == list(j._TOTAL)
+    assert tuple(scores["properties"]) == j.REQUIRED_SCORES + j.OPTIONAL_SCORES + j._TOTAL
     example = text.split("one line\nof ci:\n\n```json\n")[1].split("\n```")[0]
     first = dict(ci_records[0], hypotheses=ci_records[0]["hypotheses"][:2])
     assert example == json.dumps(first)
