@@ -84,3 +84,17 @@ def test_convert_keeps_the_totals_as_total_cost(decoders, tmp_path):
 def test_cli_errors_are_one_line(decoders, make, want):
     res = CliRunner().invoke(main, ["tune", *map(str, make(decoders)), "--ref", str(decoders["kaldi"][1])])
     assert res.exit_code == 1 and want in res.output and res.output.count("\n") == 1, res.output
+
+
+def test_api_tune_on_a_total_score_set_fixes_lambda(decoders, DATA):
+    """``tune`` on a set read in memory: its ``total_scores`` flag keeps lambda at 0;
+    a flat NN cost makes the LM weight irrelevant, so every point has the first-pass WER."""
+    from nbest_rescore.api import load_nbest, load_references, tune
+
+    nbest_args, ref = decoders["espnet"]
+    nbest = load_nbest(nbest_args[1])
+    assert nbest.total_scores
+    nn = {k: 1.0 for u in nbest.utterances for k in u.keys}
+    res = tune(nbest, load_references(ref), nn, interps=(0.0, 0.5, 1.0), lm_weights=(1.0, 2.0), replications=0)
+    assert [p.interp for p in res.points] == [0.0, 0.0]
+    assert len({p.wer for p in res.points}) == 1
