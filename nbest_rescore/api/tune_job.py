@@ -65,10 +65,8 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         names: the LM names (for tune.json's weights block); default ``nn``, ``nn_2`` ...
         seed, lm_weight, word_ins_penalty: line search: the seed of the restarts (also
             of the bootstrap), the start LM weight and penalty (None: first-pass value).
-        total_scores: the lists hold one total score per hypothesis (no n-gram term;
-            None: ``nbest.total_scores`` of a set, else False): the grid of one LM then
-            fixes ``interp`` at 0 (the LM weight is the NN weight), since the n-gram
-            weight has nothing to weight (docs/scoring.md).
+        total_scores: one total score per hypothesis, no n-gram term (None: the set's
+            flag): the grid of one LM fixes ``interp`` at 0 (docs/scoring.md).
     Raises:
         DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
             search, restarts < 0, folds or replications < 0, more folds than documents,
