@@ -1,6 +1,6 @@
 """ESPnet2 N-best output directories, as ``espnet2/bin/asr_inference.py`` writes them
 (``--nbest N``) through ``espnet2.fileio.datadir_writer.DatadirWriter`` (espnet
-202412, commit 214c50e; docs/formats.md, "ESPnet2 N-best directory")::
+202511 from PyPI; docs/formats.md, "ESPnet2 N-best directory")::
 
     DIR/1best_recog/text    <utt_id> w1 w2 ...     (a bare key: an empty hypothesis)
     DIR/1best_recog/score   <utt_id> <total log score>
