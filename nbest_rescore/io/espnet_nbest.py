@@ -113,8 +113,8 @@ class _Rank:
         if self.next is not None:
             line_no, key = self.next[:2]
             why = "is not in" if key not in seen else "comes out of the order of"
-            raise DataError(f"{format_location(self.text, line_no)}: utterance {key!r} {why} "
-                            f"{ESPNET_FIRST}/text; each Nbest_recog folder lists utterances of 1best_recog in its order")
+            raise DataError(f"{format_location(self.text, line_no)}: utterance {key!r} {why} {ESPNET_FIRST}/text; "
+                            f"each Nbest_recog folder lists utterances of 1best_recog in its order")
         if sum(1 for _ in iter_lines(self.score)) != sum(1 for _ in iter_lines(self.text)):
             raise DataError(f"{self.score}: has another number of lines than {self.text}; the folder is incomplete")
 

@@ -325,9 +325,10 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
             wrongly typed field (``utt_id``/``document`` non-empty strings without white
             space, ``hypotheses`` a non-empty list, ``words`` a list of non-empty strings
             without white space, every score a finite number, ``ac_cost`` and ``lm_cost``
-            present, or ``total_cost`` alone; not both kinds in one file); a duplicate ``utt_id`` (both lines); ``document`` on some lines
-            but not others (both lines); a document whose utterances are not
-            consecutive (where it reappears and where it was last seen); no utterances.
+            present, or ``total_cost`` alone; not both kinds in one file); a duplicate
+            ``utt_id`` (both lines); ``document`` on some lines but not others (both lines);
+            a document whose utterances are not consecutive (where it reappears and where it
+            was last seen); no utterances.
     """
     lists = tuple(iter_jsonl_nbest(path, log=log))
     return NbestSet(utterances=lists, doc_source=_doc_source(path), source=os.fspath(path),

@@ -98,3 +98,12 @@ def test_api_tune_on_a_total_score_set_fixes_lambda(decoders, DATA):
     res = tune(nbest, load_references(ref), nn, interps=(0.0, 0.5, 1.0), lm_weights=(1.0, 2.0), replications=0)
     assert [p.interp for p in res.points] == [0.0, 0.0]
     assert len({p.wer for p in res.points}) == 1
+
+
+def test_a_beams_file_the_manifest_does_not_divide_is_one_line(decoders, tmp_path):
+    nbest, ref = decoders["nemo"]
+    cut = tmp_path / "cut.tsv"
+    cut.write_text("".join(open(nbest[1], encoding="utf-8").readlines()[:-1]), encoding="utf-8")
+    res = CliRunner().invoke(main, ["tune", "--nbest", str(cut), "--nemo-manifest", str(nbest[3]), "--ref", str(ref)])
+    want = f"Error: {cut}: 5999 beam lines for the 60 utterances of {nbest[3]}: not a multiple"
+    assert res.exit_code == 1 and res.output.startswith(want) and res.output.count("\n") == 1, res.output

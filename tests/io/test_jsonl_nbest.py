@@ -279,7 +279,8 @@ def test_total_cost_is_read_as_the_acoustic_cost_with_no_ngram_term_and_written_
 @pytest.mark.parametrize("lines,want", [
     ([utt("u1", total("a", 1)), utt("u2", hyp("b"))],
      "n.jsonl:2: hypothesis 1 has ac_cost/lm_cost but line 1 has total_cost; give every hypothesis"),
-    ([utt("u1", hyp("a"), total("b", 2))], "n.jsonl:1: hypothesis 2 has total_cost but hypothesis 1 has ac_cost/lm_cost"),
+    ([utt("u1", hyp("a"), total("b", 2))],
+     "n.jsonl:1: hypothesis 2 has total_cost but hypothesis 1 has ac_cost/lm_cost"),
     ([utt("u1", {"words": ["a"], "scores": {"total_cost": 1, "lm_cost": 2}})],
      "n.jsonl:1: hypothesis 1: 'scores' has both 'total_cost' and 'lm_cost'"),
     ([utt("u1", total("a", "12"))], "n.jsonl:1: hypothesis 1: score 'total_cost' must be a finite number"),
