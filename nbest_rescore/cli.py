@@ -145,13 +145,14 @@ def main(ctx, verbose, seed, log_file):
 
 
 _no_progress = click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
-_SCORE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids acoustic_scale word_ins_penalty out "
-          "ref lm_weight interp nn_weights weights_file ngram_arpa history skip_confident prune_mass device batch_size "
-          "max_tokens span_hyps scoring output quantize dtype softmax_impl threads")
+_SCORE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest acoustic_scale "
+          "word_ins_penalty out ref lm_weight interp nn_weights weights_file ngram_arpa history skip_confident "
+          "prune_mass device batch_size max_tokens span_hyps scoring output quantize dtype softmax_impl threads")
 _CACHE = "cache_size cache_theta cache_lambda"
 _HF = "context_tokens trust_remote_code allow_pickle"
-_TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids acoustic_scale word_ins_penalty ref "
-         "nn_cost search restarts interps lm_weights word_ins_penalties folds fold_seed skip_budget replications out")
+_TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest acoustic_scale "
+         "word_ins_penalty ref nn_cost search restarts interps lm_weights word_ins_penalties folds fold_seed "
+         "skip_budget replications out")
 
 
 @main.command(short_help="Train a language model and save a checkpoint.")
@@ -271,9 +272,10 @@ def tune(obj, **kw):
         click.echo(f"wrote {kw['out']}/tune.json{plot}")
 
 
-_FINETUNE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids ref acoustic_scale lm_weight interp "
-             "word_ins_penalty weights_file out epochs lr top_n utts_per_step posterior_scale text max_text_words "
-             "ce_weight eval_nbest eval_ref folds fold_seed replications threads")
+_FINETUNE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest ref "
+             "acoustic_scale lm_weight interp word_ins_penalty weights_file out epochs lr top_n utts_per_step "
+             "posterior_scale text max_text_words ce_weight eval_nbest eval_ref folds fold_seed replications "
+             "threads")
 
 
 @main.command(short_help="Fine-tune a checkpoint by minimum word error rate on N-best lists.")
@@ -324,7 +326,8 @@ def merge(out, ref, job_dirs):
 
 
 @main.command("convert", short_help="Convert N-best lists between Kaldi, plain and JSON Lines.")
-@options_of(ConvertOptions, "nbest to out drop_scores plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids")
+@options_of(ConvertOptions, "nbest to out drop_scores plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids "
+                            "nemo_manifest")
 def convert(**kw):
     """Read the N-best lists --nbest (a Kaldi N-best directory, a JSON Lines file or a
     plain N-best file, as score reads them) and write them --to kaldi, plain or jsonl

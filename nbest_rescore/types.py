@@ -63,11 +63,17 @@ class NbestSet:
     ``document fields`` (a JSON Lines file's ``document``), ``file`` (a plain list
     without ``utt2doc``: the whole file is one document) or ``none`` (one document per
     utterance).
+
+    ``total_scores``: each hypothesis has one first-pass total score (an end-to-end
+    decoder's: NeMo, ESPnet, JSON Lines ``total_cost``), held as ``ac_cost`` = the total
+    cost (-total log score) with ``lm_cost`` = ``graph_cost`` = 0: there is no n-gram
+    term, so ``tune`` does not search the interpolation weight (docs/scoring.md).
     """
 
     utterances: Tuple[NbestList, ...]
     doc_source: str = "utt2doc"
     source: str = ""
+    total_scores: bool = False
 
     def __len__(self) -> int:
         return len(self.utterances)

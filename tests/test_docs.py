@@ -60,8 +60,8 @@ def _sections(page):
 
 
 def test_site_builds_strict_with_every_page(site):
-    for page in ("index", "getting-started", "formats", "scoring", "kaldi-step", "training", "models", "cli",
-                 "api", "results", "performance", "development", "amn_ablation", "evaluation"):
+    for page in ("index", "getting-started", "formats", "decoders", "scoring", "kaldi-step", "training", "models",
+                 "cli", "api", "results", "performance", "development", "amn_ablation", "evaluation"):
         assert (site / page / "index.html").is_file() or (page == "index" and (site / "index.html").is_file()), page
 
 

@@ -36,7 +36,7 @@ from ..training.mwer import MwerLists, MwerOptions, finetune_mwer
 from ..types import NbestSet
 from ..validation import check_paths, named_paths
 from ..vocab import Vocabulary
-from .inputs import PLAIN_PATHS, load_nbest, load_references
+from .inputs import PLAIN_PATHS, load_job_nbest, load_nbest, load_references
 from .lm_loading import load_lm, seed_everything, set_threads
 from .score_job import job_weights
 
@@ -112,8 +112,7 @@ class FinetuneJob(FinetuneOptions):
         weights = self.weights()
         seed_everything(self.seed)
         threads = set_threads(self.threads)
-        nbest = load_nbest(self.nbest, ac=self.plain_ac, ngram=self.plain_ngram, scores_are_costs=self.plain_costs,
-                           utt2doc=self.plain_utt2doc, utt_ids=self.plain_utt_ids)
+        nbest = load_job_nbest(self)
         refs = load_references(self.ref)
         check_references(nbest, refs, self.ref)
         base = load_lm(self.lm)

@@ -13,7 +13,9 @@ from typing import Callable, Dict, Tuple
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
 from ..io.formats import FORMATS
+from ..io.espnet_nbest import ESPNET_FIRST, is_espnet_dir
 from ..io.jsonl_nbest import GZIP_SUFFIX, JSONL_SUFFIX, is_gzip_name, is_jsonl
+from ..io.nemo_nbest import NEMO_SUFFIX, is_nemo_beams
 from ..io.references import read_references
 from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
@@ -27,23 +29,25 @@ Progress = Callable[[int, int], None]
 
 
 def load_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
-               utt_ids=None) -> NbestSet:
-    """Read N-best lists: a Kaldi N-best directory, a JSON Lines file or a plain N-best
-    file (the rule: :func:`nbest_format`).
+               utt_ids=None, manifest=None) -> NbestSet:
+    """Read N-best lists: a Kaldi or ESPnet N-best directory, a JSON Lines file, a NeMo
+    beams file or a plain N-best file (the rule: :func:`nbest_format`).
 
     Args:
-        path, ac, ngram, scores_are_costs, utt2doc, utt_ids: the ``nbest``, ``plain_ac``,
-            ``plain_ngram``, ``plain_costs``, ``plain_utt2doc`` and ``plain_utt_ids``
-            fields of :class:`~nbest_rescore.options.NbestOptions`
+        path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest: the ``nbest``,
+            ``plain_ac``, ``plain_ngram``, ``plain_costs``, ``plain_utt2doc``,
+            ``plain_utt_ids`` and ``nemo_manifest`` fields of
+            :class:`~nbest_rescore.options.NbestOptions`
             (nbest_rescore/options/score.py; plain format: :mod:`nbest_rescore.io.plain_nbest`,
-            JSON Lines: :mod:`nbest_rescore.io.jsonl_nbest`).
+            JSON Lines: :mod:`nbest_rescore.io.jsonl_nbest`, NeMo:
+            :mod:`nbest_rescore.io.nemo_nbest`, ESPnet: :mod:`nbest_rescore.io.espnet_nbest`).
     Returns:
         the lists, in spoken order (documents, then utterances).
     Raises:
         DataError: missing or malformed files (file and line named); plain-format
-            options with a Kaldi directory or a JSON Lines file.
+            options with another format, a manifest with another format than NeMo.
     """
-    return _read_nbest("read", path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
+    return _read_nbest("read", path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
 
 
 #: The first bytes of compressed files -> (the format, the command that decompresses one).
@@ -82,33 +86,39 @@ def check_nbest_input(path) -> None:
 
 
 def nbest_format(path) -> str:
-    """``kaldi`` (a folder), ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a
-    name ending in ``.jsonl``, or ``{`` as the first byte that is not white space) or
-    ``plain`` (any other file): how :func:`load_nbest` and :func:`open_nbest` read ``path``.
-    A name ending in ``.gz`` is gzip-compressed JSON Lines (``x.jsonl.gz``).
+    """``espnet`` (a folder holding ``1best_recog/``), ``kaldi`` (another folder),
+    ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a name ending in
+    ``.jsonl``, or ``{`` as the first byte that is not white space), ``nemo``
+    (:func:`~nbest_rescore.io.nemo_nbest.is_nemo_beams`: a name ending in ``.tsv``, or a
+    tab in the first line) or ``plain`` (any other file): how :func:`load_nbest` and
+    :func:`open_nbest` read ``path``. A name ending in ``.gz`` is gzip-compressed JSON
+    Lines (``x.jsonl.gz``).
     Raises DataError: a pipe or a compressed file (:func:`check_nbest_input`), a ``.gz``
     file that is not JSON Lines."""
     check_nbest_input(path)
     if os.path.isdir(path):
-        return "kaldi"
+        return "espnet" if is_espnet_dir(path) else "kaldi"
     if is_jsonl(path):
         return "jsonl"
     if is_gzip_name(path) and os.path.exists(path):
         raise DataError(f"{path}: a name ending in {GZIP_SUFFIX} is read as gzip-compressed JSON Lines, but its "
                         f"decompressed text does not start with '{{'; plain N-best files are read uncompressed: "
                         f"decompress it first (gunzip -k {path}) and give the decompressed file")
-    return "plain"
+    return "nemo" if is_nemo_beams(path) else "plain"
 
 
-def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
+def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest=None):
     """The one dispatch: the ``how`` (``read`` or ``open``) of the format
     (:data:`~nbest_rescore.io.formats.FORMATS`) that :func:`nbest_format` names, called
     after the checks of :func:`load_nbest`."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise DataError(f"N-best input {path} does not exist: give a Kaldi N-best directory, a JSON Lines file or a "
-                        f"plain N-best file")
+        raise DataError(f"N-best input {path} does not exist: give a Kaldi or ESPnet N-best directory, a JSON Lines "
+                        f"file, a NeMo beams file or a plain N-best file")
     fmt = FORMATS[nbest_format(path)]
+    if manifest is not None and not fmt.manifest:
+        raise DataError(f"{path} is {fmt.what}: --nemo-manifest applies to NeMo beams files only (named .tsv, or "
+                        f"'text<TAB>score' lines); drop it [{format_guess(path, fmt.name)}]")
     if fmt.plain_options:
         read = partial(getattr(fmt, how), path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
                        utt_ids=utt_ids)
@@ -118,7 +128,7 @@ def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids):
             raise DataError(f"{path} is {fmt.what}: the plain-format options "
                             f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                             f"apply to plain N-best files only; drop them")
-        read = partial(getattr(fmt, how), path)
+        read = partial(getattr(fmt, how), path, manifest) if fmt.manifest else partial(getattr(fmt, how), path)
     try:
         return read(log=log.info)
     except DataError as e:
@@ -130,17 +140,23 @@ def format_guess(path, fmt: str) -> str:
     reader's error: "read as a Kaldi N-best directory: x.jsonl is a folder"."""
     if fmt == "kaldi":
         return f"read as a Kaldi N-best directory: {os.path.basename(path)} is a folder"
+    if fmt == "espnet":
+        return f"read as an ESPnet N-best directory: {os.path.basename(path)} holds {ESPNET_FIRST}/"
+    if fmt == "nemo":
+        why = f"its name ends in {NEMO_SUFFIX}" if os.fspath(path).endswith(NEMO_SUFFIX) else "its first line has a tab"
+        return f"read as a NeMo beams file: {why}"
     if fmt == "jsonl":
         name = os.fspath(path).removesuffix(GZIP_SUFFIX)
         why = f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'"
         if is_gzip_name(path):
             why += f", gzip-compressed: its name ends in {GZIP_SUFFIX}"
         return f"read as JSON Lines: {why}"
-    return "read as a plain N-best file: not a folder, not named .jsonl, and its first character is not '{'"
+    return ("read as a plain N-best file: not a folder, not named .jsonl or .tsv, its first character is not '{' "
+            "and its first line has no tab")
 
 
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
-               utt_ids=None) -> NbestSource:
+               utt_ids=None, manifest=None) -> NbestSource:
     """The N-best lists as a source read one span of whole documents at a time
     (:class:`nbest_rescore.io.spans.StreamSource`): its ``index`` (one entry per
     utterance) comes from one checking pass over the files now, which reports any
@@ -151,17 +167,27 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
 
     Arguments, checks and errors as :func:`load_nbest`.
     """
-    return _read_nbest("open", path, ac, ngram, scores_are_costs, utt2doc, utt_ids)
+    return _read_nbest("open", path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
 
 
-#: The plain-format path options a job may carry (``plain_ac`` ...).
-PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids")
+#: The path options beside ``nbest`` a job may carry (``plain_ac`` ..., ``nemo_manifest``).
+PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids", "nemo_manifest")
+
+
+def _job_inputs(job) -> dict:
+    """The reader arguments of a job's ``plain_*`` and ``nemo_manifest`` options."""
+    return dict(ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs, utt2doc=job.plain_utt2doc,
+                utt_ids=job.plain_utt_ids, manifest=job.nemo_manifest)
 
 
 def open_job_nbest(job) -> NbestSource:
-    """:func:`open_nbest` of a job's ``nbest`` and ``plain_*`` options."""
-    return open_nbest(job.nbest, ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs,
-                      utt2doc=job.plain_utt2doc, utt_ids=job.plain_utt_ids)
+    """:func:`open_nbest` of a job's ``nbest``, ``plain_*`` and ``nemo_manifest`` options."""
+    return open_nbest(job.nbest, **_job_inputs(job))
+
+
+def load_job_nbest(job, path=None) -> NbestSet:
+    """:func:`load_nbest` of a job's ``nbest`` (or ``path``), ``plain_*`` and ``nemo_manifest`` options."""
+    return load_nbest(job.nbest if path is None else path, **_job_inputs(job))
 
 
 def load_references(path) -> Dict[str, Words]:

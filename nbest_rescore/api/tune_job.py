@@ -44,7 +44,8 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
          search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
          seed: int = 0, lm_weight: float = Weights.lm_weight, word_ins_penalty: Optional[float] = None,
          labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
-         replications: int = REPLICATIONS, skip_budget: Optional[float] = None) -> TuneResult:
+         replications: int = REPLICATIONS, skip_budget: Optional[float] = None,
+         total_scores: Optional[bool] = None) -> TuneResult:
     """Search the weights by WER (percent); the best point is ``result.best``, and
     ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
     holds the per-utterance errors, the cross-validation and the bootstrap.
@@ -64,6 +65,8 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         names: the LM names (for tune.json's weights block); default ``nn``, ``nn_2`` ...
         seed, lm_weight, word_ins_penalty: line search: the seed of the restarts (also
             of the bootstrap), the start LM weight and penalty (None: first-pass value).
+        total_scores: one total score per hypothesis, no n-gram term (None: the set's
+            flag): the grid of one LM fixes ``interp`` at 0 (docs/scoring.md).
     Raises:
         DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
             search, restarts < 0, folds or replications < 0, more folds than documents,
@@ -84,7 +87,8 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         run = partial(tune_line, refs=None, nn_cost=None, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
                       acoustic_scale=acoustic_scale, restarts=restarts, seed=seed)
     else:
-        interps = (1.0,) if no_nn else interps
+        interps = _interps(interps, no_nn, k, getattr(nbest, "total_scores", False) if total_scores is None
+                           else total_scores)
         check_grid("interps", interps, 0.0, 1.0)
         check_grid("lm_weights", lm_weights)
         if word_ins_penalties is not None:
@@ -93,6 +97,15 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
                       word_ins_penalties=word_ins_penalties, acoustic_scale=acoustic_scale)
     data = tune_data(nbest, refs, nn_cost, names, labels)
     return assess(run(data), data, run, folds, fold_seed, replications, seed, skip_budget)
+
+
+def _interps(interps: Sequence[float], no_nn: bool, k: int, total_scores: bool) -> Sequence[float]:
+    """The interpolation weights the grid searches: ``(1,)`` without NN costs (the
+    first pass alone), ``(0,)`` for one LM on lists of total scores (the n-gram cost is
+    0: lambda would only rescale the NN weight, which the LM weight grid already does)."""
+    if no_nn:
+        return (1.0,)
+    return (0.0,) if total_scores and k == 1 else interps
 
 
 def check_skip_budget(skip_budget: Optional[float], folds: int, k: int) -> None:
@@ -262,7 +275,8 @@ class TuneJob(TuneOptions):
         res = tune(data, refs, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
                    word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
                    restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty, folds=self.folds,
-                   fold_seed=self.fold_seed, replications=self.replications, skip_budget=self.skip_budget)
+                   fold_seed=self.fold_seed, replications=self.replications, skip_budget=self.skip_budget,
+                   total_scores=source.index.total_scores)
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.cost_paths or None))
         return res

@@ -265,6 +265,21 @@ def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable
             fh.write(text)
 
 
+def file_kind(path, suffix: str, sniff: Callable[[str], bool]) -> bool:
+    """Whether the file ``path`` is of a kind: its name ends in ``suffix``, else
+    ``sniff(path)`` says so from its first bytes (False when it cannot be read, and
+    for a folder). How the readers' ``is_*`` tell formats apart."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        return False
+    if p.endswith(suffix):
+        return True
+    try:
+        return sniff(p)
+    except (OSError, DataError):
+        return False
+
+
 def float_text(value) -> str:
     """The shortest decimal text that reads back as the same float64 (Python's
     ``repr``: ``922.9875``, ``-0.5``, ``1e-07``), a negative zero written as ``0.0``.

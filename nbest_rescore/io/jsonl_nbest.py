@@ -7,7 +7,9 @@ says and its JSON Schema checks::
 Costs are negated natural logs, larger = worse, as in :class:`~nbest_rescore.types.NbestList`
 and the Kaldi ``ac_cost``/``lm_cost`` files: a decoder with log-probabilities writes
 ``ac_cost = -log p``. ``ac_cost`` and ``lm_cost`` are required, ``graph_cost`` optional
-(0); other score names are allowed (checked as finite numbers) and ignored. Hypothesis
+(0); or, for an end-to-end decoder, ``total_cost`` alone (the first-pass total, -log;
+every hypothesis of the file then has it: :mod:`.total_scores`). Other score names are
+allowed (checked as finite numbers) and ignored. Hypothesis
 keys are ``<utt_id>-<n>`` (n = 1, 2, ... in list order). ``document`` is optional: on
 every line or on none; without it each utterance is its own document. A document's
 utterances are consecutive lines, in spoken order. Blank lines are skipped.
@@ -30,11 +32,12 @@ import numpy as np
 
 from ..errors import DataError, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import (GZIP_SUFFIX, DocumentOrder, check_key, check_ranked_keys, float_text, is_gzip_name, iter_lines,
-                      open_text_input, split_fields)
+from ._common import (GZIP_SUFFIX, DocumentOrder, check_key, check_ranked_keys, file_kind, float_text, is_gzip_name,
+                      iter_lines, open_text_input, split_fields)
 from .atomic import atomic_write
 from .nbest_writer import NbestWriter, write_whole
 from .spans import StreamSource, open_stream
+from .total_scores import TOTAL_COST, check_total_scores
 
 __all__ = ["GZIP_SUFFIX", "JSONL_SUFFIX", "JsonlNbestWriter", "is_gzip_name", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
            "read_jsonl_nbest", "write_jsonl_nbest"]
@@ -46,6 +49,8 @@ JSONL_SUFFIX = ".jsonl"
 #: The costs a hypothesis must have (negated natural logs), and the optional one.
 REQUIRED_SCORES = ("ac_cost", "lm_cost")
 OPTIONAL_SCORES = ("graph_cost",)
+#: The costs that hold a hypothesis' first pass: the split ones, or the one total.
+_SPLIT, _TOTAL = REQUIRED_SCORES + OPTIONAL_SCORES, (TOTAL_COST,)
 _FIELDS = ("utt_id", "document", "hypotheses")
 _HYP_FIELDS = ("words", "scores")
 _EXAMPLE = ('{"utt_id": "u1", "document": "d1", "hypotheses": [{"words": ["a", "b"], '
@@ -60,17 +65,18 @@ def is_jsonl(path) -> bool:
     mark; of the decompressed text for a name ending in ``.gz``) is ``{``. A plain N-best
     line starts with a digit, so the two cannot be confused. False for a folder, or a
     ``.gz`` file that is not gzip data."""
-    p = os.fspath(path)
-    if os.path.isdir(p):
-        return False
-    if p.removesuffix(GZIP_SUFFIX).endswith(JSONL_SUFFIX):
+    if os.fspath(path).removesuffix(GZIP_SUFFIX).endswith(JSONL_SUFFIX) and not os.path.isdir(path):
         return True
+    return file_kind(path, JSONL_SUFFIX, _starts_with_brace)
+
+
+def _starts_with_brace(path: str) -> bool:
     try:
-        with open_text_input(p) as fh:
+        with open_text_input(path) as fh:
             head = fh.read(4096).removeprefix(b"\xef\xbb\xbf")
             while head and not head.strip():
                 head = fh.read(4096)
-    except (DataError, OSError, EOFError, zlib.error):
+    except (EOFError, zlib.error):
         return False
     return head.lstrip()[:1] == b"{"
 
@@ -155,22 +161,30 @@ def _number(value, loc: str, what: str) -> float:
                     f"-12.5 or 3 (a cost is -log p in natural log)")
 
 
-def _scores(hyp: dict, loc: str, where: str) -> Tuple[float, float, float]:
-    """``(ac_cost, lm_cost, graph_cost)`` of one hypothesis (every score checked)."""
+def _scores(hyp: dict, loc: str, where: str) -> Tuple[float, float, float, bool]:
+    """``(ac_cost, lm_cost, graph_cost, total?)`` of one hypothesis (every score
+    checked); a ``total_cost`` is returned as ``(total_cost, 0, 0, True)``."""
     scores = hyp["scores"]
     if not isinstance(scores, dict):
         raise DataError(f"{loc}: {where}: 'scores' must be an object, found {type(scores).__name__}; e.g. "
                         f"\"scores\": {{\"ac_cost\": 12.5, \"lm_cost\": 3.25}}")
+    values = {k: _number(v, loc, f"{where}: score {k!r}") for k, v in scores.items()}
+    if TOTAL_COST in scores:
+        both = [k for k in _SPLIT if k in scores]
+        if both:
+            raise DataError(f"{loc}: {where}: 'scores' has both {TOTAL_COST!r} and {both[0]!r}; give either "
+                            f"ac_cost and lm_cost (and graph_cost) or {TOTAL_COST} alone (one first-pass total)")
+        return values[TOTAL_COST], 0.0, 0.0, True
     missing = [k for k in REQUIRED_SCORES if k not in scores]
     if missing:
         raise DataError(f"{loc}: {where}: 'scores' has no {missing[0]!r}; expected {' and '.join(REQUIRED_SCORES)} "
-                        f"(negated natural logs: ac_cost = -log p(audio | words), lm_cost = -log p(words))")
-    values = {k: _number(v, loc, f"{where}: score {k!r}") for k, v in scores.items()}
-    return values["ac_cost"], values["lm_cost"], values.get("graph_cost", 0.0)
+                        f"(negated natural logs: ac_cost = -log p(audio | words), lm_cost = -log p(words)), or "
+                        f"{TOTAL_COST} alone (an end-to-end decoder's total, -log)")
+    return values["ac_cost"], values["lm_cost"], values.get("graph_cost", 0.0), False
 
 
-def _hypotheses(obj: dict, loc: str) -> List[Tuple[Words, float, float, float]]:
-    """``[(words, ac_cost, lm_cost, graph_cost), ...]`` of one line's ``hypotheses``."""
+def _hypotheses(obj: dict, loc: str) -> List[Tuple[Words, float, float, float, bool]]:
+    """``[(words, ac_cost, lm_cost, graph_cost, total?), ...]`` of one line's ``hypotheses``."""
     hyps = obj["hypotheses"]
     if not isinstance(hyps, list) or not hyps:
         found = "an empty list" if isinstance(hyps, list) else f"{type(hyps).__name__}"
@@ -199,6 +213,7 @@ class _Lines:
         self.path = os.fspath(path)
         self.seen: Dict[str, int] = {}
         self.has_docs: Optional[Tuple[bool, int]] = None  # (documents?, the first line) once decided
+        self.total: Optional[Tuple[bool, int]] = None  # (total_cost?, the first line) once decided
         self.order = DocumentOrder(self.path, self.path)
 
     def nbest_list(self, line_no: int, line: str) -> NbestList:
@@ -216,10 +231,22 @@ class _Lines:
         self.seen[utt] = line_no
         doc = self._document(obj, utt, line_no, loc)
         hyps = _hypotheses(obj, loc)
-        words, ac, lm, graph = zip(*hyps)
+        words, ac, lm, graph, total = zip(*hyps)
+        self._kind(total, line_no, loc)
         return NbestList(utt_id=utt, doc_id=doc, keys=tuple(f"{utt}-{n}" for n in range(1, len(hyps) + 1)),
                          hyps=words, ac_cost=np.array(ac, dtype=np.float64), lm_cost=np.array(lm, dtype=np.float64),
                          graph_cost=np.array(graph, dtype=np.float64))
+
+    def _kind(self, total: Tuple[bool, ...], line_no: int, loc: str) -> None:
+        """Every hypothesis of the file has ``total_cost``, or none has."""
+        if self.total is None:
+            self.total = (total[0], line_no)
+        if any(t != self.total[0] for t in total):
+            n = 1 + next(i for i, t in enumerate(total) if t != self.total[0])
+            first = f"line {self.total[1]}" if self.total[1] != line_no else "hypothesis 1"
+            has, other = (TOTAL_COST, "ac_cost/lm_cost") if self.total[0] else ("ac_cost/lm_cost", TOTAL_COST)
+            raise DataError(f"{loc}: hypothesis {n} has {other} but {first} has {has}; give every hypothesis of the "
+                            f"file the same kind of scores (ac_cost and lm_cost, or {TOTAL_COST} alone)")
 
     def _document(self, obj: dict, utt: str, line_no: int, loc: str) -> str:
         has = "document" in obj
@@ -237,7 +264,8 @@ class _Lines:
     def describe(self, n_utts: int, n_hyps: int) -> str:
         docs = (f"documents from the 'document' fields ({self.order.count})" if self.has_docs and self.has_docs[0]
                 else "no 'document' fields: one document per utterance")
-        return f"{self.path}: {n_utts} utterances, {n_hyps} hypotheses (JSON Lines); {docs}"
+        kind = f"; one {TOTAL_COST} per hypothesis (no n-gram term)" if self.total and self.total[0] else ""
+        return f"{self.path}: {n_utts} utterances, {n_hyps} hypotheses (JSON Lines); {docs}{kind}"
 
 
 def iter_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None,
@@ -263,16 +291,30 @@ def iter_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None,
         (log if log is not None else logger.info)(lines.describe(n_utts, n_hyps))
 
 
-def _doc_source(path) -> str:
-    """``document fields`` when the first non-blank line has a ``document`` field
-    (every line then has one, as the reader checks), else ``none``."""
+def _first_line(path) -> dict:
+    """The object of the first non-blank line ({} when it does not parse: the reader says why)."""
     try:
         for _, line in iter_lines(path):
             if line.strip():
-                return DOC_SOURCE if '"document"' in line and "document" in json.loads(line) else "none"
+                obj = json.loads(line)
+                return obj if isinstance(obj, dict) else {}
     except (DataError, ValueError, TypeError):
         pass
-    return "none"
+    return {}
+
+
+def _doc_source(path) -> str:
+    """``document fields`` when the first non-blank line has a ``document`` field
+    (every line then has one, as the reader checks), else ``none``."""
+    return DOC_SOURCE if "document" in _first_line(path) else "none"
+
+
+def _total_scores(path) -> bool:
+    """Whether the first hypothesis has ``total_cost`` (every one then has, as the reader checks)."""
+    try:
+        return TOTAL_COST in _first_line(path)["hypotheses"][0]["scores"]
+    except (KeyError, IndexError, TypeError):
+        return False
 
 
 def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> NbestSet:
@@ -280,7 +322,8 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
     :class:`~nbest_rescore.types.NbestSet` in file order: float64 costs (negated natural
     logs) ``ac_cost``, ``lm_cost``, ``graph_cost`` (0 where absent); keys
     ``<utt_id>-<n>``; ``doc_source`` ``document fields``, or ``none`` (one document per
-    utterance) without them.
+    utterance) without them. A file of ``total_cost`` scores gives ``ac_cost`` = the
+    total cost, ``lm_cost`` = ``graph_cost`` = 0 and ``total_scores`` set.
 
     Args:
         path: the file (UTF-8; a byte-order mark at its start is dropped).
@@ -292,12 +335,14 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
             wrongly typed field (``utt_id``/``document`` non-empty strings without white
             space, ``hypotheses`` a non-empty list, ``words`` a list of non-empty strings
             without white space, every score a finite number, ``ac_cost`` and ``lm_cost``
-            present); a duplicate ``utt_id`` (both lines); ``document`` on some lines
-            but not others (both lines); a document whose utterances are not
-            consecutive (where it reappears and where it was last seen); no utterances.
+            present, or ``total_cost`` alone; not both kinds in one file); a duplicate
+            ``utt_id`` (both lines); ``document`` on some lines but not others (both lines);
+            a document whose utterances are not consecutive (where it reappears and where it
+            was last seen); no utterances.
     """
     lists = tuple(iter_jsonl_nbest(path, log=log))
-    return NbestSet(utterances=lists, doc_source=_doc_source(path), source=os.fspath(path))
+    return NbestSet(utterances=lists, doc_source=_doc_source(path), source=os.fspath(path),
+                    total_scores=_total_scores(path))
 
 
 def other_score_names(path) -> Dict[str, int]:
@@ -305,7 +350,7 @@ def other_score_names(path) -> Dict[str, int]:
     ``graph_cost`` (which the reader checks and then ignores), each with the first line
     that has it; {} when there are none. Lines that do not parse are skipped (the
     reader reports them). Raises DataError: the file unreadable or not UTF-8."""
-    known, found = set(REQUIRED_SCORES + OPTIONAL_SCORES), {}
+    known, found = set(_SPLIT + _TOTAL), {}
     for line_no, line in iter_lines(path):
         try:
             obj = json.loads(line) if line.strip() else {}
@@ -326,30 +371,36 @@ def open_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> St
     which logs its line), and a quiet read of the file per pass over the spans.
     Raises DataError as :func:`read_jsonl_nbest`."""
     return open_stream(partial(iter_jsonl_nbest, path, log=log), _doc_source(path), os.fspath(path),
-                       f"{path}: the JSON Lines file changed while it was read")
+                       f"{path}: the JSON Lines file changed while it was read", _total_scores(path))
 
 
-def jsonl_line(u: NbestList) -> str:
+def jsonl_line(u: NbestList, total: bool = False) -> str:
     """The line (with its newline) that :func:`write_jsonl_nbest` writes for one list:
     keys in the order ``utt_id``, ``document``, ``hypotheses``; per hypothesis
     ``words`` and ``scores`` (``ac_cost``, ``lm_cost``, and ``graph_cost`` when it is not
-    0), numbers as :func:`~._common.float_text` writes them; non-ASCII kept as is.
+    0; with ``total``, a list of total scores, ``total_cost`` = ``ac_cost`` alone),
+    numbers as :func:`~._common.float_text` writes them; non-ASCII kept as is.
 
     Raises:
         DataError: keys other than ``<utt_id>-1 .. <utt_id>-N`` (they would change); an
-            id or word that is empty or holds white space; a cost that is not finite.
+            id or word that is empty or holds white space; a cost that is not finite;
+            with ``total``, an n-gram or graph cost that is not 0.
     """
     check_ranked_keys(u.utt_id, u.keys, "JSON Lines")
     where = f"write_jsonl_nbest: utterance {u.utt_id!r}"
     _id({"utt_id": u.utt_id, "document": u.doc_id}, "utt_id", where)
     _id({"utt_id": u.utt_id, "document": u.doc_id}, "document", where)
+    if total:
+        check_total_scores(u, where)
     hyps = []
     for words, ac, lm, graph in zip(u.hyps, u.ac_cost.tolist(), u.lm_cost.tolist(), u.graph_cost.tolist()):
         _words({"words": list(words)}, where, f"hypothesis {len(hyps) + 1}")
         for name, value in (("ac_cost", ac), ("lm_cost", lm), ("graph_cost", graph)):
             _number(value, where, f"hypothesis {len(hyps) + 1}: {name}")
         scores = f'"ac_cost": {float_text(ac)}, "lm_cost": {float_text(lm)}'
-        if graph != 0:
+        if total:
+            scores = f'"{TOTAL_COST}": {float_text(ac)}'
+        elif graph != 0:
             scores += f', "graph_cost": {float_text(graph)}'
         hyps.append(f'{{"words": {json.dumps(list(words), ensure_ascii=False)}, "scores": {{{scores}}}}}')
     head = f'{{"utt_id": {json.dumps(u.utt_id, ensure_ascii=False)}, "document": ' \
@@ -370,14 +421,15 @@ class JsonlNbestWriter(NbestWriter):
 
     def write(self, part: NbestSet) -> None:
         for u in part.utterances:
-            self._fh.write(jsonl_line(u))
+            self._fh.write(jsonl_line(u, part.total_scores))
 
 
 def write_jsonl_nbest(nbest: NbestSet, path, option: Optional[str] = None) -> None:
     """Write ``nbest`` as JSON Lines (:func:`jsonl_line` per utterance, set order) to
     ``path``, atomically (the file appears whole or not at all), gzip-compressed when
     its name ends in ``.gz``. Reading it back with
-    :func:`read_jsonl_nbest` gives the same ids, documents, words and float64 costs.
+    :func:`read_jsonl_nbest` gives the same ids, documents, words and float64 costs (a
+    set of total scores is written as ``total_cost``, and read back so).
     ``option`` (e.g. ``"--out"``) names ``path`` in errors. Part after part:
     :class:`JsonlNbestWriter`.
 

@@ -72,6 +72,8 @@ class NbestIndex:
         sizes: the U hypothesis counts (ints).
         doc_source: where the documents came from (see :class:`~nbest_rescore.types.NbestSet`).
         source: the path read (or a description).
+        total_scores: the lists hold one total score per hypothesis
+            (:class:`~nbest_rescore.types.NbestSet`).
     """
 
     utt_ids: Tuple[str, ...]
@@ -79,6 +81,7 @@ class NbestIndex:
     sizes: Tuple[int, ...]
     doc_source: str = "utt2doc"
     source: str = ""
+    total_scores: bool = False
 
     def __len__(self) -> int:
         return len(self.utt_ids)
@@ -97,7 +100,7 @@ class NbestIndex:
         """The index of a set in memory."""
         u = nbest.utterances
         return cls(tuple(x.utt_id for x in u), tuple(x.doc_id for x in u),
-                   tuple(len(x) for x in u), nbest.doc_source, nbest.source)
+                   tuple(len(x) for x in u), nbest.doc_source, nbest.source, nbest.total_scores)
 
 
 class NbestSource(Protocol):
@@ -134,20 +137,20 @@ class SetSource:
         if max_hyps is None or not documents_contiguous(nb):
             yield nb
             return
-        yield from iter_spans(nb.utterances, max_hyps, nb.doc_source, nb.source)
+        yield from iter_spans(nb.utterances, max_hyps, nb.doc_source, nb.source, nb.total_scores)
 
 
 def iter_spans(lists: Iterable[NbestList], max_hyps: Optional[int], doc_source: str = "utt2doc",
-               source: str = "") -> Iterator[NbestSet]:
+               source: str = "", total_scores: bool = False) -> Iterator[NbestSet]:
     """The spans of :func:`plan_spans` taken from lists read in order (their documents
     consecutive, as the readers check): whole documents while a span's hypotheses stay
     within ``max_hyps`` (a larger document is a span of its own; None: one span).
     Holds one span and the document being read, each an
-    :class:`~nbest_rescore.types.NbestSet` with ``doc_source`` and ``source``.
+    :class:`~nbest_rescore.types.NbestSet` with ``doc_source``, ``source`` and ``total_scores``.
     Raises ValueError for ``max_hyps`` < 1."""
     docs = (list(utts) for _, utts in groupby(lists, key=attrgetter("doc_id")))
     for span in _cut(((doc, sum(len(u) for u in doc)) for doc in docs), max_hyps):
-        yield NbestSet(tuple(u for doc in span for u in doc), doc_source, source)
+        yield NbestSet(tuple(u for doc in span for u in doc), doc_source, source, total_scores)
 
 
 @dataclass(frozen=True)
@@ -183,12 +186,14 @@ class StreamSource:
         Raises:
             DataError: the files changed since the checking pass (or became malformed).
         """
-        return iter_spans(self._checked(), max_hyps, self.index.doc_source, self.index.source)
+        ix = self.index
+        return iter_spans(self._checked(), max_hyps, ix.doc_source, ix.source, ix.total_scores)
 
 
-def open_stream(read: Callable[..., Iterator[NbestList]], doc_source: str, source: str, changed: str) -> StreamSource:
+def open_stream(read: Callable[..., Iterator[NbestList]], doc_source: str, source: str, changed: str,
+                total_scores: bool = False) -> StreamSource:
     """The checking pass: count the lists of ``read()`` (a reader's generator function,
     which checks everything and logs its line) into the :class:`NbestIndex` of a
-    :class:`StreamSource`. Raises DataError as the reader."""
+    :class:`StreamSource` (``total_scores``: see :class:`NbestIndex`). Raises DataError as the reader."""
     utts, docs, sizes = tuple(zip(*((u.utt_id, u.doc_id, len(u)) for u in read()))) or ((), (), ())
-    return StreamSource(NbestIndex(utts, docs, sizes, doc_source, source), read, changed)
+    return StreamSource(NbestIndex(utts, docs, sizes, doc_source, source, total_scores), read, changed)

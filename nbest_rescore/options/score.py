@@ -43,10 +43,12 @@ class NbestOptions(Options):
     """Where the N-best lists are and how plain-format lists are read."""
 
     nbest: str = option(help="A Kaldi N-best directory (text | words_text | words + words.txt; ac_cost | acwt; lm_cost "
-                        "| lmwt.*; utt2doc or utt2spk for documents), a JSON Lines file (NAME.jsonl, or any file "
-                        "starting with '{': one utterance per line), or a plain N-best file (lines "
-                        "'<utterance-index> w1 w2 ... <eos>') with its score files NAME.ac and NAME.ngram beside it (or "
-                        "--plain-ac/--plain-ngram).", path={"exists": True})
+                        "| lmwt.*; utt2doc or utt2spk for documents), an ESPnet N-best directory (1best_recog/, "
+                        "2best_recog/ ...), a JSON Lines file (NAME.jsonl, or any file starting with '{': one "
+                        "utterance per line), a NeMo beams file (NAME.tsv, or a first line with a tab; with "
+                        "--nemo-manifest), or a plain N-best file (lines '<utterance-index> w1 w2 ... <eos>') with its "
+                        "score files NAME.ac and NAME.ngram beside it (or --plain-ac/--plain-ngram).",
+                        path={"exists": True})
     plain_ac: Optional[str] = option(None, "Plain format: acoustic log-likelihood scores, one per hypothesis line "
                                            "(default: NAME.ac beside the list).", path=_FILE)
     plain_ngram: Optional[str] = option(None, "Plain format: n-gram log-probability scores, one per hypothesis "
@@ -59,6 +61,9 @@ class NbestOptions(Options):
     plain_utt_ids: Optional[str] = option(
         None, "Plain format: '<utterance-index> <utterance-id>' lines; references are then keyed by utterance id "
               "(default: by the utterance index).", path=_FILE)
+    nemo_manifest: Optional[str] = option(
+        None, "NeMo beams file (--nbest BEAMS.tsv, 'text<TAB>score' lines): its manifest (JSON Lines with "
+              "audio_filepath, text), which gives the utterance ids (audio file names) and order.", path=_FILE)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,8 +56,8 @@ def test_an_error_names_the_format_guessed_and_why(DATA, tmp_path):
     plain = tmp_path / "lists.txt"
     plain.write_text("not a plain N-best line\n")
     for path, why in ((folder, "[read as a Kaldi N-best directory: x.jsonl is a folder]"),
-                      (plain, "[read as a plain N-best file: not a folder, not named .jsonl, and its first character "
-                              "is not '{']")):
+                      (plain, "[read as a plain N-best file: not a folder, not named .jsonl or .tsv, its first "
+                              "character is not '{' and its first line has no tab]")):
         res = CliRunner().invoke(main, ["tune", "--nbest", str(path), "--ref", str(DATA / "ci" / "ref.txt")])
         assert res.exit_code == 1 and res.output.startswith(f"Error: {path}"), res.output
         assert res.output.rstrip("\n").endswith(why) and res.output.count("\n") == 1, res.output

@@ -246,10 +246,46 @@ def test_documented_schema_and_example_agree_with_the_reader(DATA, ci_records, t
     items = schema["properties"]["hypotheses"]["items"]
     assert tuple(items["properties"]) == j._HYP_FIELDS and items["required"] == list(j._HYP_FIELDS)
     scores = items["properties"]["scores"]
-    assert scores["required"] == list(j.REQUIRED_SCORES)
-    assert tuple(scores["properties"]) == j.REQUIRED_SCORES + j.OPTIONAL_SCORES
+    split, total_only = scores["oneOf"]
+    assert split["required"] == list(j.REQUIRED_SCORES) and total_only["required"] == list(j._TOTAL)
+    assert tuple(scores["properties"]) == j.REQUIRED_SCORES + j.OPTIONAL_SCORES + j._TOTAL
     example = text.split("one line\nof ci:\n\n```json\n")[1].split("\n```")[0]
     first = dict(ci_records[0], hypotheses=ci_records[0]["hypotheses"][:2])
     assert example == json.dumps(first)
     (u,) = read_jsonl_nbest(write(tmp_path, example), log=quiet).utterances
     assert u.utt_id == "abcr0004-000" and len(u) == 2
+
+
+# --- one total score per hypothesis (total_cost) ---------------------------------------
+
+def total(words, cost):
+    return {"words": words.split(), "scores": {"total_cost": cost}}
+
+
+def test_total_cost_is_read_as_the_acoustic_cost_with_no_ngram_term_and_written_back(tmp_path):
+    p = write(tmp_path, utt("u1", total("a b", 12.5), total("", 13)), utt("u2", total("c", 1.25)))
+    got = read_jsonl_nbest(p, log=quiet)
+    assert got.total_scores and open_jsonl_nbest(p, log=quiet).index.total_scores
+    u = got.utterances[0]
+    assert u.ac_cost.tolist() == [12.5, 13.0] and not u.lm_cost.any() and not u.graph_cost.any()
+    out = tmp_path / "out.jsonl"
+    write_jsonl_nbest(got, out)
+    assert json.loads(out.read_text().splitlines()[0])["hypotheses"][0]["scores"] == {"total_cost": 12.5}
+    again = read_jsonl_nbest(out, log=quiet)
+    assert again.total_scores and [x.ac_cost.tolist() for x in again.utterances] == [[12.5, 13.0], [1.25]]
+    assert not read_jsonl_nbest(write(tmp_path, utt("u1", hyp("a")), name="s.jsonl"), log=quiet).total_scores
+
+
+@pytest.mark.parametrize("lines,want", [
+    ([utt("u1", total("a", 1)), utt("u2", hyp("b"))],
+     "n.jsonl:2: hypothesis 1 has ac_cost/lm_cost but line 1 has total_cost; give every hypothesis"),
+    ([utt("u1", hyp("a"), total("b", 2))],
+     "n.jsonl:1: hypothesis 2 has total_cost but hypothesis 1 has ac_cost/lm_cost"),
+    ([utt("u1", {"words": ["a"], "scores": {"total_cost": 1, "lm_cost": 2}})],
+     "n.jsonl:1: hypothesis 1: 'scores' has both 'total_cost' and 'lm_cost'"),
+    ([utt("u1", total("a", "12"))], "n.jsonl:1: hypothesis 1: score 'total_cost' must be a finite number"),
+])
+def test_total_cost_mixed_or_malformed_is_one_line(tmp_path, lines, want):
+    with pytest.raises(DataError) as e:
+        read_jsonl_nbest(write(tmp_path, *lines), log=quiet)
+    assert str(e.value).startswith(f"{tmp_path}/{want}") and "\n" not in str(e.value), str(e.value)
