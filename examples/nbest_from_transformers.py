@@ -3,13 +3,13 @@ nbest-rescore reads (docs/formats.md, "JSON Lines"): beam search with N beams re
 hypotheses; ``model.compute_transition_scores`` gives the natural-log probability of
 each generated token, and
 
-    ac_cost = -(sum of the token log-probabilities)   (the decoder's own cost, -log p)
-    lm_cost = 0                                        (this decoder has no separate n-gram LM)
+    total_cost = -(sum of the token log-probabilities)   (the decoder's own cost, -log p)
 
-An end-to-end decoder has no separate LM, so its whole score is the "acoustic" cost and
-the n-gram cost is 0: rescore with ``--interp 0`` (the NN LM alone) and tune
-``--lm-weight`` / ``--acoustic-scale`` (``tune --interps 0``). A decoder with an
-external LM writes that LM's -log p as ``lm_cost`` instead.
+An end-to-end decoder has no separate LM, so its whole score is one total per
+hypothesis (docs/scoring.md, "One total score per hypothesis"): rescore with
+``--interp 0`` (the NN LM alone) and ``tune`` searches the LM weight and the penalty,
+not lambda. A decoder with an external LM writes ``ac_cost`` and that LM's -log p as
+``lm_cost`` instead.
 
     python examples/nbest_from_transformers.py openai/whisper-tiny OUT.jsonl a.wav b.wav ...
 
@@ -30,14 +30,14 @@ def nbest_record(model, inputs, utt_id, decode, n=10, document=None, max_new_tok
         decode: token ids (1-D tensor) -> list of words (no special tokens, no spaces).
         document: the document id (utterances of a document in spoken order), or None.
     Returns:
-        ``{"utt_id", ["document",] "hypotheses": [{"words", "scores": {"ac_cost", "lm_cost"}}]}``.
+        ``{"utt_id", ["document",] "hypotheses": [{"words", "scores": {"total_cost"}}]}``.
     """
     out = model.generate(**inputs, num_beams=n, num_return_sequences=n, max_new_tokens=max_new_tokens,
                          do_sample=False, output_scores=True, return_dict_in_generate=True)
     # [n, T] natural-log p of each generated token (0 after a beam's end)
     logp = model.compute_transition_scores(out.sequences, out.scores, out.beam_indices, normalize_logits=False)
     tokens = out.sequences[:, -logp.shape[1]:]  # the generated tokens (a decoder-only model's prompt dropped)
-    hyps = [{"words": decode(ids), "scores": {"ac_cost": -float(lp.double().sum()), "lm_cost": 0.0}}
+    hyps = [{"words": decode(ids), "scores": {"total_cost": -float(lp.double().sum())}}
             for ids, lp in zip(tokens, logp)]
     return {"utt_id": utt_id, **({"document": document} if document is not None else {}), "hypotheses": hyps}
 

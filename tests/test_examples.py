@@ -126,7 +126,7 @@ def test_nbest_from_transformers_writes_jsonl_that_loads(kind, tmp_path):
     s = read_jsonl_nbest(path)
     assert s.utt_ids == ["utt0", "utt1", "utt2"] and s.documents() == [[0, 1], [2]]
     u = s.utterances[0]
-    assert len(u) == 4 and all(c > 0 for c in u.ac_cost) and not u.lm_cost.any()
+    assert s.total_scores and len(u) == 4 and all(c > 0 for c in u.ac_cost) and not u.lm_cost.any()
     assert any(len(h) < 6 for h in u.hyps) and any(len(h) == 6 for h in u.hyps)  # ended and cut beams
     for words, cost in zip(u.hyps, u.ac_cost):
         assert cost == pytest.approx(_teacher_forced_cost(model, inputs, cfg, words, ended=len(words) < 6), abs=1e-4)
