@@ -61,9 +61,16 @@ def test_skipped_lists_keep_the_first_pass_and_scored_costs_do_not_change(ci_nbe
             assert part.best[u] == full.best[u]
 
 
-def test_score_and_tune_on_the_command_line(DATA, tiny_lm, tmp_path):
-    """score writes every list's costs and says how many it scored; tune --skip-budget
-    picks the threshold that a brute-force loop over every posterior picks."""
+@pytest.fixture(scope="module")
+def tuned(DATA, tiny_lm, tmp_path_factory):
+    """score on ci (every hypothesis), then tune --skip-budget 0.5 --folds 2 on its costs:
+    (folder, tune's output, tune.json's selective block, the lists, per-hypothesis
+    errors, offsets, reference words, the NN costs read back)."""
+    from nbest_rescore.api.inputs import load_references
+    from nbest_rescore.evaluation.wer import nbest_errors
+    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
+
+    tmp_path = tmp_path_factory.mktemp("selective")
     ci, ref = str(DATA / "ci"), str(DATA / "ci" / "ref.txt")
     run = CliRunner().invoke
     res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--ref", ref, "--out", str(tmp_path / "all"),
@@ -73,17 +80,21 @@ def test_score_and_tune_on_the_command_line(DATA, tiny_lm, tmp_path):
                       "--interps", "0.5", "--lm-weights", "9.5", "--word-ins-penalty", "-0.629606", "--folds", "2",
                       "--skip-budget", "0.5", "--replications", "0", "--out", str(tmp_path / "tune")])
     assert tune.exit_code == 0, tune.output
-    block = json.loads((tmp_path / "tune" / "tune.json").read_text())["selective"]["skip_confident"]
-    assert "selective rescoring (WER budget 0.5)" in tune.output
-    # brute force: every threshold, the 1-bests and errors by hand
-    from nbest_rescore.api.inputs import load_references
-    from nbest_rescore.evaluation.wer import nbest_errors
-    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
-
+    block = json.loads((tmp_path / "tune" / "tune.json").read_text())["selective"]
     nbest = read_kaldi_nbest_dir(DATA / "ci")
-    flat = nbest.flat()
-    errors, offsets, words = nbest_errors(nbest, load_references(ref), flat)
+    errors, offsets, words = nbest_errors(nbest, load_references(ref), nbest.flat())
     nn = np.array([float(line.split()[1]) for line in (tmp_path / "all" / "nn_cost").read_text().splitlines()])
+    return tmp_path, tune.output, block, nbest, errors, offsets, words, nn
+
+
+def test_score_and_tune_on_the_command_line(DATA, tiny_lm, tuned):
+    """score writes every list's costs and says how many it scored; tune --skip-budget
+    picks the threshold that a brute-force loop over every posterior picks."""
+    tmp_path, output, block, nbest, errors, offsets, words, nn = tuned
+    ci, ref, run = str(DATA / "ci"), str(DATA / "ci" / "ref.txt"), CliRunner().invoke
+    block = block["skip_confident"]
+    assert "selective rescoring (WER budget 0.5)" in output
+    flat = nbest.flat()
     p = loop_posteriors(nbest, W)
     rescored = segment_argmax(flat_scores(flat, W, nn), offsets)
     first = segment_argmax(flat_scores(flat, Weights(lm_weight=9.5, interp=1.0, word_ins_penalty=-0.629606)),
@@ -100,14 +111,14 @@ def test_score_and_tune_on_the_command_line(DATA, tiny_lm, tmp_path):
     assert block["wer"] == pytest.approx(100.0 * errs / words)
     assert len(block["cross_validation"]["per_fold_skip_confident"]) == 2
     assert block["skip_confident"] is not None  # (a budget of 0.5 skips some lists of ci)
-    if True:  # score with that P: the tuned WER, fewer lists scored
-        res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--ref", ref, "--out", str(tmp_path / "sel"),
-                         "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--skip-confident",
-                         repr(block["skip_confident"]), "--no-progress"])
-        assert res.exit_code == 0, res.output
-        wer = json.loads((tmp_path / "sel" / "wer.json").read_text())
-        assert wer["selective"]["hypotheses_scored"] == scored
-        assert wer["wer"]["rescored"]["wer"] == pytest.approx(100.0 * errs / words)
+    # score with that P: the tuned WER, fewer lists scored
+    res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--ref", ref, "--out", str(tmp_path / "sel"),
+                     "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--skip-confident",
+                     repr(block["skip_confident"]), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    wer = json.loads((tmp_path / "sel" / "wer.json").read_text())
+    assert wer["selective"]["hypotheses_scored"] == scored
+    assert wer["wer"]["rescored"]["wer"] == pytest.approx(100.0 * errs / words)
 
 
 def test_skip_budget_without_folds_is_one_line(DATA, tmp_path):
@@ -178,25 +189,11 @@ def test_pruned_hypotheses_get_the_shifted_ngram_cost(ci_nbest, tiny_lm):
             assert part.nn_cost[i] == pytest.approx(want, abs=1e-3)
 
 
-def test_tune_picks_the_beam_a_brute_force_loop_picks(DATA, tiny_lm, tmp_path):
-    ci, ref = str(DATA / "ci"), str(DATA / "ci" / "ref.txt")
-    run = CliRunner().invoke
-    res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--out", str(tmp_path / "all"),
-                     "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--no-progress"])
-    assert res.exit_code == 0, res.output
-    tune = run(main, ["tune", "--nbest", ci, "--ref", ref, "--nn-cost", str(tmp_path / "all" / "nn_cost"),
-                      "--interps", "0.5", "--lm-weights", "9.5", "--word-ins-penalty", "-0.629606", "--folds", "2",
-                      "--skip-budget", "0.5", "--replications", "0", "--out", str(tmp_path / "tune")])
-    assert tune.exit_code == 0, tune.output
-    block = json.loads((tmp_path / "tune" / "tune.json").read_text())["selective"]["prune_mass"]
-    from nbest_rescore.api.inputs import load_references
-    from nbest_rescore.evaluation.wer import nbest_errors
-    from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
-
-    nbest = read_kaldi_nbest_dir(DATA / "ci")
+def test_tune_picks_the_beam_a_brute_force_loop_picks(DATA, tiny_lm, tuned):
+    tmp_path, output, block, nbest, errors, offsets, words, nn = tuned
+    ci, ref, run = str(DATA / "ci"), str(DATA / "ci" / "ref.txt"), CliRunner().invoke
+    block = block["prune_mass"]
     flat = nbest.flat()
-    errors, offsets, words = nbest_errors(nbest, load_references(ref), flat)
-    nn = np.array([float(line.split()[1]) for line in (tmp_path / "all" / "nn_cost").read_text().splitlines()])
     points = []
     for m in (0.0, *BEAM_MASSES):
         pruned = loop_beam(nbest, W, m) if m > 0 else np.zeros(len(nn), dtype=bool)
@@ -213,7 +210,7 @@ def test_tune_picks_the_beam_a_brute_force_loop_picks(DATA, tiny_lm, tmp_path):
     assert block["prune_mass"] == (None if m == 0 else pytest.approx(m))
     assert block["fraction_scored"] == pytest.approx(scored / len(flat.hyps))
     assert block["wer"] == pytest.approx(100.0 * errs / words)
-    assert "--prune-mass" in tune.output and block["prune_mass"] is not None
+    assert "--prune-mass" in output and block["prune_mass"] is not None
     res = run(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--ref", ref, "--out", str(tmp_path / "beam"),
                      "--interp", "0.5", "--word-ins-penalty", "-0.629606", "--prune-mass", repr(block["prune_mass"]),
                      "--no-progress"])
