@@ -64,16 +64,10 @@ def _parse_range(spec: typing.Optional[str]):
     return test, text + (f" {note}" if note else "")
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
 #: The kinds a field may declare: (what the messages call it, the test of one value).
-KINDS = {"int": ("an integer", _is_int), "float": ("a finite number", _is_number),
+KINDS = {"int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)),
+         "float": ("a finite number",
+                   lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)),
          "bool": ("true or false", lambda v: isinstance(v, bool)),
          "str": ("a non-empty string", lambda v: isinstance(v, str) and v != ""),
          "dict": ("a mapping (key: value lines)", lambda v: isinstance(v, dict))}

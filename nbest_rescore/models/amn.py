@@ -351,8 +351,7 @@ class AMNLM(LanguageModel):
         xs = self._input_masks(x)  # [B, T, K+1, E]
         gi = torch.einsum("btke,keg->ktbg", xs, self.w_ih) + self.b_ih[:, None, None, :]
         h = state[0].transpose(0, 1).contiguous()  # [K+1, B, H]
-        if lengths is not None:
-            lengths = lengths.to(x.device)
+        lengths = None if lengths is None else lengths.to(x.device)
         # Speed (benchmarks/train_speed.py): the loop holds only the GRU recurrences.
         # gi is unbound per step and gates are split, not indexed, because the backward
         # of each index/slice would write a zero tensor of the full source size (O(T^2)

@@ -219,8 +219,7 @@ class DNCLM(LanguageModel):
         [B, T, hidden + R * W]; rows stop updating after ``lengths[b]`` steps."""
         b, t_len, _ = x.shape
         gx = self.ctrl_x(x)
-        if lengths is not None:
-            lengths = lengths.to(x.device)
+        lengths = None if lengths is None else lengths.to(x.device)
         outs = []
         for t in range(t_len):
             state = tuple(hold_done(t, lengths, n, s) for n, s in zip(self._step(gx[:, t], state), state))

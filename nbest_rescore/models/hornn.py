@@ -106,8 +106,7 @@ class HORNNLM(LanguageModel):
         if self.gated:  # W^g_n x_t + b^g_n, the gates' part of the projection: [T, N, B, H]
             gate_x = proj[..., h:].reshape(b, t_len, n, h).permute(1, 2, 0, 3)
         hist = state[0].transpose(0, 1)  # [N, B, H], hist[n - 1] = h_{t-n}
-        if lengths is not None:
-            lengths = lengths.to(x.device)
+        lengths = None if lengths is None else lengths.to(x.device)
         outs = []
         for t in range(t_len):
             rec = torch.bmm(hist, self.w_rec)  # [N, B, H or 2H]

@@ -46,6 +46,13 @@ def _model_device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def _require_float32(model: nn.Module, what: str) -> None:
+    """Raise DataError "``what`` a float32 model, ..." unless all parameters are float32."""
+    dtypes = {p.dtype for p in model.parameters()}
+    if dtypes - {torch.float32}:
+        raise DataError(f"{what} a float32 model, found parameter dtypes {sorted(str(d) for d in dtypes)}")
+
+
 def quantize_dynamic_int8(model: LanguageModel) -> LanguageModel:
     """An int8 dynamically quantised copy of ``model`` (a float32 model on the CPU) for CPU
     scoring, in eval mode, same interface and state layout (see the module docstring).
@@ -54,10 +61,7 @@ def quantize_dynamic_int8(model: LanguageModel) -> LanguageModel:
     if dev.type != "cpu":
         raise DataError(f"int8 dynamic quantisation runs on the CPU only; the model is on {dev}: "
                         f"call model.cpu() first (on CUDA use cast_for_inference(model, 'bfloat16'))")
-    dtypes = {p.dtype for p in model.parameters()}
-    if dtypes - {torch.float32}:
-        raise DataError(f"int8 dynamic quantisation needs a float32 model, found parameter dtypes "
-                        f"{sorted(str(d) for d in dtypes)}")
+    _require_float32(model, "int8 dynamic quantisation needs")
     model = copy.deepcopy(model).eval()
     with warnings.catch_warnings():
         # torch.ao.quantization is deprecated in favour of torchao, which the project
@@ -101,10 +105,7 @@ def bfloat16_output_layer(model: LanguageModel) -> LanguageModel:
     the fused output layer (:mod:`~nbest_rescore.models.fused_output`); adaptive
     softmax: the head and tail projections in bfloat16, their log-softmax in float32.
     Costs move by hundredths of a nat (README). Raises DataError for a model not float32."""
-    dtypes = {p.dtype for p in model.parameters()}
-    if dtypes - {torch.float32}:
-        raise DataError(f"a bfloat16 output layer needs a float32 model, found parameter dtypes "
-                        f"{sorted(str(d) for d in dtypes)}")
+    _require_float32(model, "a bfloat16 output layer needs")
     model = copy.deepcopy(model).eval()
     if model.adaptive is not None:
         model.adaptive.to(torch.bfloat16)

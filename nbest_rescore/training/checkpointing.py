@@ -94,8 +94,7 @@ def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dic
         DataError: a file cannot be written (no space, read-only file system,
             permission ...: one line naming ``--out`` and the file).
     """
-    best = run.best_state if run.best_state is not None else model.state_dict()
-    save_model(out_path, model, vocab, info, state_dict=best, option="--out")
+    save_model(out_path, model, vocab, info, state_dict=run.best_state, option="--out")  # (None: the current weights)
     save_last(out_path, model, vocab, run, opt, info)
 
 

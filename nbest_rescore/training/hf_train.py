@@ -142,11 +142,6 @@ def _tokenizer_facts(text: HfText) -> dict:
     return {"size": len(text.tokenizer), **text.settings()}
 
 
-def _strip(state: dict) -> dict:
-    """The adapter's state dict with the keys of the transformers model (``lm.`` off)."""
-    return {k[len("lm."):]: v for k, v in state.items() if k.startswith("lm.")}
-
-
 class HfFamily:
     """The family-dependent steps of a ``model: hf`` run (the methods of
     :class:`~.trainer.WordFamily`; module docstring)."""
@@ -233,7 +228,9 @@ class HfFamily:
     @staticmethod
     def _save_best(out_path, model: HfTrainModel, text: HfText, best: dict, info: dict, epochs: int) -> None:
         with atomic_dir(out_path, settings={"model": HF_MODEL, "epochs": epochs}) as tmp, _quiet():
-            model.lm.save_pretrained(str(tmp), state_dict={k: v.detach().cpu() for k, v in _strip(best).items()})
+            # the adapter's weights under the transformers model's keys (``lm.`` off)
+            model.lm.save_pretrained(str(tmp), state_dict={k[len("lm."):]: v.detach().cpu() for k, v in best.items()
+                                                           if k.startswith("lm.")})
             text.tokenizer.save_pretrained(str(tmp))
             write_metadata(tmp, info)
             _usual_modes(tmp)
