@@ -63,12 +63,16 @@ def outside_beam(flat, weights: Weights, mass: float) -> np.ndarray:
     with the list ranked by first-pass posterior (ties in list order), a hypothesis is
     outside when those ranked before it hold at least ``1 - mass`` of the posterior
     (the 1-best is always inside); arguments as :func:`hypothesis_posteriors`."""
-    p = hypothesis_posteriors(flat, weights)
-    sizes = np.diff(flat.offsets)
+    return _outside(hypothesis_posteriors(flat, weights), flat.offsets, mass)
+
+
+def _outside(p: np.ndarray, offsets: np.ndarray, mass: float) -> np.ndarray:
+    """:func:`outside_beam` of the posteriors ``p`` float64 [H] of the lists ``offsets``."""
+    sizes = np.diff(offsets)
     order = np.lexsort((np.arange(len(p)), -p, np.repeat(np.arange(len(sizes)), sizes)))
     ranked = p[order]
     before = np.cumsum(ranked) - ranked  # the mass ranked before each hypothesis, over the whole set
-    before -= np.repeat(before[flat.offsets[:-1]], sizes)  # ... within its list
+    before -= np.repeat(before[offsets[:-1]], sizes)  # ... within its list
     out = np.empty(len(p), dtype=bool)
     out[order] = before >= 1.0 - mass
     return out
@@ -98,11 +102,13 @@ class Selection:
         posterior beam of ``prune_mass`` (:func:`outside_beam`); arguments as there."""
         if self.skip_confident is None and self.prune_mass is None:
             return None
-        out = np.zeros(int(flat.offsets[-1]), dtype=bool)
+        p = hypothesis_posteriors(flat, weights)  # (once for both rules)
+        out = np.zeros(len(p), dtype=bool)
         if self.skip_confident is not None:
-            out |= np.repeat(first_pass_posteriors(flat, weights) >= self.skip_confident, np.diff(flat.offsets))
+            top = np.maximum.reduceat(p, flat.offsets[:-1])
+            out |= np.repeat(top >= self.skip_confident, np.diff(flat.offsets))
         if self.prune_mass is not None:
-            out |= outside_beam(flat, weights, self.prune_mass)
+            out |= _outside(p, flat.offsets, self.prune_mass)
         return out
 
     def settings(self) -> dict:
