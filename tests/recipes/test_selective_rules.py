@@ -40,7 +40,7 @@ def test_rules_script_on_ci(DATA, tiny_lm, tmp_path):
     data = read_tune_data(open_nbest(ci), load_references(ref), [cost], ["nn"], ["nn_cost"])
     beam = next(line for line in lines if line.startswith("beam: "))
     points = re.findall(r"([\d.]+)% ([\d.]+) \(E=([\d.]+)\)", beam)
-    assert points and {line.split(":")[0] for line in lines[1:]} == {"beam", "two-stage", "disagree", f"cascade {cost}"}
+    assert points and {line.split(":")[0] for line in lines[1:]} == {"beam", "reweighted", "two-stage", "disagree", f"cascade {cost}"}
     for share, wer, mass in points:
         chosen, scored = beam_choice(data, w, float(mass))
         assert float(share) == pytest.approx(100.0 * scored / len(data), abs=0.05)

@@ -10,6 +10,8 @@ Rules (a hypothesis left out always gets
 :func:`~nbest_rescore.rescoring.selective.fill_unscored`'s estimate, as ``score`` does):
 
 - ``beam``: the first-pass posterior beam of mass E (``score --prune-mass E``);
+- ``reweighted``: the beam of a posterior of the first-pass costs at another n-gram
+  weight (``a`` times the LM weight), word insertion penalty and temperature ``T``;
 - ``two-stage``: the beam E1, then every hypothesis inside the beam E2 of the posterior
   at the full weights with the left-out costs estimated optimistically (the list's mean
   NN - n-gram difference minus k standard deviations over the scored ones);
@@ -44,7 +46,11 @@ MASSES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 def posteriors(data, weights, nn, scale):
     """float64 [H] softmax per list of the combined score at ``weights`` over ``scale``."""
-    s = flat_scores(data, weights, nn) / scale
+    return softmax(data, flat_scores(data, weights, nn) / scale)
+
+
+def softmax(data, s):
+    """float64 [H] softmax of the scores ``s`` within each list of ``data``."""
     starts, sizes = data.offsets[:-1], np.diff(data.offsets)
     e = np.exp(s - np.repeat(np.maximum.reduceat(s, starts), sizes))
     return e / np.repeat(np.add.reduceat(e, starts), sizes)
@@ -60,6 +66,13 @@ def outcome(data, weights, out):
 def beam(data, w, p1):
     for e in MASSES:
         yield f"E={e}", _outside(p1, data.offsets, e)
+
+
+def reweighted(data, w, p1):
+    for a, wip, t, e in itertools.product((0.25, 0.5, 0.75, 1.0, 1.25), (-2.0, -1.0, w.word_ins_penalty, 0.0, 1.0),
+                                          (2.5, 5.0, 10.0, 20.0), MASSES):
+        s = -w.acoustic_scale * data.ac_cost - a * w.lm_weight * (data.lm_cost + data.graph_cost) + wip * data.num_words
+        yield f"a={a} wip={wip:g} T={t} E={e}", _outside(softmax(data, s / t), data.offsets, e)
 
 
 def two_stage(data, w, p1):
@@ -121,7 +134,7 @@ def main():
     p1 = hypothesis_posteriors(data, w)
     every = outcome(data, w, np.zeros(len(data), dtype=bool))[1]
     print(f"weights {w}; every hypothesis scored: WER {every:.2f}")
-    rules = {"beam": beam, "two-stage": two_stage, "disagree": disagree,
+    rules = {"beam": beam, "reweighted": reweighted, "two-stage": two_stage, "disagree": disagree,
              **{f"cascade {p}": cascade(data, c) for p, c in zip(args.cheap_cost, rows[1:])}}
     for name, rule in rules.items():
         points = [(*outcome(data, w, out), label) for label, out in rule(data, w, p1)]
