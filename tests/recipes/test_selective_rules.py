@@ -45,3 +45,12 @@ def test_rules_script_on_ci(DATA, tiny_lm, tmp_path):
         chosen, scored = beam_choice(data, w, float(mass))
         assert float(share) == pytest.approx(100.0 * scored / len(data), abs=0.05)
         assert float(wer) == pytest.approx(100.0 * data.errors[chosen].sum() / data.ref_words, abs=0.005)
+
+
+def test_rules_script_names_a_missing_cost_file(DATA, tmp_path):
+    ci = str(DATA / "ci")
+    res = subprocess.run([sys.executable, "recipes/abc-nbest/local/selective_rules.py", "--nbest", ci, "--ref",
+                          f"{ci}/ref.txt", "--nn-cost", str(tmp_path / "missing")], cwd=REPO, capture_output=True,
+                         text=True)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert str(tmp_path / "missing") in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 from dataclasses import replace
 
 import numpy as np
 
 from nbest_rescore.api.inputs import load_references, open_nbest
 from nbest_rescore.api.tune_job import read_tune_data
+from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.tuning import tune_grid
 from nbest_rescore.rescoring.combine import flat_scores
 from nbest_rescore.rescoring.selective import _outside, fill_unscored, hypothesis_posteriors
@@ -142,4 +144,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (DataError, OSError) as e:  # a bad path or file: one line, no traceback
+        sys.exit(f"selective_rules.py: {e}")
