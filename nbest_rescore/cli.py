@@ -22,7 +22,7 @@ import click
 from . import api  # its names are imported on first use (PEP 562): the list commands stay torch-free
 from .cli_options import options_of
 from .errors import DataError
-from .options import (AnalyzeOptions, ConvertOptions, CurvesOptions, FinetuneOptions, InfoOptions, KaldiScoreOptions,
+from .options import (AnalyzeOptions, PrepareTextOptions, ConvertOptions, CurvesOptions, FinetuneOptions, InfoOptions, KaldiScoreOptions,
                       MergeOptions, PplOptions, ScoreOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .os_errors import os_error_message
 from .progress import Progress, log as progress_log
@@ -174,6 +174,25 @@ def train(obj, no_progress, **kw):
     click.echo(json.dumps({"checkpoint": job.out, "epochs": res.epochs, "best_valid_ppl": res.best_valid_ppl,
                            "train_ppl": res.train_ppl, "seconds": round(res.seconds, 1),
                            "words_per_s": round(res.words_per_s, 1), "curve": res.curve}, indent=2))
+
+
+@main.command("prepare-text", short_help="Prepare LM text once into a memory-mapped token store for train.")
+@options_of(PrepareTextOptions, "config out text valid jobs")
+@_no_progress
+def prepare_text(no_progress, **kw):
+    """Encode the training text (a file, or a Kaldi rnnlm-style data directory of
+    NAME.txt sources and dev.txt) with the config's vocabulary policy (or hf tokenizer)
+    into a token store: the ids in a memory-mapped file, the document offsets, the
+    vocabulary with counts and a manifest (sources with sizes and checksums). Two
+    streaming passes on worker processes; memory does not grow with the text; the
+    store appears whole or not at all, and an up-to-date store is reused. Train on it
+    with data.train: OUT. Prints JSON."""
+    store, reused = api.PrepareTextJob(**kw).run(progress=not no_progress)
+    click.echo(json.dumps({"store": store.path, "reused": reused, "kind": store.kind, "ids": len(store.ids),
+                           "dtype": store.ids.dtype.name, "documents": len(store.docs) - 1,
+                           "sources": [{"name": s.name, "role": s.role, "words": s.words, "sentences": s.sentences,
+                                        "documents": s.documents[1] - s.documents[0]} for s in store.sources]},
+                          indent=2))
 
 
 @main.command(short_help="Corpus-level perplexity and OOV rate of a text.")

@@ -47,14 +47,18 @@ class DataConfig(_Section):
     is required (:func:`validate_train_config` says so); without ``valid`` the run has no
     validation (no perplexity points, no early stopping; the last weights are kept)."""
 
+    # a text file, a Kaldi rnnlm-style data directory (NAME.txt per source, dev.txt) or a
+    # token store of prepare-text (docs/training.md "Prepared text")
     train: Optional[str] = option(None, kind="str", example="data/lm_train.txt")
     valid: Optional[str] = option(None, kind="str", example="data/lm_valid.txt")
+    # SOURCE REPEATS WEIGHT per line (Kaldi's data_weights.txt) for several sources
+    weights: Optional[str] = option(None, kind="str", example="data/data_weights.txt")
     # word budget: train on a prefix of the text
     max_words: Optional[int] = option(None, kind="int", range=">= 1", example=1000000)
     max_valid_words: Optional[int] = option(None, kind="int", range=">= 1", example=100000)
 
     _SECTION = "data"
-    _PATHS = ("train", "valid")
+    _PATHS = ("train", "valid", "weights")
 
 
 @dataclass

@@ -12,6 +12,7 @@ the documents reversed first (:func:`model_documents`). A set of single sentence
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from itertools import chain
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -47,15 +48,163 @@ def encode_document(sentences: Sequence[Sequence[str]], vocab: Vocabulary) -> np
     return np.asarray(ids, dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class Documents:
+    """Encoded documents in one flat id array: document i is ``ids[starts[i]:ends[i]]``
+    (as :func:`encode_document` makes it: the start token, then every sentence and its
+    end token). ``ids`` may be a memory map of a token store
+    (:mod:`~nbest_rescore.io.token_store`); nothing here copies it. ``weights``: an
+    objective weight per document (float32 [D]; None: all 1)."""
+
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    weights: Optional[np.ndarray] = None
+
+    @classmethod
+    def of(cls, documents: Sequence[np.ndarray]) -> "Documents":
+        """The arrays of :func:`encode_document` (copied into one array)."""
+        lens = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
+        ends = np.cumsum(lens)
+        ids = np.concatenate(documents).astype(np.int64, copy=False) if len(documents) else np.zeros(0, np.int64)
+        return cls(ids, ends - lens, ends)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def reversed(self) -> "Documents":
+        """Every document read backwards (``</s> rev(s_n) </s> .. rev(s_1) </s>``, what
+        :func:`model_documents` ``"backward"`` encodes), in the same order; no copy."""
+        n = len(self.ids)
+        return Documents(self.ids[::-1], n - self.ends, n - self.starts, self.weights)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Pieces of documents dealt to ``num_streams`` parallel streams of ``length``
+    columns: piece p reads the inputs ``ids[start[p]:start[p] + n[p]]`` (targets one
+    later) in stream ``lane[p]`` from column ``col[p]`` (a multiple of ``align``); the
+    pieces sorted by (lane, col). ``weight``: float32 per piece, or None."""
+
+    ids: np.ndarray
+    start: np.ndarray
+    n: np.ndarray
+    lane: np.ndarray
+    col: np.ndarray
+    weight: Optional[np.ndarray]
+    num_streams: int
+    length: int
+    align: int
+
+
+def deal(documents: Documents, num_streams: int, align: int = 1, max_piece: Optional[int] = None,
+         seed: Optional[int] = None) -> Layout:
+    """Deal the documents to ``num_streams`` parallel streams (memory: a few integers
+    per document, none per token).
+
+    Args:
+        documents: the encoded documents (those of fewer than 2 ids are left out).
+        num_streams: B (fewer if there are fewer documents).
+        align: each document starts at a multiple of ``align`` columns (the columns
+            after its last token are padding); use the BPTT length so that no reset
+            falls inside a segment.
+        max_piece: documents with more targets than this are cut into pieces
+            (:func:`split_document`); None: never cut.
+        seed: None: :func:`_deal_in_order`; an integer shuffles the pieces with
+            ``numpy.random.default_rng(seed)``, then :func:`_deal_balanced`.
+    """
+    start, n, weight = _pieces(documents, max_piece)
+    num_streams = max(1, min(num_streams, len(n)))
+    align = max(1, int(align))
+    widths = -(-n // align) * align  # columns each piece takes
+    if seed is None:
+        lane, key = _deal_in_order(widths, num_streams), np.arange(len(n))
+    else:
+        key = np.empty(len(n), dtype=np.int64)
+        key[np.random.default_rng(seed).permutation(len(n))] = np.arange(len(n))
+        lane = _deal_balanced(widths, num_streams, key)
+    o = np.lexsort((key, lane))
+    lane, widths = lane[o], widths[o]
+    excl = np.cumsum(widths) - widths
+    first = np.searchsorted(lane, np.arange(num_streams))  # each lane's first piece
+    col = excl - excl[np.minimum(first, max(0, len(o) - 1))][lane] if len(o) else excl
+    length = int(np.bincount(lane, widths, minlength=num_streams).max()) if len(o) else 0
+    return Layout(documents.ids, start[o], n[o], lane, col, None if weight is None else weight[o], num_streams,
+                  length, align)
+
+
+def _pieces(documents: Documents, max_piece: Optional[int]):
+    """(first input, targets, weight) of every piece: the documents of 2 ids or more,
+    those longer than ``max_piece`` cut by :func:`split_document`, in document order."""
+    keep = (documents.ends - documents.starts) >= 2
+    start = np.asarray(documents.starts[keep], dtype=np.int64)
+    n = np.asarray((documents.ends - documents.starts)[keep], dtype=np.int64) - 1
+    weight = None if documents.weights is None else documents.weights[keep]
+    limit = None if max_piece is None else max(1, max_piece)
+    if limit is None or not len(n) or n.max() <= limit:
+        return start, n, weight
+    count = np.ones(len(n), dtype=np.int64)
+    cut = {}
+    for i in np.flatnonzero(n > limit).tolist():
+        doc = np.asarray(documents.ids[start[i]:start[i] + n[i] + 1])
+        cut[i] = np.array([len(p) - 1 for p in split_document(doc, limit)], dtype=np.int64)
+        count[i] = len(cut[i])
+    first = np.cumsum(count) - count
+    out_start, out_n = np.repeat(start, count), np.repeat(n, count)
+    for i, lens in cut.items():
+        out_start[first[i]:first[i] + len(lens)] = start[i] + np.cumsum(lens) - lens
+        out_n[first[i]:first[i] + len(lens)] = lens
+    return out_start, out_n, None if weight is None else np.repeat(weight, count)
+
+
+def _deal_balanced(widths: np.ndarray, num_streams: int, rank: np.ndarray) -> np.ndarray:
+    """The stream of each piece, the streams about equally wide: the pieces, widest
+    first (equal widths in ``rank`` order), each to the currently shortest stream (the
+    first of equal ones); each stream then reads its pieces in ``rank`` order.
+
+    Widest first bounds the streams' difference by about the narrowest pieces' width.
+    Dealt in ``rank`` order instead, a long document dealt late lands on a full stream,
+    and the epoch ends with that one stream running alone for thousands of updates of a
+    handful of tokens each (on 0.9M words of lm_train, 30 streams: 1,289 of 2,837
+    updates held fewer than half the batch's tokens, and a GRU's validation perplexity
+    rose from 251 to 397 over that tail).
+    """
+    lane = np.empty(len(widths), dtype=np.int64)
+    heap = [(0, k) for k in range(num_streams)]
+    order = np.lexsort((rank, -widths))
+    for at in range(0, len(order), 1 << 16):  # (in blocks: no Python int per piece held at once)
+        block = order[at:at + (1 << 16)]
+        got = []
+        for w in widths[block].tolist():
+            size, k = heap[0]
+            got.append(k)
+            heapq.heapreplace(heap, (size + w, k))
+        lane[block] = got
+    return lane
+
+
+def _deal_in_order(widths: np.ndarray, num_streams: int) -> np.ndarray:
+    """The stream of each piece: the pieces in order, in ``num_streams`` contiguous
+    parts of about equal width (each piece to the part whose share of the corpus holds
+    its midpoint; the last pieces to the remaining empty streams, so that none is empty)."""
+    if not len(widths):
+        return np.zeros(0, dtype=np.int64)
+    before = np.cumsum(widths) - widths
+    k = np.floor((before + widths / 2) * num_streams / int(widths.sum())).astype(np.int64)
+    k = np.minimum(num_streams - 1, k)
+    return np.maximum(k, num_streams - (len(widths) - np.arange(len(widths))))
+
+
 @dataclass
 class Streams:
-    """B parallel streams of equal padded length L.
+    """B parallel streams of equal padded length L, every column in memory.
 
     inputs, targets: int64 [B, L]; mask: bool [B, L] (False = padding);
     reset: bool [B, L] (True where a document starts: the state is reset before
     reading that input). ``align``: every document starts at a multiple of it (1 =
     packed tightly); with ``align`` = the BPTT length, resets fall on segment starts
     only and a segment runs as one model call (:func:`run_segment` ``aligned=True``).
+    :class:`StoreStreams` reads the same columns from a :class:`Layout` as they are used.
     """
 
     inputs: Tensor
@@ -63,6 +212,11 @@ class Streams:
     mask: Tensor
     reset: Tensor
     align: int = 1
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        """(B, L)."""
+        return tuple(self.inputs.shape)
 
     @property
     def num_tokens(self) -> int:
@@ -76,6 +230,111 @@ class Streams:
     def rows(self, index: slice) -> "Streams":
         """The streams ``index`` (a slice of the B rows), e.g. one process's share."""
         return Streams(*(t[index] for t in (self.inputs, self.targets, self.mask, self.reset)), self.align)
+
+    def segment(self, start: int, width: int) -> Tuple[Tensor, ...]:
+        """Columns ``[start, start + width)``: (inputs, targets, mask, reset), each [B, <=width]."""
+        return tuple(t[:, start:start + width] for t in (self.inputs, self.targets, self.mask, self.reset))
+
+    def segment_tokens(self, bptt: int) -> List[int]:
+        """Real target tokens of each [B, bptt] segment (one read-back on a device)."""
+        counts = self.mask.sum(0).cpu()
+        return [int(counts[i:i + bptt].sum()) for i in range(0, counts.shape[0], bptt)]
+
+
+def materialize(layout: Layout) -> Streams:
+    """Every column of ``layout`` in memory (CPU tensors)."""
+    b, length = layout.num_streams, layout.length
+    inp, tgt, mask, reset = (np.zeros((b, length), dtype=t) for t in (np.int64, np.int64, bool, bool))
+    offset = np.arange(int(layout.n.sum())) - np.repeat(np.cumsum(layout.n) - layout.n, layout.n)
+    rows, cols = np.repeat(layout.lane, layout.n), np.repeat(layout.col, layout.n) + offset
+    src = np.repeat(layout.start, layout.n) + offset
+    inp[rows, cols] = layout.ids[src]
+    tgt[rows, cols] = layout.ids[src + 1]
+    mask[rows, cols] = True
+    reset[layout.lane, layout.col] = True
+    return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)), layout.align)
+
+
+def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int = 1,
+                 max_piece: Optional[int] = None, seed: Optional[int] = None) -> Streams:
+    """The encoded documents (from :func:`encode_document`) dealt to ``num_streams``
+    parallel streams (:func:`deal`), every column in memory (:func:`materialize`)."""
+    return materialize(deal(Documents.of(list(documents)), num_streams, align, max_piece, seed))
+
+
+class StoreStreams:
+    """The streams of a :class:`Layout`, each segment gathered from the ids when it is
+    used (of a memory-mapped token store only the pages under the segment are read):
+    the interface of :class:`Streams` (``shape``, ``align``, ``num_tokens``, ``rows``,
+    ``to``, ``segment``, ``segment_tokens``). ``segment`` adds the objective weight of
+    each column (float32 [B, T]) when the layout has weights."""
+
+    def __init__(self, layout: Layout, rows: slice = slice(None), device="cpu"):
+        self.layout, self.device = layout, torch.device(device)
+        self.first, self.stop, _ = rows.indices(layout.num_streams)
+        self.align = layout.align
+        self._keys = layout.lane * (layout.length + 1) + layout.col  # ascending: sorted by (lane, col)
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        """(rows, L)."""
+        return (self.stop - self.first, self.layout.length)
+
+    @property
+    def num_tokens(self) -> int:
+        """Real target tokens of these rows."""
+        mine = (self.layout.lane >= self.first) & (self.layout.lane < self.stop)
+        return int(self.layout.n[mine].sum())
+
+    def rows(self, index: slice) -> "StoreStreams":
+        """The rows ``index`` of these streams."""
+        first, stop, _ = index.indices(self.stop - self.first)
+        return StoreStreams(self.layout, slice(self.first + first, self.first + stop), self.device)
+
+    def to(self, device) -> "StoreStreams":
+        """The same streams, their segments made on ``device``."""
+        return StoreStreams(self.layout, slice(self.first, self.stop), device)
+
+    def segment(self, start: int, width: int) -> Tuple[Tensor, ...]:
+        """Columns ``[start, start + width)`` of these rows: (inputs, targets, mask,
+        reset[, weight]) on the device, each [rows, <=width] (no per-token Python)."""
+        lay = self.layout
+        cols = np.arange(start, min(start + width, lay.length))
+        rows = np.arange(self.first, self.stop)
+        shape = (len(rows), len(cols))
+        if not len(lay.n):
+            out = [np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, bool), np.zeros(shape, bool)]
+        else:
+            p = np.maximum(np.searchsorted(self._keys, rows[:, None] * (lay.length + 1) + cols[None, :], "right") - 1, 0)
+            off = cols[None, :] - lay.col[p]
+            valid = (lay.lane[p] == rows[:, None]) & (off < lay.n[p])
+            pos = np.where(valid, lay.start[p] + off, 0)
+            out = [np.where(valid, lay.ids[pos], 0).astype(np.int64),
+                   np.where(valid, lay.ids[np.minimum(pos + 1, len(lay.ids) - 1)], 0).astype(np.int64),
+                   valid, valid & (off == 0)]
+            if lay.weight is not None:
+                out.append(np.where(valid, lay.weight[p], 0).astype(np.float32))
+        return tuple(torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in out)
+
+    def segment_tokens(self, bptt: int) -> List[int]:
+        """Real target tokens of each [B, bptt] segment of all rows, from the layout."""
+        lay = self.layout
+        count = np.zeros(-(-lay.length // bptt) + 1, dtype=np.int64)
+        a, e = lay.col, lay.col + lay.n
+        sa, se = a // bptt, (e - 1) // bptt
+        one, two = sa == se, sa != se
+        np.add.at(count, sa[one], lay.n[one])
+        np.add.at(count, sa[two], (sa[two] + 1) * bptt - a[two])
+        np.add.at(count, se[two], e[two] - se[two] * bptt)
+        full = np.zeros_like(count)
+        np.add.at(full, sa[two] + 1, bptt)
+        np.add.at(full, se[two], -bptt)
+        return (count + np.cumsum(full))[:-1].tolist()
+
+
+def segment_tokens(streams, bptt: int) -> List[int]:
+    """Real target tokens of each [B, bptt] segment (``streams.segment_tokens``)."""
+    return streams.segment_tokens(bptt)
 
 
 def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
@@ -98,94 +357,11 @@ def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
     return pieces
 
 
-def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int = 1,
-                 max_piece: Optional[int] = None, seed: Optional[int] = None) -> Streams:
-    """Deal the encoded documents (from :func:`encode_document`) to ``num_streams``
-    parallel streams.
-
-    Args:
-        documents: int64 arrays ``</s> s_1 </s> .. </s>``.
-        num_streams: B (fewer if there are fewer documents).
-        align: each document starts at a multiple of ``align`` columns (the columns
-            after its last token are padding); use the BPTT length so that no reset
-            falls inside a segment.
-        max_piece: documents with more targets than this are cut into pieces
-            (:func:`split_document`); None: never cut.
-        seed: None: :func:`_deal_in_order`; an integer shuffles the documents with
-            ``numpy.random.default_rng(seed)``, then :func:`_deal_balanced`.
-    Returns:
-        :class:`Streams` on the CPU.
-    """
-    documents = [d for d in documents if len(d) >= 2]
-    if max_piece is not None:
-        documents = [p for d in documents for p in split_document(d, max(1, max_piece))]
-    num_streams = max(1, min(num_streams, len(documents)))
-    align = max(1, int(align))
-    widths = [-(-(len(d) - 1) // align) * align for d in documents]  # columns each document takes
-    lanes = (_deal_in_order(widths, num_streams) if seed is None else
-             _deal_balanced(widths, num_streams, np.random.default_rng(seed).permutation(len(documents))))
-    length = max((sum(widths[i] for i in lane) for lane in lanes), default=0)
-    inp, tgt, mask, reset = (np.zeros((num_streams, length), dtype=t) for t in (np.int64, np.int64, bool, bool))
-    for k, lane in enumerate(lanes):
-        pos = 0
-        for i in lane:
-            doc, n = documents[i], len(documents[i]) - 1
-            inp[k, pos:pos + n] = doc[:-1]
-            tgt[k, pos:pos + n] = doc[1:]
-            mask[k, pos:pos + n] = True
-            reset[k, pos] = True
-            pos += widths[i]
-    return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)), align)
-
-
-def _deal_balanced(widths: Sequence[int], num_streams: int, order) -> List[List[int]]:
-    """Document indices per stream, the streams about equally wide: the documents,
-    widest first (equal widths in ``order``), each to the currently shortest stream
-    (the first of equal ones); then each stream's documents in ``order``.
-
-    Widest first bounds the streams' difference by about the narrowest documents'
-    width. Dealt in ``order`` instead, a long document dealt late lands on a full
-    stream, and the epoch ends with that one stream running alone for thousands of
-    updates of a handful of tokens each (on 0.9M words of lm_train, 30 streams: 1,289 of
-    2,837 updates held fewer than half the batch's tokens, and a GRU's validation
-    perplexity rose from 251 to 397 over that tail).
-    """
-    rank = {int(i): r for r, i in enumerate(order)}
-    lanes: List[List[int]] = [[] for _ in range(num_streams)]
-    sizes = np.zeros(num_streams, dtype=np.int64)
-    for i in sorted(rank, key=lambda i: (-widths[i], rank[i])):
-        k = int(np.argmin(sizes))
-        lanes[k].append(i)
-        sizes[k] += widths[i]
-    return [sorted(lane, key=rank.__getitem__) for lane in lanes]
-
-
-def _deal_in_order(widths: Sequence[int], num_streams: int) -> List[List[int]]:
-    """Document indices per stream: the documents in order, in ``num_streams``
-    contiguous parts of about equal width."""
-    lanes: List[List[int]] = [[] for _ in range(num_streams)]
-    total, before = sum(widths), 0
-    for i, w in enumerate(widths):
-        # the part whose share of the corpus holds this document's midpoint; the
-        # last documents go to the remaining empty streams so that none stays empty
-        k = min(num_streams - 1, int((before + w / 2) * num_streams / total))
-        k = max(k, num_streams - (len(widths) - i))
-        lanes[k].append(i)
-        before += w
-    return lanes
-
-
-def segment_tokens(streams: Streams, bptt: int) -> List[int]:
-    """Real target tokens of each [B, bptt] segment (:func:`segments`), counted on the
-    host (one read-back when the streams are on a device)."""
-    counts = streams.mask.sum(0).cpu()
-    return [int(counts[i:i + bptt].sum()) for i in range(0, counts.shape[0], bptt)]
-
-
-def segments(streams: Streams, bptt: int) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
-    """Consecutive BPTT segments ``(inputs, targets, mask, reset)``, each [B, <=bptt]."""
-    for start in range(0, streams.inputs.shape[1], bptt):
-        yield tuple(t[:, start:start + bptt] for t in (streams.inputs, streams.targets, streams.mask, streams.reset))
+def segments(streams, bptt: int) -> Iterator[Tuple[Tensor, ...]]:
+    """Consecutive BPTT segments ``(inputs, targets, mask, reset)``, each [B, <=bptt]
+    (:class:`Streams` or :class:`StoreStreams`)."""
+    for start in range(0, streams.shape[1], bptt):
+        yield streams.segment(start, bptt)[:4]
 
 
 def run_segment(model: LanguageModel, state: State, inputs: Tensor, reset: Tensor, aligned: bool = False):
@@ -240,7 +416,7 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
     done = None if progress is None else np.cumsum(segment_tokens(streams, bptt)).tolist()
     streams = streams.to(device)
     aligned = streams.align == bptt
-    state = model.init_state(streams.inputs.shape[0], device)
+    state = model.init_state(streams.shape[0], device)
     total = torch.zeros((), dtype=torch.float64, device=device)
     for k, (inp, tgt, mask, reset) in enumerate(segments(streams, bptt), 1):
         model.token_mask(mask)

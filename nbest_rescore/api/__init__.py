@@ -25,7 +25,7 @@ _EXPORTS = {
     ".finetune_job": ("FinetuneJob",),
     ".inputs": ("load_nbest", "load_references", "read_weights_file"),
     ".kaldi_score_job": ("KaldiScoreJob", "KaldiScorePoint", "KaldiScoreResult"),
-    ".lm_jobs": ("AnalyzeJob", "PerplexityJob", "TrainJob", "perplexity", "train"),
+    ".lm_jobs": ("AnalyzeJob", "PerplexityJob", "PrepareTextJob", "TrainJob", "perplexity", "train"),
     ".lm_loading": ("LoadedLM", "load_lm"),
     ".score_job": ("ScoreJob", "ScoreResult", "score", "write_score_outputs"),
     ".tune_job": ("TuneJob", "tune", "write_tune_outputs"),

@@ -17,7 +17,7 @@ from ..models.cache import cache_settings
 from ..training.checkpointing import last_path
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
-from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, TrainOptions
+from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, PrepareTextOptions, TrainOptions
 from ..validation import check_input_file, check_option, check_paths, named_paths
 from .context_input import check_context_options, prompt_context
 from .inputs import Progress
@@ -142,6 +142,35 @@ class TrainJob(TrainOptions):
         init_from = None if resume and self.resume == AUTO_RESUME else self.init_from
         return train(cfg, self.out, device=self.device, progress=progress, resume=resume, init_from=init_from,
                      stop_after_epochs=self.stop_after_epochs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrepareTextJob(PrepareTextOptions):
+    """``nbest-rescore prepare-text`` as a value (fields:
+    :class:`~nbest_rescore.options.PrepareTextOptions`): the config's text (or ``text``,
+    ``valid``) into the token store ``out`` with the config's vocabulary policy (or
+    tokenizer) and word budgets, the store ``train`` reads when ``data.train`` is ``out``
+    (docs/training.md "Prepared text"). Raises DataError (a bad option or config)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_input_file(self.config, "--config", "the YAML training config", stream=False)
+        cfg = load_train_config(self.config)
+        if not (self.text or cfg.data.train):
+            raise DataError(f"{self.config}: no data.train; give the text with --text")
+
+    def run(self, progress: bool = True):
+        """Prepare (or reuse) the store. Returns (the open
+        :class:`~nbest_rescore.io.token_store.TokenStore`, whether it was reused)."""
+        from ..training.text_store import Budgets, PrepareOptions, prepare_text, text_sources
+        from ..training.trainer import family_of
+
+        cfg = load_train_config(self.config)
+        sources = text_sources(self.text or cfg.data.train, self.valid or (None if self.text else cfg.data.valid))
+        check_outside_inputs(self.out, [("--text", s.path) for s in sources])
+        encoding = family_of(cfg).encoding(cfg, None, False)
+        return prepare_text(sources, encoding, self.out, Budgets(cfg.data.max_words, cfg.data.max_valid_words),
+                            PrepareOptions(self.jobs, progress))
 
 
 @dataclass(frozen=True, kw_only=True)

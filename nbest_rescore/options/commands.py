@@ -155,6 +155,22 @@ class TrainOptions(DeviceOption, ThreadsOption):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PrepareTextOptions(Options):
+    """``prepare-text``: LM text into a token store, with a training config's settings."""
+
+    config: str = option(help="YAML training config: its data (train, valid, max_words, max_valid_words), vocab and "
+                              "hf.tokenizer sections say what to prepare and how.", path=_FILE)
+    out: str = option(help="The token store (a folder; written as a whole, reused when it is up to date). Give it "
+                           "as data.train of the config that trains on it.", path=_DIR_OUT)
+    text: Optional[str] = option(None, "The training text instead of the config's data.train: a file, or a Kaldi "
+                                       "rnnlm-style data directory (NAME.txt per source, dev.txt for validation).",
+                                 path={"exists": True})
+    valid: Optional[str] = option(None, "The validation text instead of the config's data.valid.", path=_FILE)
+    jobs: Optional[int] = option(None, "Worker processes (default: the cores this process may use).", kind="int",
+                                 range=">= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
 class TextOptions(Options):
     """The text an LM reads (``ppl``, ``analyze``)."""
 

@@ -50,6 +50,7 @@ from ..models.base import LanguageModel, Output
 from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,
                          load_tokenizer, write_metadata)
 from . import checkpointing
+from .text_store import HfEncoding
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,11 @@ class HfFamily:
                                                                *checkpointing.RESUME_KEYS))
         return checkpointing.Loaded(str(path), payload, None)
 
-    def text(self, cfg: TrainConfig, train_docs, loaded) -> HfText:
+    def encoding(self, cfg: TrainConfig, loaded, resume: bool) -> HfEncoding:
+        """The tokenizer folder's ids (``hf.tokenizer``, else ``hf.pretrained``'s)."""
+        return HfEncoding(cfg.hf.tokenizer or cfg.hf.pretrained)
+
+    def text(self, cfg: TrainConfig, store, loaded) -> HfText:
         """The tokenizer of ``hf.tokenizer`` (or of ``hf.pretrained``) as :class:`HfText`;
         on resume it must be the run's (same size and special ids)."""
         where = ("hf.tokenizer", cfg.hf.tokenizer) if cfg.hf.tokenizer else ("hf.pretrained", cfg.hf.pretrained)
@@ -184,10 +189,7 @@ class HfFamily:
                             f"({loaded.payload.get('tokenizer')} against {_tokenizer_facts(text)})")
         return text
 
-    def encode(self, docs, text: HfText) -> List[np.ndarray]:
-        return encode_documents(docs, text)
-
-    def build(self, cfg: TrainConfig, text: HfText, encoded, loaded, device):
+    def build(self, cfg: TrainConfig, text: HfText, data, loaded, device):
         """The model of ``hf.config`` (seeded by the caller) or ``hf.pretrained``, with the
         weights of a resumed run; positions checked against the windows."""
         h = cfg.hf

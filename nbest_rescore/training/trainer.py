@@ -1,8 +1,9 @@
 """Corpus-level training loop (``000`` section 5.1), as docs/training.md ("What
 ``train`` does") describes: carried state over aligned streams, the schedule of
 :mod:`.schedule`, epoch checkpoints of :mod:`.checkpointing`, DDP of :mod:`.distributed`.
-A backward model trains on :func:`~nbest_rescore.corpus.model_documents` (``data.max_words``
-takes its prefix of the text before the reversal).
+The text is read from a memory-mapped token store (:mod:`.data`); a backward model
+reads its documents reversed (``data.max_words`` takes its prefix of the text before
+the reversal).
 
 The steps that depend on the model family (ids of the words, the model, its outputs)
 are a family object's (:class:`WordFamily` for the models of the registry,
@@ -20,7 +21,6 @@ import logging
 import math
 import time
 import weakref
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Tuple
 
@@ -29,16 +29,16 @@ import torch
 from torch import Tensor
 
 from ..config import HF_MODEL, TrainConfig, parse_interval, validate_train_config
-from ..corpus import (Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment,
-                      segment_tokens)
+from ..corpus import Documents, StoreStreams, deal, nll_of_streams, run_segment, segment_tokens
 from ..errors import DataError
-from ..io.lm_text import read_lm_text
 from ..models import build_model
 from ..models.base import default_adaptive_cutoffs, detach_state
 from ..models.registry import config_from_dict, get_model_class
 from ..progress import Progress
 from ..vocab import Vocabulary
 from . import checkpointing, distributed
+from .data import TrainData, load_train_data
+from .text_store import WordEncoding
 from .preemption import IntervalClock, Preempted, StopSignals
 from .schedule import LRSchedule
 
@@ -82,7 +82,7 @@ class Validation(NamedTuple):
     ``words`` the perplexity's denominator (every word and one ``</s>`` per sentence, as
     :func:`~nbest_rescore.evaluation.perplexity.corpus_perplexity` counts them)."""
 
-    streams: Streams
+    streams: StoreStreams
     bptt: int
     words: int
 
@@ -123,24 +123,6 @@ class EpochPosition(NamedTuple):
     ranks: list
 
 
-def build_vocab(cfg: TrainConfig, train_docs) -> Vocabulary:
-    """Vocabulary from ``cfg.vocab`` and the training documents, ids in order of
-    decreasing training frequency (after ``</s>``, ``<unk>``)."""
-    counts = Counter(w for d in train_docs for s in d for w in s)
-    if cfg.vocab.file:
-        return Vocabulary.from_file(cfg.vocab.file).by_frequency(counts)
-    restrict = Vocabulary.from_file(cfg.vocab.restrict_to).words if cfg.vocab.restrict_to else None
-    return Vocabulary.from_counts(counts, cfg.vocab.max_size, cfg.vocab.min_count, restrict)
-
-
-def id_counts(encoded, vocab_size: int) -> np.ndarray:
-    """int64 [V]: how often each id is a target in the encoded documents."""
-    counts = np.zeros(vocab_size, dtype=np.int64)
-    for d in encoded:
-        counts += np.bincount(d[1:], minlength=vocab_size)
-    return counts
-
-
 class SegmentLoss(NamedTuple):
     """The training loss of one BPTT segment (all device tensors, nothing read back).
 
@@ -163,7 +145,8 @@ class SegmentLoss(NamedTuple):
 
 
 def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Optional[Tensor] = None,
-                 self_norm_weight: float = 0.0, loss_scale: Optional[float] = None) -> SegmentLoss:
+                 self_norm_weight: float = 0.0, loss_scale: Optional[float] = None,
+                 weight: Optional[Tensor] = None) -> SegmentLoss:
     """Loss of a segment from the model's features, without host synchronisation.
 
     On CUDA every position goes through the output layer (padding masked afterwards:
@@ -200,10 +183,13 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
         feats = features.reshape(-1, features.shape[-1]).index_select(0, real)
         nll_tok = -model.target_log_probs(feats, targets.reshape(-1).index_select(0, real))
         maskf = torch.ones_like(nll_tok)
+        if weight is not None:
+            weight = weight.reshape(-1).index_select(0, real)
     else:
         nll_tok = -model.target_log_probs(features, targets)
     nll = (nll_tok * maskf).sum()
-    loss = nll / denom if loss_scale is None else nll * loss_scale
+    objective = nll if weight is None else (nll_tok * maskf * weight).sum()  # (data.weights: per-source weights)
+    loss = objective / denom if loss_scale is None else objective * loss_scale
     if aux is not None:
         loss = loss + aux
     if self_norm_weight > 0:
@@ -213,7 +199,8 @@ def segment_loss(model, features: Tensor, targets: Tensor, mask: Tensor, aux: Op
 
 
 def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
-                    aligned: bool = False, self_norm_weight: float = 0.0, loss_scale: Optional[float] = None):
+                    aligned: bool = False, self_norm_weight: float = 0.0, loss_scale: Optional[float] = None,
+                    weight: Optional[Tensor] = None):
     """:func:`run_segment` then :func:`segment_loss`: (state after the segment,
     :class:`SegmentLoss`). The forward that data-parallel training wraps in DDP."""
     model.token_mask(mask)
@@ -222,13 +209,13 @@ def segment_forward(model, state, inputs: Tensor, targets: Tensor, mask: Tensor,
     if extra is not None:
         aux = extra if aux is None else aux + extra
     model.token_mask(None)
-    return state, segment_loss(model, feats, targets, mask, aux, self_norm_weight, loss_scale)
+    return state, segment_loss(model, feats, targets, mask, aux, self_norm_weight, loss_scale, weight)
 
 
 def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor, reset: Tensor,
                clip: float, self_norm_weight: float = 0.0, aligned: bool = False,
                autocast_dtype: Optional[torch.dtype] = None, loss_scale: Optional[float] = None,
-               forward: Optional[Callable] = None):
+               forward: Optional[Callable] = None, weight: Optional[Tensor] = None):
     """One BPTT update: run the segment from ``state`` (cut from the graph), compute
     :func:`segment_loss`, back-propagate, clip the gradient norm to ``clip``, step.
     Nothing is read back to the host when ``aligned`` (see :func:`run_segment`).
@@ -241,6 +228,9 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
         loss_scale: see :func:`segment_loss`.
         forward: :func:`segment_forward` of ``model`` wrapped in DDP (gradients averaged
             before clipping, :meth:`~.distributed.World.wrap`); None: ``model``.
+        weight: float32 [B, T], each target's objective weight (``data.weights``): the
+            loss sums weight * cross-entropy over the real tokens (over their count, as
+            without weights); the reported NLL stays unweighted. None: all 1.
     Returns:
         (state after the segment, :class:`SegmentLoss`). A segment without real
         tokens gives zero loss and gradients.
@@ -250,7 +240,8 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
            else contextlib.nullcontext())
     fwd = forward if forward is not None else functools.partial(segment_forward, model)
     with ctx:
-        state, step = fwd(detach_state(state), inputs, targets, mask, reset, aligned, self_norm_weight, loss_scale)
+        state, step = fwd(detach_state(state), inputs, targets, mask, reset, aligned, self_norm_weight, loss_scale,
+                          weight)
     opt.zero_grad(set_to_none=True)
     step.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -347,7 +338,7 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
     device = next(model.parameters()).device
     seg_tokens = segment_tokens(streams, bptt)  # (with K ranks also the loss scale: K / global tokens)
     if world.distributed:  # this rank's rows
-        streams = streams.rows(world.shard(streams.inputs.shape[0]))
+        streams = streams.rows(world.shard(streams.shape[0]))
     streams = streams.to(device)
     steps = _Steps(model, opt, streams, bptt, options, cuda_graph and forward is None, world, forward,
                    start.ranks[world.rank] if start is not None else None)
@@ -387,9 +378,10 @@ class _Steps:
         self.model, self.opt, self.streams, self.bptt, self.options = model, opt, streams, bptt, options
         self.world, self.forward, self.done = world, forward, 0
         self.aligned = streams.align == bptt
-        b, length = streams.inputs.shape
-        device = streams.inputs.device
-        capture = cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0
+        b, length = streams.shape
+        device = streams.device if isinstance(streams, StoreStreams) else streams.inputs.device
+        weighted = isinstance(streams, StoreStreams) and streams.layout.weight is not None
+        capture = cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0 and not weighted
         self.graph = _graphed_step(model, opt, b, bptt, options) if capture else None
         if self.graph is not None:
             self.graph.clear()
@@ -431,8 +423,8 @@ class _Steps:
     def run(self, start: int, global_tokens: int) -> None:
         """The update of the segment at column ``start`` (``global_tokens``: its real
         tokens in the whole batch)."""
-        s = self.streams
-        seg = tuple(t[:, start:start + self.bptt] for t in (s.inputs, s.targets, s.mask, s.reset))
+        seg = self.streams.segment(start, self.bptt)
+        seg, weight = seg[:4], seg[4] if len(seg) > 4 else None
         self.done += 1
         if self.graph is not None:
             self.graph.replay(*seg)
@@ -440,7 +432,7 @@ class _Steps:
         o = self.options
         scale = self.world.size / max(1, global_tokens) if self.world.distributed else None
         self.state, step = train_step(self.model, self.opt, self.state, *seg, o.clip, o.self_norm_weight,
-                                      self.aligned, o.autocast_dtype, scale, self.forward)
+                                      self.aligned, o.autocast_dtype, scale, self.forward, weight)
         for total, x in ((self.nll, step.nll), (self.aux, step.aux), (self.abs_log_z, step.abs_log_z)):
             if x is not None:  # (|log Z| only with self-normalisation, aux only for a model with one)
                 total.add_(x)
@@ -545,11 +537,10 @@ def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: boo
     if o.threads:
         torch.set_num_threads(o.threads)
     loaded = family.load_start(resume or init_from, cfg, resume=bool(resume)) if (resume or init_from) else None
-    # a backward model reads every document reversed (after the max_words prefix is taken)
-    train_docs = model_documents(read_lm_text(cfg.data.train, cfg.data.max_words), direction)
-    text = family.text(cfg, train_docs, loaded)  # the vocabulary, or the tokenizer's convention
-    encoded = family.encode(train_docs, text)
-    cfg, model, params = family.build(cfg, text, encoded, loaded, world.device)
+    data = load_train_data(cfg, family.encoding(cfg, loaded, bool(resume)), out_path, world, direction,
+                           progress and world.main)
+    text = family.text(cfg, data.store, loaded)  # the vocabulary, or the tokenizer's convention
+    cfg, model, params = family.build(cfg, text, data, loaded, world.device)
     graphs = o.cuda_graph and world.device.type == "cuda" and not world.distributed
     if o.cuda_graph and world.device.type == "cuda" and world.distributed:
         log.info("CUDA graphs are off under DistributedDataParallel (its gradient all-reduce runs outside a graph)")
@@ -558,7 +549,7 @@ def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: boo
     run = checkpointing.restore(loaded, model, opt, world.device) if resume else checkpointing.RunState()
     _check_position(run, world, resume)
     ddp = world.wrap(model, functools.partial(segment_forward, model))  # None for one process
-    tokens_per_word = _tokens_per_word(encoded, train_docs)
+    tokens_per_word = data.tokens_per_word
 
     def write(r: "checkpointing.RunState", position: Optional[EpochPosition] = None) -> None:
         if world.main:  # (the only rank that writes)
@@ -566,8 +557,8 @@ def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: boo
                         None if position is None else position._asdict())
 
     done = run.step + (run.position["segments"] if run.position else 0)
-    return _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, encoded,
-                     _validation(cfg, direction, family, text), tokens_per_word, family.subword, write,
+    return _Training(cfg, model, opt, options, world, ddp, graphs, progress and world.main, data.train,
+                     _validation(cfg, data, family), tokens_per_word, family.subword, write,
                      IntervalClock(parse_interval(o.checkpoint_interval), done, run.seconds),
                      _validation_clock(o, run, done, tokens_per_word),
                      StopSignals(), checkpointing.last_path(out_path)), run
@@ -624,14 +615,22 @@ class WordFamily:
     def load_start(self, path, cfg: TrainConfig, resume: bool) -> "checkpointing.Loaded":
         return checkpointing.load_start(path, cfg, resume=resume)
 
-    def text(self, cfg: TrainConfig, train_docs, loaded) -> Vocabulary:
-        return loaded.vocab if loaded else build_vocab(cfg, train_docs)
+    def encoding(self, cfg: TrainConfig, loaded, resume: bool) -> WordEncoding:
+        if loaded is not None and not resume:  # --init-from: the checkpoint's vocabulary as it is
+            return WordEncoding(words=tuple(loaded.vocab.words))
+        v = cfg.vocab
+        return WordEncoding(v.max_size, v.min_count, v.restrict_to, v.file)
 
-    def encode(self, docs, vocab: Vocabulary) -> list:
-        return [encode_document(d, vocab) for d in docs]
+    def text(self, cfg: TrainConfig, store, loaded) -> Vocabulary:
+        vocab = Vocabulary(store.words)
+        if loaded is not None and loaded.vocab.words != vocab.words:
+            raise DataError(f"{loaded.path}: its vocabulary ({len(loaded.vocab)} words) is not the one of the token "
+                            f"store {store.path} ({len(vocab)} words); train on the text it was trained on with the "
+                            f"same vocab section")
+        return vocab
 
-    def build(self, cfg: TrainConfig, vocab: Vocabulary, encoded, loaded, device):
-        cfg = _with_adaptive_cutoffs(cfg, encoded, len(vocab), loaded)
+    def build(self, cfg: TrainConfig, vocab: Vocabulary, data: TrainData, loaded, device):
+        cfg = _with_adaptive_cutoffs(cfg, data, len(vocab), loaded)
         return (cfg, *_build_model(cfg, vocab, loaded, device))
 
     def save(self, out_path, model, vocab: Vocabulary, run: "checkpointing.RunState", opt, info: dict,
@@ -670,14 +669,14 @@ def _check_start(cfg: TrainConfig, out_path, world: distributed.World, resume: O
     return direction
 
 
-def _with_adaptive_cutoffs(cfg: TrainConfig, encoded, vocab_size: int, loaded) -> TrainConfig:
+def _with_adaptive_cutoffs(cfg: TrainConfig, data: TrainData, vocab_size: int, loaded) -> TrainConfig:
     """``cfg`` with the adaptive softmax's cutoffs filled in when it has none: those
     of the checkpoint started from, else from the training word frequencies."""
     if cfg.model_config.get("output") != "adaptive" or cfg.model_config.get("adaptive_cutoffs"):
         return cfg
     cfg = copy.deepcopy(cfg)
     stored = loaded.payload["config"].get("adaptive_cutoffs") if loaded else None
-    cfg.model_config["adaptive_cutoffs"] = stored or default_adaptive_cutoffs(id_counts(encoded, vocab_size).tolist())
+    cfg.model_config["adaptive_cutoffs"] = stored or default_adaptive_cutoffs(data.id_counts(vocab_size).tolist())
     log.info("adaptive softmax cutoffs from word frequencies: %s", cfg.model_config["adaptive_cutoffs"])
     return cfg
 
@@ -696,26 +695,13 @@ def _build_model(cfg: TrainConfig, vocab: Vocabulary, loaded, device):
     return model, params
 
 
-def _validation(cfg: TrainConfig, direction: str, family, text) -> Optional[Validation]:
-    """The validation text as 64 streams aligned to the family's validation segment
-    length (None without one)."""
-    if not cfg.data.valid:
-        return None
-    docs = model_documents(read_lm_text(cfg.data.valid, cfg.data.max_valid_words), direction)
-    if not docs:
+def _validation(cfg: TrainConfig, data: TrainData, family) -> Optional[Validation]:
+    """The validation documents as 64 streams aligned to the family's validation
+    segment length (None without validation text)."""
+    if data.valid is None or not len(data.valid):
         return None
     bptt = family.eval_bptt(cfg)
-    return Validation(make_streams(family.encode(docs, text), 64, align=bptt), bptt, _words(docs))
-
-
-def _words(docs) -> int:
-    """Every word and one ``</s>`` per sentence of the documents."""
-    return sum(len(s) + 1 for d in docs for s in d)
-
-
-def _tokens_per_word(encoded, docs) -> float:
-    """Target ids per word (:func:`_words`) of the encoded documents: 1 for word ids."""
-    return sum(len(e) - 1 for e in encoded) / max(1, _words(docs))
+    return Validation(StoreStreams(deal(data.valid, 64, align=bptt)), bptt, data.valid_words)
 
 
 @dataclass(frozen=True)
@@ -731,7 +717,7 @@ class _Training:
     forward: Optional[Callable]
     graphs: bool
     progress: bool
-    encoded: list
+    documents: Documents  # the training documents (of the memory-mapped store)
     valid: Optional[Validation]
     tokens_per_word: float  # training target ids per word (1 for word ids)
     subword: bool  # ids are pieces of words: also report perplexity per token
@@ -742,13 +728,15 @@ class _Training:
     last: str  # the resumable state's file (<out>.last.pt)
 
 
-def epoch_streams(encoded, batch_size: int, bptt: int, seed: Optional[int]) -> Streams:
+def epoch_streams(documents, batch_size: int, bptt: int, seed: Optional[int]) -> StoreStreams:
     """The training streams of one epoch: documents (shuffled with ``seed``, in order
     when None) dealt to ``batch_size`` streams, each starting on a multiple of ``bptt``;
     documents longer than a stream's fair share are cut at sentence ends, so that no
     stream grows past it (``benchmarks/train_speed.py`` deals its streams the same way)."""
-    share = -(-sum(len(d) - 1 for d in encoded) // batch_size)
-    return make_streams(encoded, batch_size, align=bptt, max_piece=max(bptt, share), seed=seed)
+    if not isinstance(documents, Documents):  # (encoded arrays, as benchmarks/train_speed.py has them)
+        documents = Documents.of(list(documents))
+    share = -(-int((documents.ends - documents.starts - 1).sum()) // batch_size)
+    return StoreStreams(deal(documents, batch_size, align=bptt, max_piece=max(bptt, share), seed=seed))
 
 
 class _Clocks(NamedTuple):
@@ -770,9 +758,9 @@ def _train_epoch(t: _Training, run: "checkpointing.RunState", epoch: int, start:
     o = t.cfg.optim
     position, run.position = run.position, None  # (a resumed mid-epoch state: this epoch's)
     t.world.seed_epoch(o.seed, epoch)
-    streams = epoch_streams(t.encoded, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
+    streams = epoch_streams(t.documents, o.batch_size, o.bptt, o.seed + epoch if o.shuffle else None)
     if not run.planned_steps:  # planned once, from the first epoch's streams (kept on resume)
-        run.planned_steps = -(-streams.inputs.shape[1] // o.bptt) * o.max_epochs
+        run.planned_steps = -(-streams.shape[1] // o.bptt) * o.max_epochs
     schedule = LRSchedule(o, run.planned_steps)
     clock = distributed.Clock(t.world, start.wall, o.log_interval)  # K ranks: rank 0's seconds
 
@@ -865,8 +853,8 @@ def _point(t: _Training, run: "checkpointing.RunState", entry: dict, validate: b
     # K ranks: each scores its part of the streams, the sum is the same on all
     # ranks (so are the early-stopping decisions); diagnostics are rank 0's part
     valid = t.valid.streams
-    mine = valid.rows(world.part(valid.inputs.shape[0]))
-    nll = nll_of_streams(model, mine, t.valid.bptt, world.device) if mine.inputs.shape[0] else 0.0
+    mine = valid.rows(world.part(valid.shape[0]))
+    nll = nll_of_streams(model, mine, t.valid.bptt, world.device) if mine.shape[0] else 0.0
     nll = world.sum(nll)[0]
     vppl = math.exp(nll / t.valid.words)  # per word: every word and one </s> per sentence
     health = model.end_diagnostics()

@@ -217,7 +217,7 @@ def test_a_failed_run_leaves_no_folder(DATA, bpe, tmp_path, monkeypatch):
     cfg = load_train_config(write_config(tmp_path / "c.yaml", DATA, bpe, max_epochs=1))
     with pytest.raises(OSError, match="disk full"):
         train(cfg, tmp_path / "gpt", progress=False)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "gpt.store"]  # (the prepared text stays)
 
 
 @pytest.mark.parametrize("hf, key", [
@@ -255,7 +255,7 @@ def test_an_encoder_config_is_refused_by_its_behaviour(DATA, bpe, tmp_path):
     res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(tmp_path / "m"), "--no-progress"])
     assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
     assert res.output.startswith("Error: hf.config: the model (BertLMHeadModel) is not causal"), res.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "m.store"]  # (the prepared text stays)
 
 
 def test_train_bpe_script(DATA, tmp_path):

@@ -135,7 +135,7 @@ def no_reading(monkeypatch):
         calls.append(path)
         raise RuntimeError(f"read {path} before checking --out")
 
-    monkeypatch.setattr(trainer_mod, "read_lm_text", refuse)
+    monkeypatch.setattr(trainer_mod, "load_train_data", refuse)
     return calls
 
 
@@ -269,6 +269,9 @@ def test_training_logs_progress_before_its_first_epoch_ends(DATA, tmp_path, capl
     messages = [(r.name, r.getMessage()) for r in caplog.records]
     end = next(i for i, (_, m) in enumerate(messages) if m.startswith("epoch 1: train ppl"))
     lines = [m for name, m in messages[:end] if name == "nbest_rescore.progress"]
+    preparing = [m for m in lines if not m.startswith("epoch")]  # (the text prepared into its store first)
+    assert preparing and all(re.match(r"(count|encode) \w+: \d+/\d+ MB .*MB/s", m) for m in preparing)
+    lines = [m for m in lines if m.startswith("epoch")]
     assert lines and all(re.match(r"epoch 1: \d+/\d+ tok \(\d+\.\d%\), (\d+|\?) tok/s, .*ETA", m) for m in lines)
     assert any(", ppl " in m for m in lines)  # the running training perplexity
 
@@ -279,7 +282,7 @@ def test_training_logs_progress_before_its_first_epoch_ends(DATA, tmp_path, capl
 def test_resume_with_another_config_names_every_key_that_differs(DATA, tmp_path, uninterrupted, monkeypatch):
     a, _ = uninterrupted
     read = []
-    monkeypatch.setattr(trainer_mod, "read_lm_text", lambda *args, **kw: read.append(args) or [])
+    monkeypatch.setattr(trainer_mod, "load_train_data", lambda *args, **kw: read.append(args) or [])
     cfg = tiny_cfg(DATA, batch_size=4)
     cfg.vocab.max_size = 1000
     with pytest.raises(DataError) as err:

@@ -87,7 +87,7 @@ def test_bfloat16_training_on_cpu_names_cuda(DATA, tmp_path, monkeypatch):
                       data=DataConfig(train=text, valid=None, max_words=200),
                       optim=OptimConfig(dtype="bfloat16", max_epochs=1))
     work = []  # fails before any data is read or model built, whatever the machine's load
-    monkeypatch.setattr(trainer_mod, "read_lm_text", lambda *a, **k: work.append(("read", a)))
+    monkeypatch.setattr(trainer_mod, "load_train_data", lambda *a, **k: work.append(("read", a)))
     monkeypatch.setattr(trainer_mod, "build_model", lambda *a, **k: work.append(("build", a)))
     with pytest.raises(DataError, match="CUDA") as err:
         train(cfg, tmp_path / "m.pt", device="cpu", progress=False)

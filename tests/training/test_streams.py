@@ -212,10 +212,11 @@ def test_epoch_streams_are_balanced_on_the_training_text(DATA):
 def test_balanced_dealing_keeps_the_shuffled_order_within_each_stream():
     from nbest_rescore.corpus import _deal_balanced
 
-    widths = [40, 20, 20, 60, 20, 40, 20, 20]
+    widths = np.array([40, 20, 20, 60, 20, 40, 20, 20])
     order = [5, 2, 7, 0, 3, 1, 6, 4]
-    lanes = _deal_balanced(widths, 3, order)
-    assert sorted(i for lane in lanes for i in lane) == list(range(8))
-    assert [sum(widths[i] for i in lane) for lane in lanes] == [80, 80, 80]
-    rank = {i: r for r, i in enumerate(order)}
-    assert all([rank[i] for i in lane] == sorted(rank[i] for i in lane) for lane in lanes)
+    rank = np.empty(8, dtype=np.int64)
+    rank[order] = np.arange(8)
+    lane = _deal_balanced(widths, 3, rank)
+    assert np.bincount(lane, widths, minlength=3).tolist() == [80, 80, 80]
+    # widest first, each to the currently shortest stream (the first of equal ones)
+    assert lane.tolist() == [2, 0, 1, 0, 2, 1, 1, 2]

@@ -1,0 +1,413 @@
+"""``prepare-text``: LM text into a token store (:mod:`nbest_rescore.io.token_store`),
+once, with memory independent of the text's size (docs/training.md "Prepared text").
+
+Two streaming passes over each source, in chunks (:mod:`nbest_rescore.io.text_chunks`)
+spread over worker processes: the first counts the words (the vocabulary's counts),
+finds where ``max_words`` ends the text and computes each file's checksum; the second
+encodes the chunks and appends their ids to the store. At most two chunks per worker
+are in flight, so memory stays flat; the store appears as a whole or not at all
+(:func:`~nbest_rescore.io.atomic.atomic_dir`), and a store whose manifest already
+matches the inputs and settings is reused as it is.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import glob
+import hashlib
+import logging
+import multiprocessing
+import os
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import DataError
+from ..io import text_chunks
+from ..io.atomic import atomic_dir, check_output_dir
+from ..io.token_store import (DEV, DOCS, FILES, IDS, SourceFacts, TokenStore, id_dtype, is_store, open_store,
+                              read_manifest, source_changes, write_store)
+from ..progress import Progress
+from ..vocab import SPECIALS, Vocabulary
+
+log = logging.getLogger(__name__)
+
+#: a file of these names in a data directory is a source (Kaldi rnnlm: ``*.txt``)
+SOURCE_SUFFIXES = (".txt", ".txt.gz")
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """One text: ``name`` (the weights file's key), ``path``, ``role`` train or valid."""
+
+    name: str
+    path: str
+    role: str
+
+
+def text_sources(train: str, valid: Optional[str] = None) -> Tuple[TextSource, ...]:
+    """The sources of ``data.train``: a text file (one source named by its stem), or a
+    Kaldi rnnlm-style data directory: every ``NAME.txt`` (or ``.txt.gz``) a training
+    source ``NAME``, ``dev.txt`` the validation text unless ``valid`` is given.
+
+    Raises:
+        DataError: a missing path, a directory without ``*.txt``, two files of one name.
+    """
+    if os.path.isdir(train):
+        files = sorted(f for s in SOURCE_SUFFIXES for f in glob.glob(os.path.join(glob.escape(train), "*" + s)))
+        named = [(_stem(f), f) for f in files]
+        dupes = sorted({n for n, _ in named if sum(m == n for m, _ in named) > 1})
+        if dupes:
+            raise DataError(f"{train}: two files for source(s) {', '.join(dupes)} (NAME.txt and NAME.txt.gz); "
+                            f"keep one")
+        out = [TextSource(n, f, "train") for n, f in named if n != DEV]
+        if not out:
+            raise DataError(f"{train}: a data directory needs one or more NAME.txt files (one per text source, "
+                            f"dev.txt for validation, as Kaldi's rnnlm data directories)")
+        dev = dict(named).get(DEV)
+        if valid is None and dev is not None:
+            valid = dev
+    elif os.path.exists(train):
+        out = [TextSource(_stem(train), str(train), "train")]
+    else:
+        raise DataError(f"data.train {train}: file not found")
+    if valid is not None:
+        if not os.path.isfile(valid):
+            raise DataError(f"data.valid {valid}: file not found")
+        out.append(TextSource(DEV, str(valid), "valid"))
+    return tuple(out)
+
+
+def _stem(path) -> str:
+    name = os.path.basename(os.fspath(path))
+    for s in SOURCE_SUFFIXES:
+        if name.endswith(s):
+            return name[:-len(s)]
+    return name.split(".")[0] or name
+
+
+def file_digest(path) -> Optional[str]:
+    """``blake2b:HEX`` of a small file (a word list), None for no path."""
+    if not path:
+        return None
+    return text_chunks.text_checksum(path)
+
+
+@dataclass(frozen=True)
+class WordEncoding:
+    """Word ids by the ``vocab`` section's policy (the ``max_size`` most frequent words
+    of the training sources with count >= ``min_count``, within ``restrict_to``; or the
+    words of ``file``), or exactly ``words`` (a checkpoint's vocabulary, id order kept)."""
+
+    max_size: Optional[int] = 20000
+    min_count: int = 1
+    restrict_to: Optional[str] = None
+    file: Optional[str] = None
+    words: Optional[Tuple[str, ...]] = None
+    kind = "words"
+
+    def settings(self) -> dict:
+        """What the manifest records and a reuse or ``train`` compares (word lists by
+        content, not by path)."""
+        if self.words is not None:
+            return {"words": hashlib.blake2b("\n".join(self.words).encode()).hexdigest()[:32]}
+        if self.file:
+            return {"file": file_digest(self.file)}
+        return {"max_size": self.max_size, "min_count": self.min_count, "restrict_to": file_digest(self.restrict_to)}
+
+    def vocabulary(self, counts: Counter) -> Vocabulary:
+        """The vocabulary of this policy for the training ``counts`` (ids by decreasing
+        count after ``</s>``, ``<unk>``; ``words`` as given)."""
+        if self.words is not None:
+            return Vocabulary(self.words)
+        if self.file:
+            return Vocabulary.from_file(self.file).by_frequency(counts)
+        restrict = Vocabulary.from_file(self.restrict_to).words if self.restrict_to else None
+        return Vocabulary.from_counts(counts, self.max_size, self.min_count, restrict)
+
+
+@dataclass(frozen=True)
+class HfEncoding:
+    """Token ids of a Hugging Face tokenizer folder (``model: hf``; the convention of
+    :class:`~nbest_rescore.models.hf.HfText`)."""
+
+    tokenizer: str
+    kind = "hf"
+
+    def settings(self) -> dict:
+        files = sorted(p for p in Path(self.tokenizer).iterdir() if p.is_file())
+        h = hashlib.blake2b()
+        for p in files:
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+        return {"tokenizer": h.hexdigest()[:32]}
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Word budgets: each training source's first ``max_words`` words (whole lines), the
+    validation text's first ``max_valid_words`` (``data.max_words``, ``data.max_valid_words``)."""
+
+    max_words: Optional[int] = None
+    max_valid_words: Optional[int] = None
+
+    def of(self, role: str) -> Optional[int]:
+        return self.max_words if role == "train" else self.max_valid_words
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """How to run: ``jobs`` worker processes (None: the usable cores), a progress bar."""
+
+    jobs: Optional[int] = None
+    progress: bool = True
+
+
+@dataclass
+class _Scan:
+    """What the first pass found of one source."""
+
+    source: TextSource
+    counts: Counter = field(default_factory=Counter)
+    words: int = 0
+    sentences: int = 0
+    limit: Optional[int] = None  # bytes of text read (None: all)
+    checksum: str = ""
+    read: int = 0
+
+
+def store_settings(encoding, budgets: Budgets, sources: Iterable[TextSource]) -> dict:
+    """The manifest's settings a reuse must match."""
+    return {"kind": encoding.kind, "encoding": encoding.settings(),
+            "budgets": {"max_words": budgets.max_words, "max_valid_words": budgets.max_valid_words},
+            "inputs": [[s.name, os.path.abspath(s.path), s.role] for s in sources]}
+
+
+def prepare_text(sources: Tuple[TextSource, ...], encoding, out, budgets: Budgets = Budgets(),
+                 options: PrepareOptions = PrepareOptions()) -> Tuple[TokenStore, bool]:
+    """Prepare ``sources`` into the store ``out`` (or reuse the one there when its
+    settings and inputs match). Returns (the open store, whether it was reused).
+
+    Raises:
+        DataError: ``out`` not writable, a source missing, empty or not UTF-8 (``file:line``),
+            a vocabulary file unusable, writing failed (no space: nothing is left at ``out``).
+    """
+    settings = store_settings(encoding, budgets, sources)
+    if _up_to_date(out, settings):
+        log.info("token store %s is up to date: reused", out)
+        return open_store(out), True
+    check_output_dir(out, FILES, option="--out")
+    jobs = options.jobs or len(os.sched_getaffinity(0))
+    with _workers(jobs, sources) as pool:
+        scans = [_scan(s, budgets.of(s.role), encoding.kind == "words" and s.role == "train", pool, options.progress)
+                 for s in sources]
+        counts = sum((s.counts for s in scans if s.source.role == "train"), Counter())
+        vocab = encoding.vocabulary(counts) if encoding.kind == "words" else None
+        size = len(vocab) if vocab is not None else _tokenizer_size(encoding)
+        dtype = id_dtype(size)
+        with atomic_dir(out, FILES, settings={"command": "prepare-text"}, option="--out") as tmp:
+            facts, tokens = _encode_all(scans, encoding, vocab, dtype, tmp, jobs, options.progress)
+            manifest = {**settings, "dtype": dtype.name, "tokens": tokens, "documents": facts[-1].documents[1],
+                        "sources": [{**dataclasses.asdict(f), "documents": list(f.documents)} for f in facts]}
+            write_store(tmp, manifest, _vocab_rows(vocab, counts, scans) if vocab is not None else None)
+    return open_store(out), False
+
+
+def _up_to_date(out, settings: dict) -> bool:
+    """A store at ``out`` with these settings whose every source is unchanged."""
+    if not is_store(out):
+        return False
+    try:
+        manifest = read_manifest(out)
+    except DataError:
+        return False
+    if any(manifest.get(k) != v for k, v in settings.items()):
+        return False
+    facts = [SourceFacts.from_dict(s) for s in manifest["sources"]]
+    return all(os.path.exists(f.path) and source_changes(f) is None for f in facts)
+
+
+@contextlib.contextmanager
+def _workers(jobs: int, sources) -> Iterator[Optional[multiprocessing.pool.Pool]]:
+    """A pool of ``jobs`` processes (:func:`_pool`), or None (work in this process) for
+    one job or texts of at most one chunk."""
+    sizes = [os.path.getsize(s.path) for s in sources]
+    if jobs <= 1 or max(sizes, default=0) <= text_chunks.CHUNK_BYTES:
+        yield None
+        return
+    pool = _pool(jobs)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _pool(jobs: int, init: Optional[Callable] = None, args: tuple = ()):
+    """``jobs`` worker processes forked from a clean server process that has loaded
+    :mod:`~nbest_rescore.io.text_chunks` alone (no torch, and not the caller's main module)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([text_chunks.__name__])
+    return ctx.Pool(jobs, init, args)
+
+
+def _ordered(pool, fn: Callable, chunks: Iterable, depth: int) -> Iterator[tuple]:
+    """(chunk, ``fn(chunk)``) in order, at most ``depth`` chunks in flight (``pool`` None:
+    computed here)."""
+    if pool is None:
+        for c in chunks:
+            yield c, fn(c)
+        return
+    pending: deque = deque()
+    for c in chunks:
+        pending.append((c, pool.apply_async(fn, (c,))))
+        if len(pending) >= depth:
+            c0, r = pending.popleft()
+            yield c0, r.get()
+    while pending:
+        c0, r = pending.popleft()
+        yield c0, r.get()
+
+
+def _bar(source: TextSource, what: str, enabled: bool) -> Progress:
+    return Progress("MB", not enabled, desc=f"{what} {source.name}", leave=False)
+
+
+def _scan(source: TextSource, max_words: Optional[int], counts: bool, pool, progress: bool) -> _Scan:
+    """The first pass over one source: counts, the byte where ``max_words`` ends it,
+    the checksum of what was read."""
+    scan = _Scan(source)
+    size = os.path.getsize(source.path)
+    h = hashlib.blake2b()
+    bar = _bar(source, "count", progress)
+    depth = 2 * (pool._processes if pool is not None else 1)
+    fn = functools.partial(text_chunks.count_chunk, counts=counts)
+    with contextlib.closing(bar):
+        for chunk, found in _ordered(pool, fn, text_chunks.read_chunks(source.path), depth):
+            if max_words is not None and scan.words + found.words >= max_words:
+                cut, found = text_chunks.prefix_cut(chunk, max_words - scan.words, counts)
+                h.update(chunk.data[:cut])
+                scan.limit = scan.read = chunk.offset + cut
+                _add(scan, found)
+                break
+            h.update(chunk.data)
+            scan.read += len(chunk.data)
+            _add(scan, found)
+            bar(int((chunk.offset + len(chunk.data)) >> 20), max(1, size >> 20))
+    scan.checksum = "blake2b:" + h.hexdigest()
+    if not scan.sentences:
+        raise DataError(f"{source.path}: no sentences (the file is empty or holds only blank lines); "
+                        f"expected one sentence per line")
+    return scan
+
+
+def _add(scan: _Scan, found: text_chunks.ChunkCounts) -> None:
+    if found.counts is not None:
+        scan.counts.update(found.counts)
+    scan.words += found.words
+    scan.sentences += found.sentences
+
+
+def init_hf_worker(tokenizer: str, dtype: str) -> None:
+    """Pool initializer: the encoder of the tokenizer folder ``tokenizer``
+    (:func:`~nbest_rescore.io.text_chunks.hf_encoder`; imports transformers)."""
+    from ..models.hf import HfText, import_transformers, load_tokenizer
+
+    text = HfText(load_tokenizer(import_transformers(), "hf.tokenizer", tokenizer))
+    text_chunks.init_encoder(text_chunks.hf_encoder(text, np.dtype(dtype)))
+
+
+def _tokenizer_size(encoding: HfEncoding) -> int:
+    from ..models.hf import HfText, import_transformers, load_tokenizer
+
+    text = HfText(load_tokenizer(import_transformers(), "hf.tokenizer", encoding.tokenizer))
+    if len(text.start_ids) != 1:
+        raise DataError(f"the tokenizer starts a document with {len(text.start_ids)} tokens {text.start_ids}; "
+                        f"training needs one (a tokenizer with a bos_token or eos_token)")
+    return len(text.tokenizer)
+
+
+def _start_id(encoding) -> int:
+    if encoding.kind == "words":
+        return 0
+    from ..models.hf import HfText, import_transformers, load_tokenizer
+
+    return HfText(load_tokenizer(import_transformers(), "hf.tokenizer", encoding.tokenizer)).start_ids[0]
+
+
+def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype, folder: Path, jobs: int,
+                progress: bool) -> Tuple[List[SourceFacts], int]:
+    """The second pass: every source's ids into ``folder`` (``ids.bin``, ``docs.bin``);
+    returns the sources' facts and the ids written."""
+    if encoding.kind == "words":
+        init, args = text_chunks.init_word_worker, (vocab.words, dtype.name)
+    else:
+        init, args = init_hf_worker, (encoding.tokenizer, dtype.name)
+    start = _start_id(encoding)
+    sizes = [s.limit if s.limit is not None else os.path.getsize(s.source.path) for s in scans]
+    parallel = jobs > 1 and max(sizes) > text_chunks.CHUNK_BYTES
+    pool = _pool(jobs, init, args) if parallel else None
+    if pool is None:
+        init(*args)
+    facts, pos, docs = [], 0, 0
+    try:
+        with open(folder / IDS, "wb") as ids_f, open(folder / DOCS, "wb") as docs_f:
+            for scan in scans:
+                n_pos, n_docs = _encode_source(scan, start, dtype, pool, ids_f, docs_f, pos, progress)
+                if n_docs == docs:
+                    raise DataError(f"{scan.source.path}: no sentences (the file is empty or holds only blank "
+                                    f"lines); expected one sentence per line")
+                st = os.stat(scan.source.path)
+                facts.append(SourceFacts(scan.source.name, os.path.abspath(scan.source.path), scan.source.role,
+                                         st.st_size, st.st_mtime_ns, scan.checksum,
+                                         scan.read,
+                                         (docs, n_docs), n_pos - pos, scan.words, scan.sentences))
+                pos, docs = n_pos, n_docs
+            np.asarray([pos], dtype=np.int64).tofile(docs_f)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    return facts, pos
+
+
+def _encode_source(scan: _Scan, start: int, dtype, pool, ids_f, docs_f, pos: int,
+                   progress: bool) -> Tuple[int, int]:
+    """Append one source's documents; returns (ids, documents) written so far."""
+    docs = docs_f.tell() // 8
+    in_doc = False  # the text read so far ends inside a document
+    size = scan.limit if scan.limit is not None else os.path.getsize(scan.source.path)
+    bar = _bar(scan.source, "encode", progress)
+    depth = 2 * (pool._processes if pool is not None else 1)
+    with contextlib.closing(bar):
+        for chunk, enc in _ordered(pool, text_chunks.encode_task, text_chunks.read_chunks(scan.source.path,
+                                                                                           scan.limit), depth):
+            breaks = enc.breaks[enc.breaks < len(enc.ids)]
+            if enc.sentences and not in_doc and (not len(breaks) or breaks[0] != 0):
+                breaks = np.concatenate([[0], breaks])
+            ids = np.insert(enc.ids.astype(dtype, copy=False), breaks, start)
+            (pos + breaks + np.arange(len(breaks))).astype(np.int64).tofile(docs_f)
+            ids.tofile(ids_f)
+            pos += len(ids)
+            docs += len(breaks)
+            if enc.sentences:
+                in_doc = not (len(enc.breaks) and enc.breaks[-1] == len(enc.ids))
+            elif enc.blank:
+                in_doc = False
+            bar(int((chunk.offset + len(chunk.data)) >> 20), max(1, size >> 20))
+    return pos, docs
+
+
+def _vocab_rows(vocab: Vocabulary, counts: Counter, scans: List[_Scan]) -> List[Tuple[str, int]]:
+    """``vocab.txt``'s rows: each word and its training count (``</s>``: the training
+    sentences; ``<unk>``: the training words outside the vocabulary)."""
+    train = [s for s in scans if s.source.role == "train"]
+    known = sum(counts.get(w, 0) for w in vocab.words[len(SPECIALS):])
+    special = {SPECIALS[0]: sum(s.sentences for s in train), SPECIALS[1]: sum(s.words for s in train) - known}
+    return [(w, special[w] if w in special else counts.get(w, 0)) for w in vocab.words]
+
+
+__all__ = ["Budgets", "HfEncoding", "PrepareOptions", "TextSource", "WordEncoding", "prepare_text", "text_sources"]
