@@ -13,6 +13,7 @@ the documents reversed first (:func:`model_documents`). A set of single sentence
 from __future__ import annotations
 
 import heapq
+import mmap
 from dataclasses import dataclass
 from itertools import chain
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -274,6 +275,7 @@ class StoreStreams:
         self.first, self.stop, _ = rows.indices(layout.num_streams)
         self.align = layout.align
         self._keys = layout.lane * (layout.length + 1) + layout.col  # ascending: sorted by (lane, col)
+        self._served = 0  # segments gathered (every RELEASE_EVERY, the map's pages are released)
 
     @property
     def shape(self) -> Tuple[int, int]:
@@ -314,7 +316,10 @@ class StoreStreams:
                    valid, valid & (off == 0)]
             if lay.weight is not None:
                 out.append(np.where(valid, lay.weight[p], 0).astype(np.float32))
-        return tuple(torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in out)
+        self._served += 1
+        if self._served % RELEASE_EVERY == 0:
+            release_pages(lay.ids)
+        return tuple(_to_device(torch.from_numpy(np.ascontiguousarray(a)), self.device) for a in out)
 
     def segment_tokens(self, bptt: int) -> List[int]:
         """Real target tokens of each [B, bptt] segment of all rows, from the layout."""
@@ -330,6 +335,31 @@ class StoreStreams:
         np.add.at(full, sa[two] + 1, bptt)
         np.add.at(full, se[two], -bptt)
         return (count + np.cumsum(full))[:-1].tolist()
+
+
+#: segments between two releases of a memory map's pages (:func:`release_pages`)
+RELEASE_EVERY = 1024
+
+
+def release_pages(ids: np.ndarray) -> None:
+    """Drop this process's mapping of the pages of the memory map under ``ids`` (a
+    ``numpy.memmap`` or a view of one; anything else: nothing): they stay in the page
+    cache and come back on the next read, but no longer count in the process's resident
+    memory, which would otherwise grow to the store's size over an epoch."""
+    base = ids
+    while base is not None and not isinstance(base, np.memmap):
+        base = getattr(base, "base", None)
+    mm = getattr(base, "_mmap", None)
+    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED)
+
+
+def _to_device(t: Tensor, device: torch.device) -> Tensor:
+    """``t`` (CPU) on ``device``; to CUDA through pinned memory without waiting (no host
+    synchronisation per segment)."""
+    if device.type != "cuda":
+        return t if device.type == "cpu" else t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 def segment_tokens(streams, bptt: int) -> List[int]:

@@ -122,7 +122,8 @@ def load_train_data(cfg: TrainConfig, encoding, out_path, world: distributed.Wor
 
 def check_store(store: TokenStore, encoding, budgets: Budgets) -> None:
     """Refuse a store that does not fit the run: another kind, vocabulary policy or
-    tokenizer, other word budgets, or a source file changed since it was prepared."""
+    tokenizer, another word budget than the config gives (a budget the config leaves
+    unset is the store's), or a source file changed since it was prepared."""
     want = store_settings(encoding, budgets, ())
     if store.kind != want["kind"]:
         raise DataError(f"data.train {store.path}: a store of {store.kind} ids, but this model trains on "
@@ -131,7 +132,7 @@ def check_store(store: TokenStore, encoding, budgets: Budgets) -> None:
              for k in sorted(set(want["encoding"]) | set(store.encoding))
              if want["encoding"].get(k) != store.encoding.get(k)]
     diffs += [f"data.{k}: the config gives {v}, the store was cut to {store.budgets.get(k)}"
-              for k, v in want["budgets"].items() if v != store.budgets.get(k)]
+              for k, v in want["budgets"].items() if v is not None and v != store.budgets.get(k)]
     if diffs:
         what = "vocabulary" if store.kind == "words" else "tokenizer"
         raise DataError(f"data.train {store.path}: prepared with another {what} or word budget than this config "
