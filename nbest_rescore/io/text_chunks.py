@@ -42,9 +42,11 @@ class Chunk:
     line: int
 
 
-def read_chunks(path, limit: Optional[int] = None, size: int = CHUNK_BYTES) -> Iterator[Chunk]:
-    """The chunks of ``path`` in order (at most the first ``limit`` bytes). Raises
-    DataError: missing, unreadable, or a ``.gz`` that is not gzip data or is truncated."""
+def read_chunks(path, limit: Optional[int] = None, size: Optional[int] = None) -> Iterator[Chunk]:
+    """The chunks of ``path`` in order (at most the first ``limit`` bytes), of about
+    ``size`` bytes (None: :data:`CHUNK_BYTES`). Raises DataError: missing, unreadable,
+    or a ``.gz`` that is not gzip data or is truncated."""
+    size = size or CHUNK_BYTES
     fh = open_text_input(path)
     offset, line, rest = 0, 1, b""
     with fh:

@@ -307,3 +307,32 @@ def test_recipe_gpt_conf_has_the_gru_budget_and_validates(repo_data, bpe, tmp_pa
     (tmp_path / "gpt.yaml").write_text(yaml.safe_dump(gpt))
     cfg = load_train_config(tmp_path / "gpt.yaml")
     assert cfg.model == "hf" and cfg.hf.config["model_type"] == "gpt2"
+
+
+def test_an_hf_store_prepared_by_worker_processes_holds_the_trainer_s_ids(DATA, bpe, tmp_path, monkeypatch):
+    """``prepare-text`` of a ``model: hf`` config: chunks encoded by two worker
+    processes (each loading the tokenizer) give every document as
+    :func:`~nbest_rescore.training.hf_train.encode_documents` encodes it."""
+    import numpy as np
+
+    from nbest_rescore.io import text_chunks
+    from nbest_rescore.io.token_store import open_store
+    from nbest_rescore.models.hf import HfText, import_transformers, load_tokenizer
+
+    monkeypatch.setattr(text_chunks, "CHUNK_BYTES", 1 << 17)  # (the parent cuts the chunks: lm_valid is 6)
+    corpus = DATA / "lm" / "lm_valid.txt"
+    cfg = write_config(tmp_path / "c.yaml", DATA, bpe)
+    whole = yaml.safe_load(cfg.read_text())
+    whole["data"]["max_words"] = None  # (the whole text: both chunks)
+    cfg.write_text(yaml.safe_dump(whole))
+    res = CliRunner().invoke(main, ["prepare-text", "--config", str(cfg), "--text", str(corpus), "--out",
+                                    str(tmp_path / "s"), "--jobs", "2", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    store = open_store(tmp_path / "s")
+    assert store.kind == "hf" and store.ids.dtype == np.uint16
+    hf_text = HfText(load_tokenizer(import_transformers(), "tokenizer", str(bpe)))
+    docs = read_lm_text(corpus)
+    want = hf_train.encode_documents(docs, hf_text)
+    train = store.role("train")[0]
+    got = [np.asarray(store.ids[store.docs[d]:store.docs[d + 1]]) for d in range(*train.documents)]
+    assert len(got) == len(want) and all(np.array_equal(g, w) for g, w in zip(got, want))
