@@ -11,6 +11,7 @@ This module imports no torch, so that workers start fast.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -104,12 +105,36 @@ class ChunkCounts:
     sentences: int
 
 
+# ASCII separators str.split() splits on and bytes.split() does not: a chunk without
+# them splits alike as bytes (split_fields' ASCII white space is bytes.split()'s).
+_C0_SEPARATORS = re.compile(b"[\x1c-\x1f]")
+
+
+def _plain_bytes(chunk: Chunk) -> Optional[bytes]:
+    """The chunk's bytes (a leading byte-order mark removed) when ``bytes.split`` splits
+    its words as :func:`chunk_words` does, after checking it is UTF-8 (the error of
+    :func:`chunk_words`); None when only the text path splits it right."""
+    data = chunk.data
+    if chunk.offset == 0 and data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        chunk_words(chunk)  # (raises the file:line error)
+    return None if _C0_SEPARATORS.search(data) else data
+
+
 def count_chunk(chunk: Chunk, counts: bool = True) -> ChunkCounts:
-    """The words of a chunk counted (``counts``: also each word's count)."""
-    words = chunk_words(chunk)
-    n = sum(map(len, words))
-    return ChunkCounts(Counter(chain.from_iterable(words)) if counts else None, n,
-                       sum(1 for w in words if w))
+    """The words of a chunk counted (``counts``: also each word's count), on its bytes
+    where they split alike (no word object per line)."""
+    data = _plain_bytes(chunk)
+    if data is None:
+        words = chunk_words(chunk)
+        return ChunkCounts(Counter(chain.from_iterable(words)) if counts else None, sum(map(len, words)),
+                           sum(1 for w in words if w))
+    tokens = data.split()
+    found = Counter({w.decode("utf-8"): c for w, c in Counter(tokens).items()}) if counts else None
+    return ChunkCounts(found, len(tokens), sum(1 for line in data.split(b"\n") if line.strip()))
 
 
 def prefix_cut(chunk: Chunk, quota: int, counts: bool = True) -> Tuple[int, ChunkCounts]:
@@ -183,6 +208,32 @@ def word_encoder(index: dict, unk: int, eos: int, dtype) -> Encoder:
     return encode
 
 
+_LINE_END = b"\xff"  # (never a byte of UTF-8 text: marks line ends among the words)
+
+
+def encode_words_chunk(chunk: Chunk, index: dict, dtype, fallback: Encoder) -> EncodedChunk:
+    """:func:`encode_chunk` for word ids, on the chunk's bytes: its words and line ends
+    (a marker token) split at once, every token mapped through ``index`` (UTF-8 bytes
+    -> id; ``<unk>`` 1 outside it, the marker -> ``</s>`` 0), then blank lines' markers
+    dropped, all with numpy (no per-line or per-token Python). ``fallback``: the
+    sentence :data:`Encoder` for a chunk only the text path splits right."""
+    data = _plain_bytes(chunk)
+    if data is None:
+        return encode_chunk(chunk, fallback)
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    tokens = data.replace(b"\n", b" " + _LINE_END + b" ").split()
+    ids = np.fromiter(map(index.get, tokens, repeat(1)), dtype=dtype, count=len(tokens))
+    end = np.fromiter(map(_LINE_END.__eq__, tokens), dtype=bool, count=len(tokens))
+    after_word = np.concatenate([[False], ~end[:-1]])
+    keep = ~end | after_word  # a marker after a word ends a sentence; others are blank lines
+    kept_before = np.cumsum(keep) - keep
+    blank = end & ~after_word
+    words = int((~end).sum())
+    return EncodedChunk(ids[keep], np.unique(kept_before[blank]), bool(blank.any()), words,
+                        int((end & after_word).sum()))
+
+
 def text_checksum(path, limit: Optional[int] = None) -> str:
     """``blake2b:HEX`` (BLAKE2b-512, ``b2sum``'s) of the first ``limit`` bytes of the
     (decompressed) text of ``path`` (None: all of it)."""
@@ -192,21 +243,26 @@ def text_checksum(path, limit: Optional[int] = None) -> str:
     return "blake2b:" + h.hexdigest()
 
 
-# The encoder of a worker process, set once by its initializer (a pool's workers encode
-# many chunks with one vocabulary or tokenizer).
-_ENCODER: Optional[Encoder] = None
+# The chunk encoder of a worker process (chunk -> EncodedChunk), set once by its
+# initializer (a pool's workers encode many chunks with one vocabulary or tokenizer).
+_ENCODER: Optional[Callable[[Chunk], "EncodedChunk"]] = None
 
 
 def init_word_worker(words: Sequence[str], dtype: str) -> None:
-    """Pool initializer: the word encoder of the vocabulary ``words`` (id order)."""
+    """Pool initializer: the word encoder of the vocabulary ``words`` (id order,
+    ``</s>`` 0 and ``<unk>`` 1; :func:`encode_words_chunk`)."""
     global _ENCODER
-    _ENCODER = word_encoder({w: i for i, w in enumerate(words)}, 1, 0, np.dtype(dtype))
+    dtype = np.dtype(dtype)
+    index = {w.encode("utf-8"): i for i, w in enumerate(words)}
+    index[_LINE_END] = 0
+    fallback = word_encoder({w: i for i, w in enumerate(words)}, 1, 0, dtype)
+    _ENCODER = functools.partial(encode_words_chunk, index=index, dtype=dtype, fallback=fallback)
 
 
 def init_encoder(encoder: Encoder) -> None:
-    """Set the encoder in this process (no pool: the parent encodes itself)."""
+    """Set this process's sentence encoder (:func:`encode_chunk`: a tokenizer's)."""
     global _ENCODER
-    _ENCODER = encoder
+    _ENCODER = functools.partial(encode_chunk, encoder=encoder)
 
 
 def hf_encoder(text, dtype) -> Encoder:
@@ -223,5 +279,5 @@ def hf_encoder(text, dtype) -> Encoder:
 
 
 def encode_task(chunk: Chunk) -> EncodedChunk:
-    """:func:`encode_chunk` with this process's encoder (a pool task)."""
-    return encode_chunk(chunk, _ENCODER)
+    """The chunk encoded by this process's encoder (a pool task)."""
+    return _ENCODER(chunk)
