@@ -160,7 +160,7 @@ def open_store(path) -> TokenStore:
 def _read_vocab(path: Path) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
     try:
         with open(path, encoding="utf-8") as f:
-            rows = [line.split() for line in f]
+            rows = [line.rstrip("\n").rsplit(" ", 1) for line in f]  # (a word may hold non-ASCII spaces)
     except OSError as exc:
         raise DataError(f"{path}: cannot be read ({exc.strerror or exc}); prepare the store again") from None
     if any(len(r) != 2 for r in rows):

@@ -247,8 +247,10 @@ def _workers(jobs: int, sources) -> Iterator[Optional[multiprocessing.pool.Pool]
 
 
 def _pool(jobs: int, init: Optional[Callable] = None, args: tuple = ()):
-    """``jobs`` worker processes forked from a clean server process that has loaded
-    :mod:`~nbest_rescore.io.text_chunks` alone (no torch, and not the caller's main module)."""
+    """``jobs`` worker processes forked from a server process that has loaded
+    :mod:`~nbest_rescore.io.text_chunks` (no torch); each imports the caller's main
+    module as multiprocessing's workers do (``nbest-rescore``'s is light; a script's
+    should keep its work under ``if __name__ == "__main__"``)."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([text_chunks.__name__])
     return ctx.Pool(jobs, init, args)
@@ -284,11 +286,16 @@ def _scan(source: TextSource, max_words: Optional[int], counts: bool, pool, prog
     h = hashlib.blake2b()
     bar = _bar(source, "count", progress)
     depth = 2 * (pool._processes if pool is not None else 1)
-    fn = functools.partial(text_chunks.count_chunk, counts=counts)
+    fn = functools.partial(_count_or_error, counts=counts)
     with contextlib.closing(bar):
         for chunk, found in _ordered(pool, fn, text_chunks.read_chunks(source.path), depth):
-            if max_words is not None and scan.words + found.words >= max_words:
+            if isinstance(found, DataError) and max_words is None:
+                raise found
+            if isinstance(found, DataError) or (max_words is not None and scan.words + found.words >= max_words):
+                error = found if isinstance(found, DataError) else None
                 cut, found = text_chunks.prefix_cut(chunk, max_words - scan.words, counts)
+                if error is not None and scan.words + found.words < max_words:
+                    raise error  # (the bad line comes before the budget is reached)
                 h.update(chunk.data[:cut])
                 scan.limit = scan.read = chunk.offset + cut
                 _add(scan, found)
@@ -302,6 +309,15 @@ def _scan(source: TextSource, max_words: Optional[int], counts: bool, pool, prog
         raise DataError(f"{source.path}: no sentences (the file is empty or holds only blank lines); "
                         f"expected one sentence per line")
     return scan
+
+
+def _count_or_error(chunk: text_chunks.Chunk, counts: bool):
+    """:func:`~nbest_rescore.io.text_chunks.count_chunk`, or the DataError it raised
+    (a pool task: a bad line after ``max_words`` ends the text is no error)."""
+    try:
+        return text_chunks.count_chunk(chunk, counts)
+    except DataError as exc:
+        return exc
 
 
 def _add(scan: _Scan, found: text_chunks.ChunkCounts) -> None:
