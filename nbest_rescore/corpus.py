@@ -338,7 +338,7 @@ class StoreStreams:
 
 
 #: segments between two releases of a memory map's pages (:func:`release_pages`)
-RELEASE_EVERY = 1024
+RELEASE_EVERY = 128
 
 
 def release_pages(ids: np.ndarray) -> None:

@@ -97,17 +97,16 @@ def chunk_words(chunk: Chunk) -> List[List[str]]:
 
 @dataclass(frozen=True)
 class ChunkCounts:
-    """What :func:`count_chunk` found: word counts (None when not asked), words and
-    sentences (non-blank lines)."""
+    """What :func:`count_chunk` found: word counts (None when not asked) and words
+    (:func:`encode_chunk` counts the sentences)."""
 
     counts: Optional[Counter]
     words: int
-    sentences: int
 
 
 # ASCII separators str.split() splits on and bytes.split() does not: a chunk without
 # them splits alike as bytes (split_fields' ASCII white space is bytes.split()'s).
-_C0_SEPARATORS = re.compile(b"[\x1c-\x1f]")
+_C0_SEPARATORS = (b"\x1c", b"\x1d", b"\x1e", b"\x1f")
 
 
 def _plain_bytes(chunk: Chunk) -> Optional[bytes]:
@@ -121,7 +120,7 @@ def _plain_bytes(chunk: Chunk) -> Optional[bytes]:
         data.decode("utf-8")
     except UnicodeDecodeError:
         chunk_words(chunk)  # (raises the file:line error)
-    return None if _C0_SEPARATORS.search(data) else data
+    return None if any(c in data for c in _C0_SEPARATORS) else data
 
 
 def count_chunk(chunk: Chunk, counts: bool = True) -> ChunkCounts:
@@ -130,11 +129,10 @@ def count_chunk(chunk: Chunk, counts: bool = True) -> ChunkCounts:
     data = _plain_bytes(chunk)
     if data is None:
         words = chunk_words(chunk)
-        return ChunkCounts(Counter(chain.from_iterable(words)) if counts else None, sum(map(len, words)),
-                           sum(1 for w in words if w))
+        return ChunkCounts(Counter(chain.from_iterable(words)) if counts else None, sum(map(len, words)))
     tokens = data.split()
     found = Counter({w.decode("utf-8"): c for w, c in Counter(tokens).items()}) if counts else None
-    return ChunkCounts(found, len(tokens), sum(1 for line in data.split(b"\n") if line.strip()))
+    return ChunkCounts(found, len(tokens))
 
 
 def prefix_cut(chunk: Chunk, quota: int, counts: bool = True) -> Tuple[int, ChunkCounts]:
@@ -142,7 +140,7 @@ def prefix_cut(chunk: Chunk, quota: int, counts: bool = True) -> Tuple[int, Chun
     line whose words reach it, the counts of those lines), as ``data.max_words`` cuts
     the text (:func:`~.lm_text.read_lm_text`); lines after it are not decoded. A
     chunk with fewer words gives its whole length."""
-    pos, total, counter, sentences = 0, 0, Counter() if counts else None, 0
+    pos, total, counter = 0, 0, Counter() if counts else None
     raw_lines = chunk.data.split(b"\n")
     for k, raw in enumerate(raw_lines):
         if k == len(raw_lines) - 1 and not raw:
@@ -154,11 +152,10 @@ def prefix_cut(chunk: Chunk, quota: int, counts: bool = True) -> Tuple[int, Chun
         if counter is not None:
             counter.update(words)
         total += len(words)
-        sentences += bool(words)
         pos = min(end, len(chunk.data))
         if total >= quota:
             break
-    return pos, ChunkCounts(counter, total, sentences)
+    return pos, ChunkCounts(counter, total)
 
 
 @dataclass(frozen=True)
@@ -214,24 +211,27 @@ _LINE_END = b"\xff"  # (never a byte of UTF-8 text: marks line ends among the wo
 def encode_words_chunk(chunk: Chunk, index: dict, dtype, fallback: Encoder) -> EncodedChunk:
     """:func:`encode_chunk` for word ids, on the chunk's bytes: its words and line ends
     (a marker token) split at once, every token mapped through ``index`` (UTF-8 bytes
-    -> id; ``<unk>`` 1 outside it, the marker -> ``</s>`` 0), then blank lines' markers
-    dropped, all with numpy (no per-line or per-token Python). ``fallback``: the
-    sentence :data:`Encoder` for a chunk only the text path splits right."""
+    -> id; ``<unk>`` 1 outside it; the marker -> one id past the vocabulary), then the
+    markers after a word made ``</s>`` and those of blank lines dropped, with numpy (no
+    per-line or per-token Python). ``fallback``: the sentence :data:`Encoder` for a
+    chunk only the text path splits right."""
     data = _plain_bytes(chunk)
     if data is None:
         return encode_chunk(chunk, fallback)
     if not data.endswith(b"\n"):
         data += b"\n"
     tokens = data.replace(b"\n", b" " + _LINE_END + b" ").split()
-    ids = np.fromiter(map(index.get, tokens, repeat(1)), dtype=dtype, count=len(tokens))
-    end = np.fromiter(map(_LINE_END.__eq__, tokens), dtype=bool, count=len(tokens))
+    marker = index[_LINE_END]
+    ids = np.fromiter(map(index.get, tokens, repeat(1)), dtype=np.uint32 if marker > 0xFFFF else dtype,
+                      count=len(tokens))
+    end = ids == marker
     after_word = np.concatenate([[False], ~end[:-1]])
     keep = ~end | after_word  # a marker after a word ends a sentence; others are blank lines
     kept_before = np.cumsum(keep) - keep
     blank = end & ~after_word
-    words = int((~end).sum())
-    return EncodedChunk(ids[keep], np.unique(kept_before[blank]), bool(blank.any()), words,
-                        int((end & after_word).sum()))
+    ids[end] = 0  # (</s>)
+    return EncodedChunk(ids[keep].astype(dtype, copy=False), np.unique(kept_before[blank]), bool(blank.any()),
+                        int((~end).sum()), int((end & after_word).sum()))
 
 
 def text_checksum(path, limit: Optional[int] = None) -> str:
@@ -254,7 +254,7 @@ def init_word_worker(words: Sequence[str], dtype: str) -> None:
     global _ENCODER
     dtype = np.dtype(dtype)
     index = {w.encode("utf-8"): i for i, w in enumerate(words)}
-    index[_LINE_END] = 0
+    index[_LINE_END] = len(words)
     fallback = word_encoder({w: i for i, w in enumerate(words)}, 1, 0, dtype)
     _ENCODER = functools.partial(encode_words_chunk, index=index, dtype=dtype, fallback=fallback)
 

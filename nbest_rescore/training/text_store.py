@@ -173,7 +173,6 @@ class _Scan:
     source: TextSource
     counts: Counter = field(default_factory=Counter)
     words: int = 0
-    sentences: int = 0
     limit: Optional[int] = None  # bytes of text read (None: all)
     checksum: str = ""
     read: int = 0
@@ -212,7 +211,7 @@ def prepare_text(sources: Tuple[TextSource, ...], encoding, out, budgets: Budget
             facts, tokens = _encode_all(scans, encoding, vocab, dtype, tmp, jobs, options.progress)
             manifest = {**settings, "dtype": dtype.name, "tokens": tokens, "documents": facts[-1].documents[1],
                         "sources": [{**dataclasses.asdict(f), "documents": list(f.documents)} for f in facts]}
-            write_store(tmp, manifest, _vocab_rows(vocab, counts, scans) if vocab is not None else None)
+            write_store(tmp, manifest, _vocab_rows(vocab, counts, facts) if vocab is not None else None)
     return open_store(out), False
 
 
@@ -305,7 +304,7 @@ def _scan(source: TextSource, max_words: Optional[int], counts: bool, pool, prog
             _add(scan, found)
             bar(int((chunk.offset + len(chunk.data)) >> 20), max(1, size >> 20))
     scan.checksum = "blake2b:" + h.hexdigest()
-    if not scan.sentences:
+    if not scan.words:
         raise DataError(f"{source.path}: no sentences (the file is empty or holds only blank lines); "
                         f"expected one sentence per line")
     return scan
@@ -324,7 +323,6 @@ def _add(scan: _Scan, found: text_chunks.ChunkCounts) -> None:
     if found.counts is not None:
         scan.counts.update(found.counts)
     scan.words += found.words
-    scan.sentences += found.sentences
 
 
 def init_hf_worker(tokenizer: str, dtype: str) -> None:
@@ -372,7 +370,7 @@ def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype
     try:
         with open(folder / IDS, "wb") as ids_f, open(folder / DOCS, "wb") as docs_f:
             for scan in scans:
-                n_pos, n_docs = _encode_source(scan, start, dtype, pool, ids_f, docs_f, pos, progress)
+                n_pos, n_docs, sentences = _encode_source(scan, start, dtype, pool, ids_f, docs_f, pos, progress)
                 if n_docs == docs:
                     raise DataError(f"{scan.source.path}: no sentences (the file is empty or holds only blank "
                                     f"lines); expected one sentence per line")
@@ -380,7 +378,7 @@ def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype
                 facts.append(SourceFacts(scan.source.name, os.path.abspath(scan.source.path), scan.source.role,
                                          st.st_size, st.st_mtime_ns, scan.checksum,
                                          scan.read,
-                                         (docs, n_docs), n_pos - pos, scan.words, scan.sentences))
+                                         (docs, n_docs), n_pos - pos, scan.words, sentences))
                 pos, docs = n_pos, n_docs
             np.asarray([pos], dtype=np.int64).tofile(docs_f)
     finally:
@@ -391,9 +389,10 @@ def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype
 
 
 def _encode_source(scan: _Scan, start: int, dtype, pool, ids_f, docs_f, pos: int,
-                   progress: bool) -> Tuple[int, int]:
-    """Append one source's documents; returns (ids, documents) written so far."""
-    docs = docs_f.tell() // 8
+                   progress: bool) -> Tuple[int, int, int]:
+    """Append one source's documents; returns (ids, documents) written so far and the
+    source's sentences."""
+    docs, sentences = docs_f.tell() // 8, 0
     in_doc = False  # the text read so far ends inside a document
     size = scan.limit if scan.limit is not None else os.path.getsize(scan.source.path)
     bar = _bar(scan.source, "encode", progress)
@@ -409,20 +408,21 @@ def _encode_source(scan: _Scan, start: int, dtype, pool, ids_f, docs_f, pos: int
             ids.tofile(ids_f)
             pos += len(ids)
             docs += len(breaks)
+            sentences += enc.sentences
             if enc.sentences:
                 in_doc = not (len(enc.breaks) and enc.breaks[-1] == len(enc.ids))
             elif enc.blank:
                 in_doc = False
             bar(int((chunk.offset + len(chunk.data)) >> 20), max(1, size >> 20))
-    return pos, docs
+    return pos, docs, sentences
 
 
-def _vocab_rows(vocab: Vocabulary, counts: Counter, scans: List[_Scan]) -> List[Tuple[str, int]]:
+def _vocab_rows(vocab: Vocabulary, counts: Counter, facts: List[SourceFacts]) -> List[Tuple[str, int]]:
     """``vocab.txt``'s rows: each word and its training count (``</s>``: the training
     sentences; ``<unk>``: the training words outside the vocabulary)."""
-    train = [s for s in scans if s.source.role == "train"]
+    train = [f for f in facts if f.role == "train"]
     known = sum(counts.get(w, 0) for w in vocab.words[len(SPECIALS):])
-    special = {SPECIALS[0]: sum(s.sentences for s in train), SPECIALS[1]: sum(s.words for s in train) - known}
+    special = {SPECIALS[0]: sum(f.sentences for f in train), SPECIALS[1]: sum(f.words for f in train) - known}
     return [(w, special[w] if w in special else counts.get(w, 0)) for w in vocab.words]
 
 

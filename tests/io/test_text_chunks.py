@@ -101,7 +101,6 @@ def test_counts_and_prefix_cut_match_read_lm_text(sample, size):
     total = sum(len(s) for d in docs for s in d)
     found = [count_chunk(c) for c in read_chunks(sample, size=size)]
     assert sum(f.words for f in found) == total
-    assert sum(f.sentences for f in found) == sum(len(d) for d in docs)
     assert sum((f.counts for f in found), start=type(found[0].counts)()) == \
         type(found[0].counts)(w for d in docs for s in d for w in s)
     # a budget cut inside a chunk keeps the lines read_lm_text keeps with max_words
