@@ -106,7 +106,7 @@ class TrainJob(TrainOptions):
         cfg = self.train_config()
         check_outside_inputs(self.out, named_paths(self, ("config", "init_from")) + [
             (f"{section}.{key}", getattr(getattr(cfg, section), key)) for section, key in
-            (("data", "train"), ("data", "valid"), ("vocab", "file"), ("vocab", "restrict_to"))] + (
+            (("data", "train"), ("data", "valid"), ("data", "weights"), ("vocab", "file"), ("vocab", "restrict_to"))] + (
             [("hf.pretrained", cfg.hf.pretrained), ("hf.tokenizer", cfg.hf.tokenizer)] if cfg.hf else []))
 
     def train_config(self) -> TrainConfig:
