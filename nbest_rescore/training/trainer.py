@@ -342,9 +342,9 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
     streams = streams.to(device)
     steps = _Steps(model, opt, streams, bptt, options, cuda_graph and forward is None, world, forward,
                    start.ranks[world.rank] if start is not None else None)
-    tokens, total, timed_out, preempted = start.tokens if start is not None else 0, sum(seg_tokens), False, False
+    tokens, total, timed_out, preempted = start.tokens if start is not None else 0, int(seg_tokens.sum()), False, False
     for k in range(steps.done, len(seg_tokens)):
-        n = seg_tokens[k]
+        n = int(seg_tokens[k])
         if max_steps is not None and steps.done >= max_steps:
             break
         action = before_step(first_step + steps.done, tokens, steps.sums) if before_step is not None else None
