@@ -166,8 +166,8 @@ class PrepareTextOptions(Options):
                                        "rnnlm-style data directory (NAME.txt per source, dev.txt for validation).",
                                  path={"exists": True})
     valid: Optional[str] = option(None, "The validation text instead of the config's data.valid.", path=_FILE)
-    jobs: Optional[int] = option(None, "Worker processes (default: the cores this process may use).", kind="int",
-                                 range=">= 1")
+    jobs: Optional[int] = option(None, "Worker processes (default: the cores this process may use, at most 8).",
+                                 kind="int", range=">= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,6 +36,9 @@ from ..vocab import SPECIALS, Vocabulary
 
 log = logging.getLogger(__name__)
 
+#: worker processes by default at most (each holds a chunk's words, ~150 MB at peak;
+#: past about this many the one process that reads, hashes and writes is the bound)
+MAX_DEFAULT_JOBS = 8
 #: a file of these names in a data directory is a source (Kaldi rnnlm: ``*.txt``)
 SOURCE_SUFFIXES = (".txt", ".txt.gz")
 
@@ -160,7 +163,8 @@ class Budgets:
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """How to run: ``jobs`` worker processes (None: the usable cores), a progress bar."""
+    """How to run: ``jobs`` worker processes (None: the usable cores, at most
+    :data:`MAX_DEFAULT_JOBS`), a progress bar."""
 
     jobs: Optional[int] = None
     progress: bool = True
@@ -199,7 +203,7 @@ def prepare_text(sources: Tuple[TextSource, ...], encoding, out, budgets: Budget
         log.info("token store %s is up to date: reused", out)
         return open_store(out), True
     check_output_dir(out, FILES, option="--out")
-    jobs = options.jobs or len(os.sched_getaffinity(0))
+    jobs = options.jobs or min(MAX_DEFAULT_JOBS, len(os.sched_getaffinity(0)))
     with _workers(jobs, sources) as pool:
         scans = [_scan(s, budgets.of(s.role), encoding.kind == "words" and s.role == "train", pool, options.progress)
                  for s in sources]
