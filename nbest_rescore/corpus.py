@@ -117,24 +117,31 @@ def deal(documents: Documents, num_streams: int, align: int = 1, max_piece: Opti
     start, n, weight = _pieces(documents, max_piece)
     num_streams = max(1, min(num_streams, len(n)))
     align = max(1, int(align))
-    widths = _compact(-(-n // align) * align)  # columns each piece takes
+    widths = n.astype(np.int64)  # columns each piece takes (in place: one array at a time)
+    widths += align - 1
+    widths //= align
+    widths *= align
+    widths = _compact(widths)
     if seed is None:
         lane = _deal_in_order(widths, num_streams)
         o = np.argsort(lane, kind="stable")
     else:
         rank = np.empty(len(n), dtype=_compact(np.array([len(n)])).dtype)
-        rank[np.random.default_rng(seed).permutation(len(n))] = np.arange(len(n))
+        rank[np.random.default_rng(seed).permutation(len(n))] = np.arange(len(n), dtype=rank.dtype)
         lane = _deal_balanced(widths, num_streams, rank)
         o = np.lexsort((rank, lane))
         del rank
-    lane, widths = lane[o], widths[o]
-    excl = np.cumsum(widths, dtype=np.int64) - widths
+    lane, widths, start, n = lane[o], widths[o], start[o], n[o]
+    weight = None if weight is None else weight[o]
+    del o
+    col = np.cumsum(widths, dtype=np.int64)
+    col -= widths
     first = np.searchsorted(lane, np.arange(num_streams))  # each lane's first piece
-    col = excl - excl[np.minimum(first, max(0, len(o) - 1))][lane] if len(o) else excl
-    length = int(np.bincount(lane, widths, minlength=num_streams).max()) if len(o) else 0
-    del excl, widths
-    return Layout(documents.ids, _compact(start[o], len(documents.ids)), _compact(n[o]), lane, _compact(col, length),
-                  None if weight is None else weight[o], num_streams, length, align)
+    if len(col):
+        col -= col[np.minimum(first, len(col) - 1)][lane]
+    length = int(np.bincount(lane, widths, minlength=num_streams).max()) if len(col) else 0
+    del widths
+    return Layout(documents.ids, start, n, lane, _compact(col, length), weight, num_streams, length, align)
 
 
 def _compact(a: np.ndarray, bound: Optional[int] = None) -> np.ndarray:
@@ -147,9 +154,12 @@ def _compact(a: np.ndarray, bound: Optional[int] = None) -> np.ndarray:
 def _pieces(documents: Documents, max_piece: Optional[int]):
     """(first input, targets, weight) of every piece: the documents of 2 ids or more,
     those longer than ``max_piece`` cut by :func:`split_document`, in document order."""
-    keep = (documents.ends - documents.starts) >= 2
-    start = np.asarray(documents.starts[keep], dtype=np.int64)
-    n = np.asarray((documents.ends - documents.starts)[keep], dtype=np.int64) - 1
+    lengths = documents.ends - documents.starts
+    keep = lengths >= 2
+    n = _compact(lengths[keep])
+    del lengths
+    n -= 1
+    start = _compact(documents.starts[keep], len(documents.ids))
     weight = None if documents.weights is None else documents.weights[keep]
     limit = None if max_piece is None else max(1, max_piece)
     if limit is None or not len(n) or n.max() <= limit:
@@ -161,11 +171,12 @@ def _pieces(documents: Documents, max_piece: Optional[int]):
         cut[i] = np.array([len(p) - 1 for p in split_document(doc, limit)], dtype=np.int64)
         count[i] = len(cut[i])
     first = np.cumsum(count) - count
-    out_start, out_n = np.repeat(start, count), np.repeat(n, count)
+    out_start, out_n = np.repeat(start.astype(np.int64), count), np.repeat(n.astype(np.int64), count)
     for i, lens in cut.items():
         out_start[first[i]:first[i] + len(lens)] = start[i] + np.cumsum(lens) - lens
         out_n[first[i]:first[i] + len(lens)] = lens
-    return out_start, out_n, None if weight is None else np.repeat(weight, count)
+    return (_compact(out_start, len(documents.ids)), _compact(out_n),
+            None if weight is None else np.repeat(weight, count))
 
 
 def _deal_balanced(widths: np.ndarray, num_streams: int, rank: np.ndarray) -> np.ndarray:
@@ -285,8 +296,8 @@ class StoreStreams:
         self.layout, self.device = layout, torch.device(device)
         self.first, self.stop, _ = rows.indices(layout.num_streams)
         self.align = layout.align
-        # ascending (sorted by lane, col): where each (row, column) is found
-        self._keys = layout.lane.astype(np.int64) * (layout.length + 1) + layout.col
+        # each row's pieces: layout.lane is sorted, so row r holds pieces rowptr[r]:rowptr[r + 1]
+        self._rowptr = np.searchsorted(layout.lane, np.arange(layout.num_streams + 1))
         self._served = 0  # segments gathered (every RELEASE_EVERY, the map's pages are released)
 
     @property
@@ -319,7 +330,10 @@ class StoreStreams:
         if not len(lay.n):
             out = [np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, bool), np.zeros(shape, bool)]
         else:
-            p = np.maximum(np.searchsorted(self._keys, rows[:, None] * (lay.length + 1) + cols[None, :], "right") - 1, 0)
+            p = np.zeros(shape, dtype=np.int64)
+            for i, r in enumerate(rows.tolist()):  # (one search per row)
+                p[i] = np.searchsorted(lay.col[self._rowptr[r]:self._rowptr[r + 1]], cols, "right") + self._rowptr[r] - 1
+            np.clip(p, 0, len(lay.n) - 1, out=p)
             off = cols[None, :] - lay.col[p]
             valid = (lay.lane[p] == rows[:, None]) & (off < lay.n[p])
             pos = np.where(valid, lay.start[p] + off, 0)
@@ -338,16 +352,21 @@ class StoreStreams:
         from the layout."""
         lay = self.layout
         count = np.zeros(-(-lay.length // bptt) + 1, dtype=np.int64)
-        a, e = lay.col.astype(np.int64), lay.col.astype(np.int64) + lay.n
-        sa, se = a // bptt, (e - 1) // bptt
-        one, two = sa == se, sa != se
-        np.add.at(count, sa[one], lay.n[one])
-        np.add.at(count, sa[two], (sa[two] + 1) * bptt - a[two])
-        np.add.at(count, se[two], e[two] - se[two] * bptt)
-        full = np.zeros_like(count)
-        np.add.at(full, sa[two] + 1, bptt)
-        np.add.at(full, se[two], -bptt)
-        return (count + np.cumsum(full))[:-1]
+        full = np.zeros_like(count)  # (differences: bptt for each segment a piece covers whole)
+        for b in range(0, len(lay.n), 1 << 18):  # (in blocks: a few small arrays at a time)
+            a = lay.col[b:b + (1 << 18)].astype(np.int64)
+            n = lay.n[b:b + (1 << 18)].astype(np.int64)
+            e = a + n
+            sa, se = a // bptt, (e - 1) // bptt
+            one, two = sa == se, sa != se
+            np.add.at(count, sa[one], n[one])
+            np.add.at(count, sa[two], (sa[two] + 1) * bptt - a[two])
+            np.add.at(count, se[two], e[two] - se[two] * bptt)
+            np.add.at(full, sa[two] + 1, bptt)
+            np.add.at(full, se[two], -bptt)
+        np.cumsum(full, out=full)
+        count += full
+        return count[:-1]
 
 
 #: segments between two releases of a memory map's pages (:func:`release_pages`)
