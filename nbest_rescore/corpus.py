@@ -331,8 +331,9 @@ class StoreStreams:
             out = [np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, bool), np.zeros(shape, bool)]
         else:
             p = np.zeros(shape, dtype=np.int64)
+            at = cols.astype(lay.col.dtype)  # (searched as the layout's dtype: no copy of its columns)
             for i, r in enumerate(rows.tolist()):  # (one search per row)
-                p[i] = np.searchsorted(lay.col[self._rowptr[r]:self._rowptr[r + 1]], cols, "right") + self._rowptr[r] - 1
+                p[i] = np.searchsorted(lay.col[self._rowptr[r]:self._rowptr[r + 1]], at, "right") + self._rowptr[r] - 1
             np.clip(p, 0, len(lay.n) - 1, out=p)
             off = cols[None, :] - lay.col[p]
             valid = (lay.lane[p] == rows[:, None]) & (off < lay.n[p])
