@@ -12,6 +12,7 @@ the documents reversed first (:func:`model_documents`). A set of single sentence
 """
 from __future__ import annotations
 
+import ctypes
 import heapq
 import mmap
 from dataclasses import dataclass
@@ -142,6 +143,16 @@ def deal(documents: Documents, num_streams: int, align: int = 1, max_piece: Opti
     length = int(np.bincount(lane, widths, minlength=num_streams).max()) if len(col) else 0
     del widths
     return Layout(documents.ids, start, n, lane, _compact(col, length), weight, num_streams, length, align)
+
+
+def release_heap() -> None:
+    """Give the memory freed on the C heap back to the system (glibc's ``malloc_trim``;
+    elsewhere nothing): :func:`deal`'s temporary arrays of a few megabytes each come from
+    the heap once larger ones were freed, and would otherwise stay resident."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _compact(a: np.ndarray, bound: Optional[int] = None) -> np.ndarray:

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..config import HF_MODEL, TrainConfig, parse_interval, validate_train_config
-from ..corpus import Documents, StoreStreams, deal, nll_of_streams, run_segment, segment_tokens
+from ..corpus import Documents, StoreStreams, deal, nll_of_streams, release_heap, run_segment, segment_tokens
 from ..errors import DataError
 from ..models import build_model
 from ..models.base import default_adaptive_cutoffs, detach_state
@@ -736,7 +736,9 @@ def epoch_streams(documents, batch_size: int, bptt: int, seed: Optional[int]) ->
     if not isinstance(documents, Documents):  # (encoded arrays, as benchmarks/train_speed.py has them)
         documents = Documents.of(list(documents))
     share = -(-int((documents.ends - documents.starts - 1).sum()) // batch_size)
-    return StoreStreams(deal(documents, batch_size, align=bptt, max_piece=max(bptt, share), seed=seed))
+    streams = StoreStreams(deal(documents, batch_size, align=bptt, max_piece=max(bptt, share), seed=seed))
+    release_heap()  # (the dealing's temporaries: a few integers per document)
+    return streams
 
 
 class _Clocks(NamedTuple):
