@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import heapq
-import mmap
 from dataclasses import dataclass
 from itertools import chain
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -24,6 +23,7 @@ import torch
 from torch import Tensor
 
 from .io.lm_text import reverse_documents
+from .io.token_store import IdRanges
 from .models.base import DIRECTIONS, LanguageModel, State, detach_state, reset_state
 from .vocab import Vocabulary
 
@@ -296,9 +296,14 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
     return materialize(deal(Documents.of(list(documents)), num_streams, align, max_piece, seed))
 
 
+#: segments :meth:`StoreStreams.segment` gathers at once
+BLOCK_SEGMENTS = 64
+
+
 class StoreStreams:
     """The streams of a :class:`Layout`, each segment gathered from the ids when it is
-    used (of a memory-mapped token store only the pages under the segment are read):
+    used (of a token store only the ids under the segment are read, from its file:
+    :class:`~nbest_rescore.io.token_store.IdRanges`):
     the interface of :class:`Streams` (``shape``, ``align``, ``num_tokens``, ``rows``,
     ``to``, ``segment``, ``segment_tokens``). ``segment`` adds the objective weight of
     each column (float32 [B, T]) when the layout has weights."""
@@ -309,7 +314,8 @@ class StoreStreams:
         self.align = layout.align
         # each row's pieces: layout.lane is sorted, so row r holds pieces rowptr[r]:rowptr[r + 1]
         self._rowptr = np.searchsorted(layout.lane, np.arange(layout.num_streams + 1))
-        self._served = 0  # segments gathered (every RELEASE_EVERY, the map's pages are released)
+        self._ids = IdRanges(layout.ids)  # (a store's ids read from its file, not mapped)
+        self._block = None  # (first column, end column, the gathered arrays) of the last block
 
     @property
     def shape(self) -> Tuple[int, int]:
@@ -333,7 +339,19 @@ class StoreStreams:
 
     def segment(self, start: int, width: int) -> Tuple[Tensor, ...]:
         """Columns ``[start, start + width)`` of these rows: (inputs, targets, mask,
-        reset[, weight]) on the device, each [rows, <=width] (no per-token Python)."""
+        reset[, weight]) on the device, each [rows, <=width] (no per-token Python).
+        Gathered :data:`BLOCK_SEGMENTS` segments at a time (one read per row and piece
+        for all of them), as training reads them in order."""
+        length, block = self.layout.length, self._block
+        if block is None or not (block[0] <= start <= block[1] and (start + width <= block[1] or block[1] == length)):
+            stop = min(start + width * BLOCK_SEGMENTS, length)
+            block = self._block = (start, stop, self._gather(start, stop - start))
+        a = start - block[0]
+        return tuple(_to_device(torch.from_numpy(np.ascontiguousarray(x[:, a:a + width])), self.device)
+                     for x in block[2])
+
+    def _gather(self, start: int, width: int) -> List[np.ndarray]:
+        """The columns ``[start, start + width)`` as numpy arrays (:meth:`segment`'s)."""
         lay = self.layout
         cols = np.arange(start, min(start + width, lay.length))
         rows = np.arange(self.first, self.stop)
@@ -348,16 +366,28 @@ class StoreStreams:
             np.clip(p, 0, len(lay.n) - 1, out=p)
             off = cols[None, :] - lay.col[p]
             valid = (lay.lane[p] == rows[:, None]) & (off < lay.n[p])
-            pos = np.where(valid, lay.start[p] + off, 0)
-            out = [np.where(valid, lay.ids[pos], 0).astype(np.int64),
-                   np.where(valid, lay.ids[np.minimum(pos + 1, len(lay.ids) - 1)], 0).astype(np.int64),
-                   valid, valid & (off == 0)]
+            pos = lay.start[p] + off
+            out = [*self._read(p, pos, valid), valid, valid & (off == 0)]
             if lay.weight is not None:
                 out.append(np.where(valid, lay.weight[p], 0).astype(np.float32))
-        self._served += 1
-        if self._served % RELEASE_EVERY == 0:
-            release_pages(lay.ids)
-        return tuple(_to_device(torch.from_numpy(np.ascontiguousarray(a)), self.device) for a in out)
+        return out
+
+    def _read(self, p: np.ndarray, pos: np.ndarray, valid: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(inputs, targets) int64 [rows, cols]: the ids at ``pos`` and one later where
+        ``valid`` (0 elsewhere), one read per row and piece (a row's columns of one piece
+        are consecutive ids)."""
+        inputs, targets = np.zeros(pos.shape, np.int64), np.zeros(pos.shape, np.int64)
+        for i in range(pos.shape[0]):
+            v = valid[i]
+            if not v.any():
+                continue
+            pieces = p[i][v]
+            masks = [v] if pieces[0] == pieces[-1] else [v & (p[i] == q) for q in np.unique(pieces).tolist()]
+            for m in masks:
+                at = pos[i][m]
+                buf = self._ids.read(int(at[0]), int(at[-1]) + 2)
+                inputs[i][m], targets[i][m] = buf[at - at[0]], buf[at - at[0] + 1]
+        return inputs, targets
 
     def segment_tokens(self, bptt: int) -> np.ndarray:
         """int64 [segments]: real target tokens of each [B, bptt] segment of all rows,
@@ -379,23 +409,6 @@ class StoreStreams:
         np.cumsum(full, out=full)
         count += full
         return count[:-1]
-
-
-#: segments between two releases of a memory map's pages (:func:`release_pages`)
-RELEASE_EVERY = 128
-
-
-def release_pages(ids: np.ndarray) -> None:
-    """Drop this process's mapping of the pages of the memory map under ``ids`` (a
-    ``numpy.memmap`` or a view of one; anything else: nothing): they stay in the page
-    cache and come back on the next read, but no longer count in the process's resident
-    memory, which would otherwise grow to the store's size over an epoch."""
-    base = ids
-    while base is not None and not isinstance(base, np.memmap):
-        base = getattr(base, "base", None)
-    mm = getattr(base, "_mmap", None)
-    if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-        mm.madvise(mmap.MADV_DONTNEED)
 
 
 def _to_device(t: Tensor, device: torch.device) -> Tensor:

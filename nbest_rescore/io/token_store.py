@@ -168,6 +168,39 @@ def _read_vocab(path: Path) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
     return tuple(r[0] for r in rows), tuple(int(r[1]) for r in rows)
 
 
+class IdRanges:
+    """Ranges of an id array read as they are needed: where the array is a store's
+    memory map (or that map reversed, as a backward model reads it), by ``os.pread`` from
+    its file, so that nothing of the file is mapped into the process (a mapped page
+    counts in the resident memory until it is unmapped, and the page cache may map a
+    whole large folio, up to 2 MB, for one page read); else by slicing."""
+
+    def __init__(self, ids: np.ndarray):
+        self.ids, self.n = ids, len(ids)
+        self.file, self.reverse, self._fd = None, False, None
+        name = getattr(ids, "filename", None)
+        if isinstance(ids, np.memmap) and name and ids.itemsize:
+            step = ids.strides[0] // ids.itemsize if ids.strides else 0
+            whole = (os.path.getsize(name) - ids.offset) // ids.itemsize == self.n
+            if step in (1, -1) and whole:
+                self.file, self.reverse = (name, int(ids.offset)), step == -1
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """``ids[lo:hi]`` (a new array)."""
+        if self.file is None:
+            return np.array(self.ids[lo:hi])
+        a, b = (self.n - hi, self.n - lo) if self.reverse else (lo, hi)
+        if self._fd is None:
+            self._fd = os.open(self.file[0], os.O_RDONLY)
+        size = self.ids.itemsize
+        out = np.frombuffer(os.pread(self._fd, (b - a) * size, self.file[1] + a * size), dtype=self.ids.dtype)
+        return out[::-1] if self.reverse else out
+
+    def __del__(self):
+        if self._fd is not None:
+            os.close(self._fd)
+
+
 def source_changes(facts: SourceFacts) -> Optional[str]:
     """None when the source file is as prepared: same size and modification time, or
     else the same checksum; otherwise what differs (one phrase). A file that no longer
