@@ -319,7 +319,7 @@ def time_ours(model, opt, streams, args, options) -> Run:
                               log_interval=args.log_interval, cuda_graph=not args.no_cuda_graph)
     if args.warmup:
         run(args.warmup)
-    stats, dt = _timed(streams.inputs.device, lambda: run(args.steps))
+    stats, dt = _timed(streams.device, lambda: run(args.steps))
     if stats.steps != args.steps:
         raise RuntimeError(f"train_segments ran {stats.steps} updates, not --steps {args.steps}: "
                            f"too few segments (raise --max-words)")
@@ -397,17 +397,22 @@ def word_id_counts(vocab: Vocabulary, counts: Counter, sentences: int) -> List[i
 
 
 def live_segments(streams, bptt: int) -> int:
-    """Segments from the start of the toolkit's streams before the first stream ends."""
-    m = streams.mask
-    end = m.shape[1] - torch.flip(m, [1]).to(torch.int8).argmax(1)  # [B]: column after the last real token
+    """Segments from the start of the toolkit's streams (:class:`~nbest_rescore.corpus.StoreStreams`
+    or, in memory, ``Streams``) before the first stream ends."""
+    if not hasattr(streams, "layout"):  # (streams in memory: make_streams)
+        m = streams.mask
+        return int((m.shape[1] - torch.flip(m, [1]).to(torch.int8).argmax(1)).min()) // bptt
+    lay = streams.layout
+    end = np.zeros(lay.num_streams, dtype=np.int64)  # [B]: column after the last real token
+    np.maximum.at(end, lay.lane, lay.col.astype(np.int64) + lay.n)
     return int(end.min()) // bptt
 
 
 def check_enough(ap, args, streams, have: dict) -> None:
     """Error out (exit 2) unless there are ``--batch-size`` streams and every loop has
     the segments a run needs."""
-    if streams.inputs.shape[0] != args.batch_size:
-        ap.error(f"--max-words {args.max_words} gives {streams.inputs.shape[0]} documents, fewer than the "
+    if streams.shape[0] != args.batch_size:
+        ap.error(f"--max-words {args.max_words} gives {streams.shape[0]} documents, fewer than the "
                  f"--batch-size {args.batch_size} streams; raise --max-words")
     have = {"the toolkit's streams": live_segments(streams, args.bptt), **have}
     need = needed_segments(args)

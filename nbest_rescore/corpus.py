@@ -252,6 +252,11 @@ class Streams:
         return tuple(self.inputs.shape)
 
     @property
+    def device(self) -> torch.device:
+        """Where the tensors are."""
+        return self.inputs.device
+
+    @property
     def num_tokens(self) -> int:
         """Number of real (unpadded) target tokens."""
         return int(self.mask.sum())

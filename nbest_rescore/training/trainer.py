@@ -379,7 +379,7 @@ class _Steps:
         self.world, self.forward, self.done = world, forward, 0
         self.aligned = streams.align == bptt
         b, length = streams.shape
-        device = streams.device if isinstance(streams, StoreStreams) else streams.inputs.device
+        device = streams.device
         weighted = isinstance(streams, StoreStreams) and streams.layout.weight is not None
         capture = cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0 and not weighted
         self.graph = _graphed_step(model, opt, b, bptt, options) if capture else None
