@@ -204,7 +204,7 @@ def prepare_text(sources: Tuple[TextSource, ...], encoding, out, budgets: Budget
         return open_store(out), True
     check_output_dir(out, FILES, option="--out")
     jobs = options.jobs or min(MAX_DEFAULT_JOBS, len(os.sched_getaffinity(0)))
-    with _workers(jobs, sources) as pool:
+    with _workers(jobs, sources, budgets) as pool:
         scans = [_scan(s, budgets.of(s.role), encoding.kind == "words" and s.role == "train", pool, options.progress)
                  for s in sources]
         counts = sum((s.counts for s in scans if s.source.role == "train"), Counter())
@@ -233,11 +233,17 @@ def _up_to_date(out, settings: dict) -> bool:
     return all(os.path.exists(f.path) and source_changes(f) is None for f in facts)
 
 
+#: bytes a word takes at most in the estimate of how much of a text a word budget reads
+BUDGET_BYTES_PER_WORD = 16
+
+
 @contextlib.contextmanager
-def _workers(jobs: int, sources) -> Iterator[Optional[multiprocessing.pool.Pool]]:
+def _workers(jobs: int, sources, budgets: Budgets) -> Iterator[Optional[multiprocessing.pool.Pool]]:
     """A pool of ``jobs`` processes (:func:`_pool`), or None (work in this process) for
-    one job or texts of at most one chunk."""
-    sizes = [os.path.getsize(s.path) for s in sources]
+    one job or when no text needs more than one chunk read (a word budget reads at most
+    about :data:`BUDGET_BYTES_PER_WORD` bytes a word)."""
+    sizes = [min(os.path.getsize(s.path), BUDGET_BYTES_PER_WORD * budgets.of(s.role))
+             if budgets.of(s.role) else os.path.getsize(s.path) for s in sources]
     if jobs <= 1 or max(sizes, default=0) <= text_chunks.CHUNK_BYTES:
         yield None
         return
