@@ -163,6 +163,7 @@ def frontier(scorer, lists, init) -> dict:
     (``CHUNK_UTTS`` lists each, all from the initial state): most state rows kept at
     once, their MB, the forests' node count, their largest group of hypotheses and the
     most rows of one model call (the batch size, or fewer where a tree level is narrower)."""
+    from nbest_rescore.rescoring.history_graph import scoring_graph
     from nbest_rescore.rescoring.prefix_tree import frontier_rows, plan_segments
 
     rows_max, nodes, group_max, call_max = 0, 0, 0, 0
@@ -171,7 +172,8 @@ def frontier(scorer, lists, init) -> dict:
     for a in range(0, len(utts), CHUNK_UTTS):
         seqs = scorer.encode([h for u in utts[a:a + CHUNK_UTTS] for h in u.hyps])
         for sl, forest in scorer.tree_forests(init, [0] * len(seqs), seqs):
-            plans = plan_segments(forest, scorer.vocab.eos, scorer.batch_size, scorer.max_tokens,
+            graph = scoring_graph(forest, scorer.vocab.eos, scorer.max_ngram_order)
+            plans = plan_segments(graph, scorer.vocab.eos, scorer.batch_size, scorer.max_tokens,
                                   scorer.max_segment)
             rows_max = max(rows_max, frontier_rows(plans))
             call_max = max([call_max] + [len(c.src) for chunks in plans for c in chunks])

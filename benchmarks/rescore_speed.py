@@ -255,7 +255,7 @@ def lm_positions(path, lists, vocab, history="none"):
     are not counted)."""
     from kaldi_style import KaldiStyleScorer
 
-    from nbest_rescore.rescoring.prefix_tree import build_forest
+    from nbest_rescore.rescoring.prefix_forest import build_forest
 
     utts = lists.utterances
     if path == KALDI_STYLE:

@@ -147,7 +147,8 @@ def main(ctx, verbose, seed, log_file):
 _no_progress = click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 _SCORE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest acoustic_scale "
           "word_ins_penalty out ref lm_weight interp nn_weights weights_file ngram_arpa history skip_confident "
-          "prune_mass device batch_size max_tokens span_hyps scoring output quantize dtype softmax_impl threads")
+          "prune_mass device batch_size max_tokens span_hyps scoring output quantize dtype softmax_impl max_ngram_order "
+          "threads")
 _CACHE = "cache_size cache_theta cache_lambda"
 _HF = "context_tokens trust_remote_code allow_pickle"
 _TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest acoustic_scale "

@@ -352,6 +352,10 @@ class LanguageModel(nn.Module):
     #: a row's outputs depend on the width T of its call (attention over a segment): scoring
     #: reads rows of different lengths in separate calls (:mod:`.rows`)
     width_dependent: ClassVar[bool] = False
+    #: the state summarises the history in fixed-size recurrent vectors, so histories that
+    #: end in the same words may share one (``score --max-ngram-order``,
+    #: :mod:`~nbest_rescore.rescoring.history_graph`); False for a window of exact past positions
+    merges_histories: ClassVar[bool] = True
     #: set by the N-best scorer: computations that would round a row according to its batch
     #: take their slower row-by-row form (the neural cache's scores; :mod:`.rows`)
     row_invariant: bool = False

@@ -110,6 +110,7 @@ class TransformerLM(LanguageModel):
 
     summary = "causal transformer over a sliding window of W positions (beyond the papers)"
     width_dependent = True  # attention over the M + T keys of a call
+    merges_histories = False  # its state is the window of the last positions' keys and values
 
     Config = TransformerConfig
 

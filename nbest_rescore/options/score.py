@@ -168,6 +168,11 @@ class ScorerOptions(Options):
         "fused", "The exact full softmax: fused = in vocabulary blocks with an online log-sum-exp (no [positions, V] "
                  "matrix); plain = log_softmax of the whole product (for comparison; the same costs to about 1e-6 "
                  "nats). Adaptive-softmax models ignore it.", choices=SOFTMAX_IMPLS)
+    max_ngram_order: Optional[int] = option(
+        None, "History merging (Kaldi's --max-ngram-order of lmrescore_rnnlm_lat.sh): within a list, prefixes whose "
+              "last K - 1 words agree share one LM state, as lattice rescoring merges RNN LM histories; fewer LM "
+              "positions, approximate costs. Recurrent LMs with --scoring tree only. tune --order-budget picks K. "
+              "Default: exact scoring.", kind="int", range=">= 2", example=4)
 
 
 @dataclass(frozen=True, kw_only=True)

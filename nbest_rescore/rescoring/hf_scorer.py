@@ -13,7 +13,7 @@ Modes (``--scoring``), the same costs to float rounding:
 
 * ``tree`` (default): per pass, several utterances' contexts are run once (left-padded
   rows, their key/value cache kept); then the prefix tree of each utterance's
-  hypotheses (:func:`~.prefix_tree.build_forest` over token ids, every distinct prefix
+  hypotheses (:func:`~.prefix_forest.build_forest` over token ids, every distinct prefix
   one position) is run in one row after its context, each node attending to the
   context and its own ancestors only (a 4-D attention mask; positions = context length
   + depth). The context is thus computed once per utterance and shared by all its
@@ -47,7 +47,7 @@ from ..models.hf import HfLM
 from ..options import ScorerOptions
 from .batching import budget_batches
 from .hf_context import ContextTokens, TextContext, fit_row
-from .prefix_tree import build_forest, path_sums
+from .prefix_forest import build_forest, path_sums
 from .scorer import check_device, runnable_dtype
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,9 @@ def check_hf_options(device, options: ScorerOptions) -> None:
     if options.output != "softmax":
         raise DataError("--output self-normalized needs a model trained for it; an hf: LM has a full softmax: "
                         "use --output softmax")
+    if options.max_ngram_order is not None:
+        raise DataError(f"--max-ngram-order {options.max_ngram_order} merges recurrent LM states; an hf: LM's state "
+                        f"is its past keys and values, which histories cannot share: drop --max-ngram-order")
     check_device(device, options)
 
 

@@ -1,24 +1,23 @@
-"""Prefix trees of N-best hypotheses: each distinct prefix is run through the LM once.
+"""Scoring a forest of hypotheses: every LM state of its :class:`~.history_graph.ScoringGraph`
+read once, in batched model calls.
 
 For the hypotheses handed to :meth:`NnScorer.costs <nbest_rescore.rescoring.scorer.NnScorer.costs>`
-:func:`build_forest` makes one tree per start-state row: node = a distinct prefix
-``w_1 .. w_k``, root = the empty prefix. Every node is read by the LM exactly once (the
-root reads ``</s>``, any other node its last word) and its output distribution gives
-log P(w | prefix) for the words of its children and log P(``</s>`` | prefix) for the
-hypotheses that end there; a hypothesis' cost is minus the sum along its path. This is
-the batching of ``000`` chapter 5 (hypotheses of an utterance share a start state) with
-every shared prefix computed once (2.7x fewer positions than the lists on abc-nbest
-dev; docs/performance.md).
+:func:`~.prefix_forest.build_forest` makes one prefix tree per start-state row and
+:func:`~.history_graph.scoring_graph` the states the LM reads of it: every distinct
+prefix (exact), or one per history of the last K - 1 words (``max_ngram_order`` K). Each
+state node is read once (a root reads ``</s>``, any other node its last word) and its
+output distribution gives log P(w | state) for the (state, word) pairs of the graph; a
+hypothesis' cost is minus the sum along its path.
 
-:func:`score_forest` walks the forest level by level with batched model calls, states
-gathered from the parent nodes (:func:`~nbest_rescore.models.base.select_state`) and
-kept only for the current frontier. A chain of nodes with one child each can be read
+:func:`score_forest` walks the forest of states level by level with batched model calls,
+states gathered from the parent nodes (:func:`~nbest_rescore.models.base.select_state`)
+and kept only for the current frontier. A chain of nodes with one child each can be read
 as one multi-token *segment* (``max_segment`` > 1): fewer, longer calls with padding,
 for a large fixed cost per call (a GPU); ``max_segment = 1`` is the fastest on CPU.
 Only ``model(tokens, state, lengths)`` and ``model.logits`` are used (a ``logits``
 returning log-probabilities is fine).
 
-Output layer (the variants: :mod:`.scorer`): only the (node, word) pairs are scored.
+Output layer (the variants: :mod:`.scorer`): only the (state, word) pairs are scored.
 The exact layers (``model.log_probs_at``) queue the features of successive levels and
 score them once :data:`OUTPUT_ROWS` nodes are pending (products on hundreds of rows);
 ``softmax_impl = "plain"`` takes ``log_softmax`` of the whole [rows, V] product per
@@ -27,8 +26,7 @@ call; ``self_normalized`` the pairs' target logits (O(D) per pair).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -36,96 +34,8 @@ import torch
 from ..models.base import LanguageModel, State, cat_states, select_state
 from ..models.rows import pad_rows
 from .batching import invariant_forward
-
-
-@dataclass(frozen=True)
-class PrefixForest:
-    """Prefix trees over hypotheses, nodes numbered breadth-first.
-
-    Nodes of depth d (prefixes of d words) are contiguous, ordered by (parent, word);
-    so the children of a node are contiguous and parents come before their children.
-
-    Attributes:
-        parent: int64 [N] parent node, -1 for roots.
-        word: int64 [N] the token the LM reads at the node: its last word, ``</s>`` for
-            roots.
-        row: int64 [N] start-state row of the node's tree.
-        level_offsets: int64 [D + 2] nodes of depth d are ``level_offsets[d] ..
-            level_offsets[d + 1] - 1`` (D = longest hypothesis).
-        child_start: int64 [N + 1] children of node n are ``child_start[n] ..
-            child_start[n + 1] - 1``.
-        end_node: int64 [H] node at which each hypothesis ends (its full prefix).
-        num_list_tokens: positions the hypotheses hold one by one (sum of n + 1).
-    """
-
-    parent: np.ndarray
-    word: np.ndarray
-    row: np.ndarray
-    level_offsets: np.ndarray
-    child_start: np.ndarray
-    end_node: np.ndarray
-    num_list_tokens: int
-
-    @property
-    def num_nodes(self) -> int:
-        """Tree nodes = LM input positions when scoring with the forest."""
-        return len(self.parent)
-
-    @property
-    def num_trees(self) -> int:
-        return int(self.level_offsets[1])
-
-    @property
-    def depth(self) -> np.ndarray:
-        """int64 [N] number of words of each node's prefix."""
-        return np.repeat(np.arange(len(self.level_offsets) - 1), np.diff(self.level_offsets))
-
-    @property
-    def num_children(self) -> np.ndarray:
-        return np.diff(self.child_start)
-
-
-def build_forest(seqs: Sequence[Sequence[int]], rows: Sequence[int], eos: int) -> PrefixForest:
-    """The :class:`PrefixForest` of ``seqs`` ([H] word-id sequences without ``</s>``;
-    empty ones and duplicates allowed, duplicates end at the same node), one tree per
-    distinct start-state row of ``rows`` [H]; roots read ``eos``. One numpy pass per
-    depth (no Python loop over tokens apart from flattening the sequences)."""
-    h = len(seqs)
-    if len(rows) != h:
-        raise ValueError(f"{h} hypotheses but {len(rows)} start rows")
-    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=h)
-    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
-    starts = np.cumsum(lens) - lens
-    span = int(max(flat.max(initial=0), eos)) + 1
-    roots, node_of = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
-    node_of = node_of.astype(np.int64).reshape(-1)
-    parents: List[np.ndarray] = [np.full(len(roots), -1, dtype=np.int64)]
-    words: List[np.ndarray] = [np.full(len(roots), eos, dtype=np.int64)]
-    offsets = [0, len(roots)]
-    end_node = node_of.copy()  # empty hypotheses end at their root
-    active = np.flatnonzero(lens > 0)
-    depth = 1
-    while len(active):
-        key = node_of[active] * span + flat[starts[active] + depth - 1]
-        uniq, inv = np.unique(key, return_inverse=True)
-        node_of[active] = offsets[-1] + inv.reshape(-1)
-        parents.append(uniq // span)
-        words.append(uniq % span)
-        offsets.append(offsets[-1] + len(uniq))
-        done = lens[active] == depth
-        end_node[active[done]] = node_of[active[done]]
-        active = active[~done]
-        depth += 1
-    parent = np.concatenate(parents)
-    n_roots = len(roots)
-    child_start = n_roots + np.searchsorted(parent[n_roots:], np.arange(len(parent) + 1)).astype(np.int64)
-    row = np.empty(len(parent), dtype=np.int64)
-    row[:n_roots] = roots
-    for d in range(1, len(offsets) - 1):
-        a, b = offsets[d], offsets[d + 1]
-        row[a:b] = row[parent[a:b]]
-    return PrefixForest(parent, np.concatenate(words), row, np.asarray(offsets, dtype=np.int64),
-                        child_start, end_node, int(lens.sum()) + h)
+from .history_graph import ScoringGraph
+from .prefix_forest import PrefixForest, ranges
 
 
 @dataclass
@@ -150,16 +60,10 @@ class _Chunk:
     g_dst: np.ndarray
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each (s, c)."""
-    total = int(counts.sum())
-    base = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    return base + np.arange(total, dtype=np.int64)
-
-
-def plan_segments(forest: PrefixForest, eos: int, max_rows: int, max_tokens: int,
+def plan_segments(graph: ScoringGraph, eos: int, max_rows: int, max_tokens: int,
                   max_segment: int = 1) -> List[List[_Chunk]]:
-    """Cut the forest into segments and the segments into model calls, level by level.
+    """Cut the forest of states of ``graph`` into segments and the segments into model
+    calls, level by level.
 
     A segment is a chain of nodes, each (but the last) with exactly one child, at most
     ``max_segment`` long; it starts from the state after its parent segment (the
@@ -171,9 +75,8 @@ def plan_segments(forest: PrefixForest, eos: int, max_rows: int, max_tokens: int
     if max_rows < 1 or max_tokens < 1 or max_segment < 1:
         raise ValueError(f"max_rows, max_tokens, max_segment must be >= 1, got "
                          f"{max_rows}, {max_tokens}, {max_segment}")
+    forest = graph.states
     sg = _Segments.of(forest, max_segment)
-    is_end = np.zeros(forest.num_nodes, dtype=bool)
-    is_end[forest.end_node] = True
     plans: List[List[_Chunk]] = []
     kept_pos = np.full(len(sg.length), -1, dtype=np.int64)  # row of a segment's end state in its level's kept states
     for lev in range(int(sg.level.max(initial=-1)) + 1):
@@ -189,7 +92,7 @@ def plan_segments(forest: PrefixForest, eos: int, max_rows: int, max_tokens: int
             keep_rows = np.flatnonzero(sg.has_child[cs])
             kept_pos[cs[keep_rows]] = n_kept + np.arange(len(keep_rows))
             n_kept += len(keep_rows)
-            chunks.append(_chunk(forest, sg, cs, t, src, keep_rows, is_end, eos))
+            chunks.append(_chunk(graph, sg, cs, t, src, keep_rows, eos))
         plans.append(chunks)
     return plans
 
@@ -241,30 +144,29 @@ class _Segments:
         return _Segments(order, first, length, level[:n_seg], start_node, seg_parent, has_child, nchild)
 
 
-def _chunk(forest: PrefixForest, sg: _Segments, cs: np.ndarray, t: int, src: np.ndarray, keep_rows: np.ndarray,
-           is_end: np.ndarray, eos: int) -> _Chunk:
+def _chunk(graph: ScoringGraph, sg: _Segments, cs: np.ndarray, t: int, src: np.ndarray, keep_rows: np.ndarray,
+           eos: int) -> _Chunk:
     """The model call of the segments ``cs`` (the longest ``t`` tokens) from the
-    state rows ``src``, keeping the end states of the rows ``keep_rows``."""
+    state rows ``src``, keeping the end states of the rows ``keep_rows``; it gathers the
+    (state, word) pairs of its nodes."""
     rows, lens = len(cs), sg.length[cs]
-    nodes = sg.order[_ranges(sg.first[cs], lens)]
+    nodes = sg.order[ranges(sg.first[cs], lens)]
     tokens = np.full((rows, t), eos, dtype=np.int64)
     r_idx = np.repeat(np.arange(rows), lens)
     t_idx = np.arange(len(nodes)) - np.repeat(np.cumsum(lens) - lens, lens)
-    tokens[r_idx, t_idx] = forest.word[nodes]
+    tokens[r_idx, t_idx] = graph.states.word[nodes]
     uniform = bool((lens == t).all())
-    counts = sg.num_children[nodes]
-    c_pos = np.repeat(np.arange(len(nodes)), counts)
-    c_ids = _ranges(forest.child_start[nodes], counts)
-    e_pos = np.flatnonzero(is_end[nodes])
+    counts = graph.pair_start[nodes + 1] - graph.pair_start[nodes]
+    pairs = ranges(graph.pair_start[nodes], counts)
     return _Chunk(
         tokens=tokens,
         lengths=None if uniform else lens.astype(np.int64),
         valid=None if uniform else r_idx * t + t_idx,
         src=src,
         keep=None if len(keep_rows) == rows else keep_rows,
-        g_pos=np.concatenate([c_pos, e_pos]),
-        g_word=np.concatenate([forest.word[c_ids], np.full(len(e_pos), eos, dtype=np.int64)]),
-        g_dst=np.concatenate([c_ids, forest.num_nodes + nodes[e_pos]]))
+        g_pos=np.repeat(np.arange(len(nodes)), counts),
+        g_word=graph.pair_word[pairs],
+        g_dst=pairs)
 
 
 def frontier_rows(plans: List[List[_Chunk]]) -> int:
@@ -276,59 +178,52 @@ def frontier_rows(plans: List[List[_Chunk]]) -> int:
     return max((a + b for a, b in zip([0] + kept, kept)), default=0)
 
 
-def path_sums(forest: PrefixForest, node_logp: np.ndarray) -> np.ndarray:
-    """float64 [H]: the sum of ``node_logp`` (float64 [N], e.g. log P(word of n | parent
-    prefix) in nats, 0 for roots) along each hypothesis' path from its root to its
-    end node, one numpy pass per depth."""
-    cum = node_logp.copy()
-    offs = forest.level_offsets
-    for d in range(1, len(offs) - 1):
-        a, b = offs[d], offs[d + 1]
-        cum[a:b] += cum[forest.parent[a:b]]
-    return cum[forest.end_node]
-
-
-def path_costs(forest: PrefixForest, logp: np.ndarray) -> np.ndarray:
-    """Hypothesis costs float64 [H] (negated natural-log probabilities, words + ``</s>``)
-    from ``logp`` float64 [2N]: ``logp[n]`` = log P(word of n | parent prefix) (0 for
-    roots), ``logp[N + n]`` = log P(``</s>`` | prefix n) (read where a hypothesis ends)."""
-    n = forest.num_nodes
-    return -(path_sums(forest, logp[:n]) + logp[n + forest.end_node])
-
-
 def _adaptive_pairs(model: LanguageModel) -> bool:
     """Whether the model's own output layer is the adaptive softmax (a wrapper that
     overrides ``logits``, e.g. the neural cache, is scored through its ``logits``)."""
     return getattr(model, "adaptive", None) is not None and type(model).logits is LanguageModel.logits
 
 
-def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos: int,
+def score_forest(model: LanguageModel, graph: ScoringGraph, states: State, eos: int,
                  max_rows: int = 256, max_tokens: int = 8192, max_segment: int = 1,
                  self_normalized: bool = False) -> np.ndarray:
-    """NN costs of the forest's hypotheses, each node read once.
+    """NN costs of the graph's hypotheses, each state node read once:
+    ``graph.costs`` of :func:`pair_log_probs` (same arguments).
+
+    Returns:
+        float64 [H] negated natural-log probabilities (words + ``</s>``), summed in
+        float64 from float32 log-probabilities (negated sums of target logits when
+        ``self_normalized``).
+    """
+    return graph.costs(pair_log_probs(model, graph, states, eos, max_rows, max_tokens, max_segment, self_normalized))
+
+
+def pair_log_probs(model: LanguageModel, graph: ScoringGraph, states: State, eos: int,
+                   max_rows: int = 256, max_tokens: int = 8192, max_segment: int = 1,
+                   self_normalized: bool = False) -> np.ndarray:
+    """The log-probabilities of the graph's (state, word) pairs.
 
     Args:
         model: the LM (eval mode; call under ``torch.inference_mode``).
-        forest: from :func:`build_forest`; ``forest.row`` indexes ``states``.
+        graph: from :func:`~.history_graph.scoring_graph`; ``graph.states.row`` indexes ``states``.
         states: start states, batch U, on the model's device.
         eos: id of ``</s>``.
         max_rows, max_tokens, max_segment: see :func:`plan_segments`.
         self_normalized: the target words' logits as log-probabilities (see the
             module docstring; the adaptive softmax is exact either way).
     Returns:
-        float64 [H] negated natural-log probabilities (words + ``</s>``), summed in
-        float64 from float32 log-probabilities (negated sums of target logits when
-        ``self_normalized``).
+        float64 [P] natural-log probabilities of the pairs (float32 values; target
+        logits when ``self_normalized``).
     """
     device = states[0].device if states else next(model.parameters()).device
-    buf = torch.zeros(2 * forest.num_nodes, dtype=torch.float64, device=device)  # float64: the fused layer's values
+    buf = torch.zeros(graph.num_pairs, dtype=torch.float64, device=device)  # float64: the fused layer's values
 
     def dev(a):
         return torch.from_numpy(a).to(device, non_blocking=True)
 
     output = _output_layer(model, buf, dev, self_normalized, max_rows)
     prev = states
-    for chunks in plan_segments(forest, eos, max_rows, max_tokens, max_segment):
+    for chunks in plan_segments(graph, eos, max_rows, max_tokens, max_segment):
         parts = []
         for c in chunks:
             # chains: lengths always (also where T = 1), so that a segment takes the same (packed)
@@ -346,12 +241,12 @@ def score_forest(model: LanguageModel, forest: PrefixForest, states: State, eos:
                 parts.append(select_state(out.state, dev(c.keep)))
         prev = cat_states(parts) if parts else prev
     output.flush()
-    return path_costs(forest, buf.double().cpu().numpy())
+    return buf.double().cpu().numpy()
 
 
 def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
     """The output layer of :func:`score_forest`, writing the log-probabilities of each
-    call's gathered (node, word) pairs into ``buf``: :class:`_PendingOutput` for the
+    call's gathered (state, word) pairs into ``buf``: :class:`_PendingOutput` for the
     adaptive or the fused full softmax, else :class:`_PerCall`."""
     if _adaptive_pairs(model) or (not self_normalized and model.fused_output_active()):
         return _PendingOutput(model, buf, dev)

@@ -35,7 +35,9 @@ from ..options import DTYPES, OUTPUTS, QUANTIZE, SCORING_MODES, ScorerOptions  #
 from ..models.quantize import bfloat16_output_layer, cast_for_inference, cpu_has_fast_bfloat16, quantize_dynamic_int8
 from ..vocab import Vocabulary
 from .batching import invariant_forward, make_batches
-from .prefix_tree import PrefixForest, build_forest, score_forest
+from .history_graph import scoring_graph
+from .prefix_forest import PrefixForest, build_forest
+from .prefix_tree import score_forest
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,22 @@ def check_device(device, options: ScorerOptions) -> None:
     if dtype == "float16" and kind == "cpu":
         raise DataError("--dtype float16 is for CUDA only (half-precision CPU kernels are slow or missing): "
                         "use --dtype bfloat16 on the CPU, or --device cuda")
+
+
+def check_history_merging(model: LanguageModel, options: ScorerOptions) -> None:
+    """Refuse ``max_ngram_order`` (history merging, :mod:`.history_graph`) where it cannot
+    run: a scoring mode other than ``tree``, or a model whose state is not a fixed-size
+    recurrent state (``model.merges_histories`` False: the transformer). Raises DataError."""
+    order = options.max_ngram_order
+    if order is None:
+        return
+    if options.scoring != "tree":
+        raise DataError(f"--max-ngram-order {order} merges histories in the prefix tree, but --scoring is "
+                        f"{options.scoring}: use --scoring tree, or drop --max-ngram-order for exact costs")
+    if not getattr(model, "merges_histories", True):
+        raise DataError(f"--max-ngram-order {order}: the {model.name} LM's state is a window of exact past positions, "
+                        f"not a fixed-size recurrent state, so histories cannot share it: drop --max-ngram-order "
+                        f"(exact scoring)")
 
 
 def runnable_dtype(dtype: str, device) -> str:
@@ -104,8 +122,8 @@ class NnScorer:
         device: torch device (see :func:`nbest_rescore.device.resolve_device`).
         options: the knobs (:class:`~nbest_rescore.options.ScorerOptions`: ``batch_size``,
             ``max_tokens``, ``scoring`` (:data:`SCORING_MODES`), ``output``, ``quantize``,
-            ``dtype``, ``softmax_impl``, each described there and in the module
-            docstring); None: the defaults. Costs are float64 sums of float32 values
+            ``dtype``, ``softmax_impl``, ``max_ngram_order`` (:mod:`.history_graph`), each
+            described there and in the module docstring); None: the defaults. Costs are float64 sums of float32 values
             whatever the dtype.
         **knobs: ScorerOptions fields given one by one instead (or over ``options``);
             ``mode`` is ``scoring``.
@@ -120,8 +138,9 @@ class NnScorer:
             trained without ``optim.self_norm_weight > 0``.
     Raises:
         ValueError: unknown mode, or max_segment below 1.
-        DataError: a knob out of range or not one of its choices, or an impossible
-            quantize/dtype/device combination (:func:`check_inference_options`).
+        DataError: a knob out of range or not one of its choices, an impossible
+            quantize/dtype/device combination (:func:`check_inference_options`), or
+            ``max_ngram_order`` where histories cannot merge (:func:`check_history_merging`).
     """
 
     def __init__(self, model: LanguageModel, vocab: Vocabulary, device="cpu", options: Optional[ScorerOptions] = None,
@@ -131,6 +150,7 @@ class NnScorer:
         if max_segment < 1:
             raise ValueError(f"max_segment must be >= 1, got {max_segment}")
         check_device(device, opts)
+        check_history_merging(model, opts)
         output, quantize, dtype, softmax_impl = opts.output, opts.quantize, opts.dtype, opts.softmax_impl
         model = model.to(device).eval()
         if quantize == "int8":
@@ -157,6 +177,9 @@ class NnScorer:
         self.state_budget_bytes = state_budget_bytes
         self.mode = opts.scoring
         self.max_segment = max_segment
+        self.max_ngram_order = opts.max_ngram_order
+        #: LM input positions read by :meth:`costs` so far (``tree``: the state nodes read)
+        self.positions = 0
 
     @property
     def direction(self) -> str:
@@ -170,7 +193,8 @@ class NnScorer:
         return {"direction": self.direction, "mode": self.mode, "output": self.output,
                 "quantize": self.quantize, "dtype": self.dtype, "dtype_scope": self.dtype_scope,
                 "softmax_impl": self.softmax_impl,
-                "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment}
+                "batch_size": self.batch_size, "max_tokens": self.max_tokens, "max_segment": self.max_segment,
+                "max_ngram_order": self.max_ngram_order}
 
     def word_stats(self, counts) -> dict:
         """The vocabulary's coverage of the list words ``counts`` (word -> occurrences):
@@ -215,6 +239,7 @@ class NnScorer:
         :func:`~.batching.invariant_forward`, the real positions scored by the output layer
         the tree uses (``model.log_probs_at`` or the target logits), batch-invariant."""
         out = np.zeros(len(seqs), dtype=np.float64)
+        self.positions += sum(len(s) + 1 for s in seqs)
         for batch in make_batches(seqs, rows, self.vocab.eos, self.batch_size, self.max_tokens, sort):
             st = select_state(states, batch.rows.to(self.device))
             res = invariant_forward(self.model, batch.inputs.to(self.device), st, batch.lengths)
@@ -240,7 +265,7 @@ class NnScorer:
         on no more list tokens than ``state_budget_bytes / TREE_BYTES_PER_TOKEN``.
         ``states``: only the size of one row is read; ``rows``, ``seqs``: [H] start rows
         and word ids (:meth:`encode`). Yields (slice of the H hypotheses, their
-        :class:`~.prefix_tree.PrefixForest`)."""
+        :class:`~.prefix_forest.PrefixForest`)."""
         max_hyps = max(self.batch_size, self.state_budget_bytes // max(1, 2 * state_row_bytes(states)))
         max_list_tokens = max(1, self.state_budget_bytes // TREE_BYTES_PER_TOKEN)
         ends = np.cumsum(np.fromiter((len(s) + 1 for s in seqs), dtype=np.int64, count=len(seqs)))
@@ -253,11 +278,14 @@ class NnScorer:
             a = b
 
     def _tree_costs(self, states: State, rows: Sequence[int], seqs) -> np.ndarray:
-        """``tree`` mode: :func:`~.prefix_tree.score_forest` over each of
-        :meth:`tree_forests`."""
+        """``tree`` mode: :func:`~.prefix_tree.score_forest` over the
+        :func:`~.history_graph.scoring_graph` (histories merged at ``max_ngram_order``) of
+        each of :meth:`tree_forests`."""
         out = np.zeros(len(seqs), dtype=np.float64)
         for sl, forest in self.tree_forests(states, rows, seqs):
-            out[sl] = score_forest(self.model, forest, states, self.vocab.eos,
+            graph = scoring_graph(forest, self.vocab.eos, self.max_ngram_order)
+            self.positions += graph.states.num_nodes
+            out[sl] = score_forest(self.model, graph, states, self.vocab.eos,
                                    self.batch_size, self.max_tokens, self.max_segment,
                                    self_normalized=self.self_normalized)
         return out
@@ -265,6 +293,7 @@ class NnScorer:
     def _single_costs(self, states: State, rows: Sequence[int], seqs) -> np.ndarray:
         """``single`` mode: each hypothesis alone, ``</s> w_1 .. w_n`` in one pass."""
         out = np.zeros(len(seqs), dtype=np.float64)
+        self.positions += sum(len(s) + 1 for s in seqs)
         eos = self.vocab.eos
         # with self-normalised output the target logits
         log_probs = self.model.self_normalized_log_probs if self.self_normalized else self.model.log_probs

@@ -13,7 +13,9 @@ from nbest_rescore.models import build_model
 from nbest_rescore.models.adaptive_output import cluster_of
 from nbest_rescore.models.base import select_state
 from nbest_rescore.rescoring import prefix_tree
-from nbest_rescore.rescoring.prefix_tree import build_forest, score_forest
+from nbest_rescore.rescoring.history_graph import scoring_graph
+from nbest_rescore.rescoring.prefix_forest import build_forest
+from nbest_rescore.rescoring.prefix_tree import pair_log_probs
 from nbest_rescore.rescoring.scorer import NnScorer
 from nbest_rescore.vocab import Vocabulary
 
@@ -88,19 +90,18 @@ def path_nodes(forest, i, n):
 
 
 def score_recording(model, forest, states, monkeypatch, **kw):
-    """score_forest's costs and the per-node log-probabilities it handed to path_costs."""
-    seen = []
-    real = prefix_tree.path_costs
-
-    def recording(f, logp):
-        seen.append(logp.copy())
-        return real(f, logp)
-
-    monkeypatch.setattr(prefix_tree, "path_costs", recording)
+    """score_forest's costs (graph.costs of pair_log_probs) and the log-probabilities it
+    used, laid out per node [2N]:
+    ``[n]`` log P(word of n | parent prefix) (0 at roots), ``[N + n]`` log P(</s> | prefix n)
+    where a hypothesis ends."""
+    graph = scoring_graph(forest, 0)
     with torch.inference_mode():
-        costs = score_forest(model, forest, states, 0, **kw)
-    monkeypatch.setattr(prefix_tree, "path_costs", real)
-    return costs, seen[0]
+        pairs = pair_log_probs(model, graph, states, 0, **kw)
+    costs = graph.costs(pairs)
+    logp = np.zeros(2 * forest.num_nodes)
+    logp[:forest.num_nodes] = graph.node_log_probs(pairs)
+    logp[forest.num_nodes + forest.end_node] = pairs[graph.end_pair]
+    return costs, logp
 
 
 def never_full(model, monkeypatch):

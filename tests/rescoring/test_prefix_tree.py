@@ -9,7 +9,9 @@ import torch
 
 from nbest_rescore.models import MODEL_REGISTRY, build_model, load_model
 from nbest_rescore.rescoring import prefix_tree
-from nbest_rescore.rescoring.prefix_tree import build_forest, frontier_rows, plan_segments
+from nbest_rescore.rescoring.history_graph import scoring_graph
+from nbest_rescore.rescoring.prefix_forest import build_forest
+from nbest_rescore.rescoring.prefix_tree import frontier_rows, plan_segments
 from nbest_rescore.rescoring.scorer import TREE_BYTES_PER_TOKEN, NnScorer
 from nbest_rescore.vocab import Vocabulary
 
@@ -76,7 +78,8 @@ def test_plan_reads_every_node_once_within_budgets(ci_nbest, max_segment):
     vocab = Vocabulary(["</s>", "<unk>"] + sorted({w for h in hyps for w in h}))
     f = build_forest([vocab.encode(h) for h in hyps], rows, vocab.eos)
     read, dst = [], []
-    for chunks in plan_segments(f, vocab.eos, max_rows=37, max_tokens=200, max_segment=max_segment):
+    g = scoring_graph(f, vocab.eos)
+    for chunks in plan_segments(g, vocab.eos, max_rows=37, max_tokens=200, max_segment=max_segment):
         for c in chunks:
             b, t = c.tokens.shape
             assert b <= 37 and (b * t <= 200 or b == 1) and t <= max_segment
@@ -84,9 +87,12 @@ def test_plan_reads_every_node_once_within_budgets(ci_nbest, max_segment):
             dst.append(c.g_dst)
     read, dst = np.concatenate(read), np.concatenate(dst)
     assert len(read) == f.num_nodes and sorted(read.tolist()) == sorted(f.word.tolist())
-    # each non-root node's word and each distinct end's </s> is gathered exactly once
-    want = list(range(f.num_trees, f.num_nodes)) + sorted(set((f.num_nodes + f.end_node).tolist()))
-    assert sorted(dst.tolist()) == want
+    # each pair is gathered exactly once: one per non-root node (its word after its parent) and
+    # one per distinct end (</s> after it)
+    assert sorted(dst.tolist()) == list(range(g.num_pairs))
+    assert g.num_pairs == f.num_nodes - f.num_trees + len(set(f.end_node.tolist()))
+    assert (g.pair_word[g.node_pair[f.num_trees:]] == f.word[f.num_trees:]).all()
+    assert (g.pair_word[g.end_pair] == vocab.eos).all()
 
 
 # -- equal costs ----------------------------------------------------------------------
@@ -225,7 +231,7 @@ def test_frontier_rows_is_what_score_forest_keeps(ci_nbest, monkeypatch, same_ro
             for d in range(max(map(len, seqs)))]
     naive = max(a + b for a, b in zip([0] + kept, kept))
     f = build_forest(seqs, rows, vocab.eos)
-    assert frontier_rows(plan_segments(f, vocab.eos, 16, 10**6, 1)) == naive
+    assert frontier_rows(plan_segments(scoring_graph(f, vocab.eos), vocab.eos, 16, 10**6, 1)) == naive
     # score_forest: rows kept per level = rows of each cat_states result
     made = []
 
@@ -238,9 +244,9 @@ def test_frontier_rows_is_what_score_forest_keeps(ci_nbest, monkeypatch, same_ro
     monkeypatch.setattr(prefix_tree, "cat_states", recording_cat)
     for seg in (1, 3):
         made.clear()
-        plans = plan_segments(f, vocab.eos, 16, 100, seg)
+        plans = plan_segments(scoring_graph(f, vocab.eos), vocab.eos, 16, 100, seg)
         with torch.inference_mode():
-            prefix_tree.score_forest(model, f, model.init_state(max(rows) + 1), vocab.eos, 16, 100, seg)
+            prefix_tree.score_forest(model, scoring_graph(f, vocab.eos), model.init_state(max(rows) + 1), vocab.eos, 16, 100, seg)
         assert frontier_rows(plans) == max(a + b for a, b in zip([0] + made, made))
     assert made and max(made) <= len(hyps)
 
