@@ -153,7 +153,7 @@ _CACHE = "cache_size cache_theta cache_lambda"
 _HF = "context_tokens trust_remote_code allow_pickle"
 _TUNE = ("nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest acoustic_scale "
          "word_ins_penalty ref nn_cost search restarts interps lm_weights word_ins_penalties folds fold_seed "
-         "skip_budget replications out")
+         "skip_budget order_cost order_budget replications out")
 
 
 @main.command(short_help="Train a language model and save a checkpoint.")

@@ -8,7 +8,7 @@ import json
 import logging
 import os
 from functools import partial
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
@@ -243,6 +243,19 @@ def read_weights_file(path) -> Tuple[Weights, Tuple[str, ...]]:
     ws = tuple(number(f"nn.{name}", "nn_weights", w) for name, w in nn.items())
     check_weight_sum(w0, ws, f"--weights {path}: 'ngram'", "'nn'", fix)
     return Weights(a, delta, w0, wip, nn_weights=ws), tuple(str(n) for n in nn)
+
+
+def read_tuned_order(path) -> Optional[int]:
+    """The history-merging order of a ``tune.json`` (``history_merging.max_ngram_order``,
+    written by ``tune --order-budget``): None when the file has no such block or chose
+    exact scoring. Raises DataError for a value that is not an integer >= 2 (the file
+    and key named)."""
+    block = read_json_key(path, "history_merging")
+    order = block.get("max_ngram_order") if isinstance(block, dict) else None
+    if order is not None and (isinstance(order, bool) or not isinstance(order, int) or order < 2):
+        raise DataError(f"--weights {path}: 'history_merging.max_ngram_order' must be an integer >= 2 or null, got "
+                        f"{order!r}; give the tune.json that 'nbest-rescore tune --order-budget' wrote, or fix the file")
+    return order
 
 
 def read_json_key(path, key: str):

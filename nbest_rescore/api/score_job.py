@@ -29,7 +29,7 @@ from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths, check_value, named_paths
 from .context_input import check_context_options, job_context
-from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_weights_file
+from .inputs import PLAIN_PATHS, Progress, load_references, open_job_nbest, read_tuned_order, read_weights_file
 from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
 from .score_result import SCORE_OUTPUTS, ScoreResult, cost_files
@@ -186,6 +186,7 @@ class ScoreJob(ScoreOptions):
             raise DataError("--lm: no checkpoint given; give at least one --lm M.pt")
         check_paths(self, ("weights_file",))
         self.weights()
+        self.scorer_options()
         lm_histories(self.history, len(self.lm_paths))
         check_device(self.device, self)
         check_context_options(self.lm_paths, self.prompt, self.context_file)
@@ -194,6 +195,14 @@ class ScoreJob(ScoreOptions):
             check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "weights_file", *PLAIN_PATHS,
                                                               "ngram_arpa", "context_file")))
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
+
+    def scorer_options(self) -> ScorerOptions:
+        """The scorer's knobs: these options, with ``max_ngram_order`` from the
+        ``weights_file`` (:func:`~.inputs.read_tuned_order`) when it is not given."""
+        knobs = {k: getattr(self, k) for k in _SCORER_FIELDS}
+        if self.weights_file is not None and self.max_ngram_order is None:
+            knobs["max_ngram_order"] = read_tuned_order(self.weights_file)
+        return ScorerOptions(**knobs)
 
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:
         """Read, score and (with ``out``) write, one span of whole documents of at most
@@ -216,7 +225,7 @@ class ScoreJob(ScoreOptions):
             check_references(source.index, refs, self.ref)
         context = job_context(self.prompt, self.context_file, source.index)
         lms = [load_lm(p, self.device, **self.cache_kwargs(), **self.hf_kwargs()) for p in self.lm_paths]
-        run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self, refs=refs,
+        run = _start(source, lms, weights, lm_histories(self.history, len(lms)), self.scorer_options(), refs=refs,
                      ngram_arpa=self.ngram_arpa, progress=progress,
                      selection=_selection(self.skip_confident, self.prune_mass), context=context)
         extra = {k: getattr(self, k) for k in ("weights_file", "prompt", "context_file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
 from ..evaluation.folds import document_folds
+from ..evaluation.history_orders import OrderCosts
 from ..evaluation.tune_report import assess
 from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
                                  tune_grid, tune_line, unique_names)
@@ -45,7 +46,8 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
          seed: int = 0, lm_weight: float = Weights.lm_weight, word_ins_penalty: Optional[float] = None,
          labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
          replications: int = REPLICATIONS, skip_budget: Optional[float] = None,
-         total_scores: Optional[bool] = None) -> TuneResult:
+         total_scores: Optional[bool] = None, order_costs: Optional[OrderCosts] = None,
+         order_budget: Optional[float] = None) -> TuneResult:
     """Search the weights by WER (percent); the best point is ``result.best``, and
     ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
     holds the per-utterance errors, the cross-validation and the bootstrap.
@@ -67,14 +69,20 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
             of the bootstrap), the start LM weight and penalty (None: first-pass value).
         total_scores: one total score per hypothesis, no n-gram term (None: the set's
             flag): the grid of one LM fixes ``interp`` at 0 (docs/scoring.md).
+        order_costs, order_budget: history merging (``--order-cost``, ``--order-budget``):
+            the one LM's costs at several ``score --max-ngram-order`` values, aligned with
+            ``nbest`` (a TuneData), and the WER budget of the order chosen by folds
+            (:func:`~nbest_rescore.evaluation.history_orders.tune_order`).
     Raises:
         DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
             search, restarts < 0, folds or replications < 0, more folds than documents,
             references missing or empty, NN costs missing for some hypotheses, a
-            ``skip_budget`` without NN costs or folds.
+            ``skip_budget`` without NN costs or folds, an ``order_budget`` without
+            ``order_costs`` of one LM or folds.
     """
     k, no_nn = _lm_count(nbest, nn_cost)
     check_skip_budget(skip_budget, folds, 0 if no_nn else k)
+    check_order_budget(order_budget, folds, 0 if no_nn else k, () if order_costs is None else order_costs.orders)
     search = search or default_search(k)
     check_choice("search", search, SEARCHES)
     check_option("acoustic_scale", acoustic_scale, "float")
@@ -96,7 +104,7 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
         run = partial(tune_grid, refs=None, nn_cost=None, interps=interps, lm_weights=lm_weights,
                       word_ins_penalties=word_ins_penalties, acoustic_scale=acoustic_scale)
     data = tune_data(nbest, refs, nn_cost, names, labels)
-    return assess(run(data), data, run, folds, fold_seed, replications, seed, skip_budget)
+    return assess(run(data), data, run, folds, fold_seed, replications, seed, skip_budget, order_costs, order_budget)
 
 
 def _interps(interps: Sequence[float], no_nn: bool, k: int, total_scores: bool) -> Sequence[float]:
@@ -118,6 +126,39 @@ def check_skip_budget(skip_budget: Optional[float], folds: int, k: int) -> None:
         need = "--nn-cost (the costs of 'score' without --skip-confident)" if k == 0 else "--folds K >= 2"
         raise DataError(f"--skip-budget {skip_budget:g} needs {need}: the threshold is chosen on the other folds of "
                         f"each fold; e.g. --folds 2")
+
+
+def check_order_budget(order_budget: Optional[float], folds: int, k: int, orders: Sequence[int]) -> None:
+    """``--order-budget`` and ``--order-cost`` come together, with the NN costs of one
+    LM (``k``) and folds. Raises DataError."""
+    if order_budget is None and not orders:
+        return
+    if order_budget is None:
+        raise DataError("--order-cost is read for --order-budget B (the WER budget of the history-merging order): "
+                        "add e.g. --order-budget 0.05 --folds 2")
+    check_value(TuneOptions, "order_budget", order_budget)
+    if not orders or k != 1 or folds < 2:
+        need = ("--order-cost K=PATH (the costs of 'score --max-ngram-order K')" if not orders else
+                "exactly one --nn-cost (the exact costs of the LM scored with --max-ngram-order)" if k != 1 else
+                "--folds K >= 2")
+        raise DataError(f"--order-budget {order_budget:g} needs {need}: the order is chosen on the other folds of "
+                        f"each fold; e.g. --nn-cost exact/nn_cost --order-cost 4=k4/nn_cost --folds 2")
+
+
+def parse_order_costs(items: Sequence[str]) -> Tuple[Tuple[int, str], ...]:
+    """``--order-cost K=PATH`` items as ((K, PATH), ...) sorted by K. Raises DataError
+    for an item that is not ``K=PATH`` with an integer K >= 2, or a K given twice."""
+    out = {}
+    for item in items:
+        order, sep, path = str(item).partition("=")
+        if not sep or not path or not order.strip().isdigit() or int(order) < 2:
+            raise DataError(f"--order-cost {item}: expected K=PATH, K the integer >= 2 of 'score --max-ngram-order K' "
+                            f"and PATH its nn_cost file, e.g. --order-cost 4=exp/score_k4/nn_cost")
+        if int(order) in out:
+            raise DataError(f"--order-cost: the order {int(order)} is given twice ({out[int(order)]} and {path}); "
+                            f"give one cost file per order")
+        out[int(order)] = path
+    return tuple(sorted(out.items()))
 
 
 def _lm_count(nbest: Union[NbestSet, TuneData], nn_cost: NnCosts) -> Tuple[int, bool]:
@@ -241,6 +282,11 @@ class TuneJob(TuneOptions):
     seed: int = 0
 
     @property
+    def order_paths(self) -> Tuple[Tuple[int, str], ...]:
+        """The ``--order-cost`` files by order, ascending (:func:`parse_order_costs`)."""
+        return parse_order_costs(self.order_cost)
+
+    @property
     def cost_paths(self) -> Tuple[str, ...]:
         """The NN cost files, in order."""
         return (self.nn_cost,) if isinstance(self.nn_cost, (str, os.PathLike)) else tuple(self.nn_cost or ())
@@ -252,12 +298,18 @@ class TuneJob(TuneOptions):
         if self.word_ins_penalties is not None:
             check_grid("word_ins_penalties", _grid("word_ins_penalties", self.word_ins_penalties))
         check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
+        orders = self.order_paths
+        for order, path in orders:
+            if not os.path.exists(path):
+                raise DataError(f"--order-cost {order}={path}: no such file or folder")
+        check_order_budget(self.order_budget, self.folds, len(self.cost_paths), [k for k, _ in orders])
         if (self.search or default_search(len(self.cost_paths))) == "line":
             check_option("seed", self.seed, "int", ">= 0")
         check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
         check_skip_budget(self.skip_budget, self.folds, len(self.cost_paths))
         if self.out is not None:
-            check_outside_inputs(self.out, named_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost")))
+            check_outside_inputs(self.out, named_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
+                                 + [("--order-cost", p) for _, p in orders])
             check_output_dir(self.out, TUNE_OUTPUTS)
 
     def run(self) -> TuneResult:
@@ -269,14 +321,20 @@ class TuneJob(TuneOptions):
         check_references(source.index, refs, self.ref)
         if self.folds >= 2:  # too many folds: said before the costs are read
             document_folds(len(source.index.doc_bounds()) - 1, self.folds, self.fold_seed)
-        paths = self.cost_paths
-        data = read_tune_data(source, refs, paths, cost_file_names(paths), [f"--nn-cost {p}" for p in paths])
+        paths, orders = self.cost_paths, self.order_paths
+        data = read_tune_data(source, refs, paths + tuple(p for _, p in orders),
+                              cost_file_names(paths) + tuple(f"order_{k}" for k, _ in orders),
+                              [f"--nn-cost {p}" for p in paths] + [f"--order-cost {k}={p}" for k, p in orders])
+        order_costs = None
+        if orders:
+            order_costs = OrderCosts(tuple(k for k, _ in orders), data.nn[len(paths):])
+            data = replace(data, nn=data.nn[:len(paths)], names=data.names[:len(paths)])
         wips = _grid("word_ins_penalties", self.word_ins_penalties) or (self.word_ins_penalty,)
         res = tune(data, refs, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
                    word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
                    restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty, folds=self.folds,
                    fold_seed=self.fold_seed, replications=self.replications, skip_budget=self.skip_budget,
-                   total_scores=source.index.total_scores)
+                   total_scores=source.index.total_scores, order_costs=order_costs, order_budget=self.order_budget)
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.cost_paths or None))
         return res

@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import DataError
 from .bootstrap import BootstrapWer, bootstrap_wer, improvement_probability
 from .folds import CrossValidation, Search, cross_validate
+from .history_orders import OrderCosts, OrderTune, tune_order
 from .selective import RULES, SelectiveTune, tune_skip
 from .tuning import TuneData, TuneResult
 
@@ -67,13 +68,15 @@ class TuneReport:
     :class:`~.bootstrap.BootstrapWer`; empty without replications) with
     ``p_better_than_first_pass`` (system name -> probability in [0, 1]), and
     ``selective`` (``--skip-budget``: one :class:`~.selective.SelectiveTune` per rule of
-    :data:`~.selective.RULES`, :mod:`.selective`; else empty)."""
+    :data:`~.selective.RULES`, :mod:`.selective`; else empty) and ``history_merging``
+    (``--order-budget``: :class:`~.history_orders.OrderTune`; else None)."""
 
     utterances: UtteranceErrors
     cross_validation: Optional[CrossValidation] = None
     bootstrap: Mapping[str, BootstrapWer] = field(default_factory=dict)
     p_better_than_first_pass: Mapping[str, float] = field(default_factory=dict)
     selective: Tuple[SelectiveTune, ...] = ()
+    history_merging: Optional[OrderTune] = None
 
     def to_dict(self) -> Dict[str, object]:
         """tune.json's ``cross_validation``, ``bootstrap`` and ``utterance_errors`` blocks
@@ -88,6 +91,8 @@ class TuneReport:
                                 "p_better_than_first_pass": dict(self.p_better_than_first_pass)}
         if self.selective:
             out["selective"] = {t.option: t.to_dict() for t in self.selective}
+        if self.history_merging is not None:
+            out["history_merging"] = self.history_merging.to_dict()
         out["utterance_errors"] = self.utterances.to_dict()
         return out
 
@@ -102,15 +107,19 @@ class TuneReport:
             out += [f"  {labels[k] + ':':<17} {b.describe()}" for k, b in self.bootstrap.items()]
             out += [f"  P({labels[k]} better than first pass) = {p:.4f}"
                     for k, p in self.p_better_than_first_pass.items()]
-        return out + [line for t in self.selective for line in t.lines()]
+        out += [line for t in self.selective for line in t.lines()]
+        return out + (self.history_merging.lines() if self.history_merging is not None else [])
 
 
 def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
-           replications: int = 0, seed: int = 0, skip_budget: Optional[float] = None) -> TuneResult:
+           replications: int = 0, seed: int = 0, skip_budget: Optional[float] = None,
+           order_costs: Optional[OrderCosts] = None, order_budget: Optional[float] = None) -> TuneResult:
     """``result`` (what ``search(data)`` returned) with its :class:`TuneReport`: ``folds``
     K >= 2 cross-validates (:func:`~.folds.cross_validate`, dealt by ``fold_seed``);
     ``replications`` > 0 bootstraps (seeded by ``seed``); ``skip_budget`` (with folds)
-    tunes selective rescoring (:func:`~.selective.tune_skip`). Raises DataError as
+    tunes selective rescoring (:func:`~.selective.tune_skip`); ``order_costs`` with
+    ``order_budget`` (and folds) the history-merging order
+    (:func:`~.history_orders.tune_order`). Raises DataError as
     :func:`~.folds.cross_validate`."""
     systems = {"dev_tuned": data.errors[data.one_best(result.best_weights())],
                "first_pass": data.errors[data.first_pass()]}
@@ -126,4 +135,7 @@ def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, f
     if skip_budget is not None and cv is not None:
         selective = tuple(tune_skip(data, result.best_weights(), cv, skip_budget, replications, seed, rule)
                           for rule in RULES)
-    return replace(result, report=TuneReport(utts, cv, boots, better, selective))
+    merging = None
+    if order_costs is not None and order_budget is not None and cv is not None:
+        merging = tune_order(data, order_costs, result.best_weights(), cv, order_budget, replications, seed)
+    return replace(result, report=TuneReport(utts, cv, boots, better, selective, merging))

@@ -83,6 +83,15 @@ class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
               "tuned weights; with --folds, each fold's P is chosen on the other folds and the held-out WER and share "
               "scored are reported. Needs --nn-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
         unit="WER points")
+    order_cost: Tuple[str, ...] = option(
+        (), "History merging: K=PATH, the NN costs of 'score --max-ngram-order K' of the one --nn-cost LM (repeat for "
+            "several K), for --order-budget.", multiple=True)
+    order_budget: Optional[float] = option(
+        None, "History merging (score --max-ngram-order K): find the smallest order K of the --order-cost files whose "
+              "WER is at most B points (absolute, percent) above exact scoring at the tuned weights; with --folds, "
+              "each fold's K is chosen on the other folds and the held-out WER is reported; tune.json records K for "
+              "score --weights. Needs --order-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
+        unit="WER points")
     out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
                                       "folder (replaced as a whole).", path=_DIR_OUT)
 

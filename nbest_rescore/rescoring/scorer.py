@@ -199,11 +199,13 @@ class NnScorer:
     def word_stats(self, counts) -> dict:
         """The vocabulary's coverage of the list words ``counts`` (word -> occurrences):
         ``nn_oov_rate`` (percent of occurrences) and ``nn_vocab_coverage_of_list_words``
-        (percent of distinct words)."""
+        (percent of distinct words); and ``nn_lm_positions``, the LM input positions
+        :meth:`costs` read so far (:attr:`positions`)."""
         tokens = sum(counts.values())
         oov = sum(c for w, c in counts.items() if w not in self.vocab)
         return {"nn_oov_rate": 100.0 * oov / max(1, tokens),
-                "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in self.vocab) / max(1, len(counts))}
+                "nn_vocab_coverage_of_list_words": 100.0 * sum(1 for w in counts if w in self.vocab) / max(1, len(counts)),
+                "nn_lm_positions": self.positions}
 
     def initial_state(self, n: int) -> State:
         """The document-start state for ``n`` streams."""
