@@ -47,6 +47,12 @@ The ratios ``speedup_words_per_s`` are then ``default/kaldi_style`` and
 (``none`` unless ``--vs-kaldi-style``; ``first-pass`` is for the default paths and
 ``kaldi_style`` only, which carry the state).
 
+* ``default_k2`` .. ``default_k8`` and ``default_adaptive_k2`` .. ``default_adaptive_k8``:
+  ``default`` and ``default_adaptive`` with history merging at the order K (``score
+  --max-ngram-order K``, :mod:`nbest_rescore.rescoring.history_graph`): approximate by
+  design; ``mean_abs_diff_per_word_vs_default`` and the ratios to the exact tree
+  (``default_kK/default``, ``default_adaptive_kK/default_adaptive``) are reported.
+
 ``--output adaptive`` measures the adaptive softmax with any checkpoint: the parent
 process writes a copy whose output layer is ``output: adaptive`` (random weights,
 ``--adaptive-cutoffs``; the recurrent weights are kept), its word ids re-ordered by
@@ -105,8 +111,13 @@ FAST_PATHS = {"default_self_normalized": {"output": "self-normalized"},
 #: ``default`` with the full softmax as before issue 21: ``log_softmax`` of the whole
 #: [nodes, V] product instead of the fused output layer (the same costs)
 PLAIN_SOFTMAX = "default_plain_softmax"
+#: ``default`` (and ``default_adaptive``) with history merging at the order K
+#: (``score --max-ngram-order K``; :mod:`nbest_rescore.rescoring.history_graph`)
+MERGE_ORDERS = tuple(range(2, 9))
+MERGED_PATHS = {f"default_k{k}": {"max_ngram_order": k} for k in MERGE_ORDERS}
+ADAPTIVE_MERGED = {f"default_adaptive_k{k}": {"max_ngram_order": k} for k in MERGE_ORDERS}
 #: NnScorer options of the exact and approximate variants of the default path
-SCORER_OPTIONS = {**FAST_PATHS, PLAIN_SOFTMAX: {"softmax_impl": "plain"}}
+SCORER_OPTIONS = {**FAST_PATHS, PLAIN_SOFTMAX: {"softmax_impl": "plain"}, **MERGED_PATHS, **ADAPTIVE_MERGED}
 #: the tree as before issue 13 for an adaptive softmax (see the module docstring)
 FULL_DISTRIBUTION = "default_full_distribution"
 #: the scorer of Kaldi's PyTorch recipe, written in benchmarks/kaldi_style.py
@@ -114,9 +125,12 @@ KALDI_STYLE = "kaldi_style"
 #: ``default`` on the adaptive-softmax copy while the other paths score the checkpoint
 DEFAULT_ADAPTIVE = "default_adaptive"
 PATHS = ("one_at_a_time", "padded_batch", "kaldi_style", "default", PLAIN_SOFTMAX, DEFAULT_ADAPTIVE, *FAST_PATHS,
-         FULL_DISTRIBUTION)
+         FULL_DISTRIBUTION, *MERGED_PATHS, *ADAPTIVE_MERGED)
 #: the paths that can start an utterance from a carried state (``--history first-pass``)
-CARRYING_PATHS = ("kaldi_style", "default", PLAIN_SOFTMAX, DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION)
+CARRYING_PATHS = ("kaldi_style", "default", PLAIN_SOFTMAX, DEFAULT_ADAPTIVE, *FAST_PATHS, FULL_DISTRIBUTION,
+                  *MERGED_PATHS, *ADAPTIVE_MERGED)
+#: the paths that score the adaptive-softmax copy with ``--vs-kaldi-style --output adaptive``
+ADAPTIVE_COPY_PATHS = (DEFAULT_ADAPTIVE, *ADAPTIVE_MERGED)
 CHUNK_UTTS = 64  # utterances per scorer call in the toolkit's history "none" path
 
 
@@ -181,8 +195,9 @@ def parse_args(argv=None):
         if other:
             p.error(f"--history {args.history}: the paths {other} score every utterance from the initial state; "
                     f"choose from {', '.join(CARRYING_PATHS)} (or --history none)")
-    if DEFAULT_ADAPTIVE in args.paths.split(",") and (args.output != "adaptive" or not args.vs_kaldi_style):
-        p.error(f"--paths {DEFAULT_ADAPTIVE}: goes with --vs-kaldi-style --output adaptive")
+    copy_paths = [x for x in args.paths.split(",") if x in ADAPTIVE_COPY_PATHS]
+    if copy_paths and (args.output != "adaptive" or not args.vs_kaldi_style):
+        p.error(f"--paths {','.join(copy_paths)}: goes with --vs-kaldi-style --output adaptive")
     if on_cuda and "default_int8" in args.paths.split(","):
         p.error("--paths default_int8: int8 dynamic quantisation runs on the CPU only; use --device cpu")
     if not on_cuda and "default_float16" in args.paths.split(","):
@@ -234,7 +249,14 @@ def make_runner(path, model, vocab, device, history="none"):
         return kaldi.costs
     if path in ("default", DEFAULT_ADAPTIVE, FULL_DISTRIBUTION) or path in SCORER_OPTIONS:
         scorer = NnScorer(model, vocab, device, **SCORER_OPTIONS.get(path, {}))
-        return lambda lists: rescore(lists, scorer, Weights(), history).nn_cost
+
+        def default_path(lists):
+            scorer.positions = 0
+            costs = rescore(lists, scorer, Weights(), history).nn_cost
+            default_path.positions = scorer.positions  # the LM positions the scorer read (its own count)
+            return costs
+
+        return default_path
     if path == "padded_batch":
         scorer = NnScorer(model, vocab, device, batch_size=1 << 30, max_tokens=1 << 40, mode="padded")
     else:
@@ -250,9 +272,9 @@ def make_runner(path, model, vocab, device, history="none"):
 def lm_positions(path, lists, vocab, history="none"):
     """Input positions the LM reads for ``path``: list tokens, padded batch positions
     (``kaldi_style``: and the first hypotheses again when the state is carried), or
-    prefix-tree nodes (``default`` and the fast paths: trees over the same
-    64-utterance calls as the toolkit; the first-pass 1-best histories they read
-    are not counted)."""
+    prefix-tree nodes (trees over the same 64-utterance calls as the toolkit with history
+    none; the default paths report the scorer's own count instead, ``NnScorer.positions``;
+    the first-pass 1-best histories they read are not counted)."""
     from kaldi_style import KaldiStyleScorer
 
     from nbest_rescore.rescoring.prefix_forest import build_forest
@@ -363,7 +385,8 @@ def worker(args) -> dict:
     med = float(np.median(seconds))
     return {
         "utterances": len(lists), "hypotheses": hyps, "words": words,
-        "lm_positions": lm_positions(path, lists, vocab, args.history), "history": args.history,
+        "lm_positions": getattr(run, "positions", None) or lm_positions(path, lists, vocab, args.history),
+        "history": args.history,
         "startup_seconds": startup,
         "seconds": seconds, "cpu_seconds": cpu_seconds, "median_seconds": med,
         "words_per_s": words / med, "hyps_per_s": hyps / med,
@@ -407,7 +430,7 @@ def run_paths(args, argv) -> dict:
             copy = os.path.join(tmp, "adaptive.pt")
             out["output"] = {"adaptive": adaptive_copy(args, copy)}
             if out["output"]["adaptive"]["converted"]:  # the copy: for default_adaptive alone, or for every path
-                lm_of = {p: copy for p in paths if p == DEFAULT_ADAPTIVE or not args.vs_kaldi_style}
+                lm_of = {p: copy for p in paths if p in ADAPTIVE_COPY_PATHS or not args.vs_kaldi_style}
         for path in paths:
             cost_file = os.path.join(tmp, f"{path}.npy")
             lm = ["--lm", lm_of[path]] if path in lm_of else []  # the last --lm wins
@@ -420,17 +443,18 @@ def run_paths(args, argv) -> dict:
             costs[path] = np.load(cost_file)
     ref = costs.get("one_at_a_time")
     for path, c in costs.items():
-        if ref is None or (path == DEFAULT_ADAPTIVE and args.vs_kaldi_style):  # no reference, or another model
+        if ref is None or (path in ADAPTIVE_COPY_PATHS and args.vs_kaldi_style):  # no reference, or another model
             diff = None
         else:
             n = min(len(ref), len(c))  # one_at_a_time may score fewer utterances
             diff = float(np.abs(c[:n] - ref[:n]).max())
         out["paths"][path]["max_abs_diff_vs_one_at_a_time"] = diff
     res = out["paths"]
-    for path in FAST_PATHS:
-        if path in costs and "default" in costs:
+    for path in (*FAST_PATHS, *MERGED_PATHS, *ADAPTIVE_MERGED):
+        exact = _exact_of(path)
+        if path in costs and exact in costs:
             res[path]["mean_abs_diff_per_word_vs_default"] = float(
-                np.abs(costs[path] - costs["default"]).sum() / res[path]["words"])
+                np.abs(costs[path] - costs[exact]).sum() / res[path]["words"])
     for path in (FULL_DISTRIBUTION, KALDI_STYLE, PLAIN_SOFTMAX):  # the same exact costs, computed two ways
         if path in costs and "default" in costs:
             res[path]["max_abs_diff_vs_default"] = float(np.abs(costs[path] - costs["default"]).max())
@@ -438,9 +462,10 @@ def run_paths(args, argv) -> dict:
     for other in ("one_at_a_time", "padded_batch"):
         if "default" in res and other in res:
             ratios[f"default/{other}"] = res["default"]["words_per_s"] / res[other]["words_per_s"]
-    for path in FAST_PATHS:
-        if path in res and "default" in res:
-            ratios[f"{path}/default"] = res[path]["words_per_s"] / res["default"]["words_per_s"]
+    for path in (*FAST_PATHS, *MERGED_PATHS, *ADAPTIVE_MERGED):
+        exact = _exact_of(path)
+        if path in res and exact in res:
+            ratios[f"{path}/{exact}"] = res[path]["words_per_s"] / res[exact]["words_per_s"]
     if KALDI_STYLE in res:
         for path in res:
             if path not in (KALDI_STYLE, "one_at_a_time", "padded_batch"):
@@ -453,6 +478,12 @@ def run_paths(args, argv) -> dict:
             float(np.median(res[FULL_DISTRIBUTION]["cpu_seconds"])) / float(np.median(res["default"]["cpu_seconds"])))}
     out["speedup_words_per_s"] = ratios
     return out
+
+
+def _exact_of(path: str) -> str:
+    """The exact path an approximate one is compared with: ``default_adaptive`` for the
+    merged paths of the adaptive copy, else ``default``."""
+    return DEFAULT_ADAPTIVE if path in ADAPTIVE_MERGED else "default"
 
 
 def format_table(out: dict) -> str:
