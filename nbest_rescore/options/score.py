@@ -172,7 +172,15 @@ class ScorerOptions(Options):
         None, "History merging (Kaldi's --max-ngram-order of lmrescore_rnnlm_lat.sh): within a list, prefixes whose "
               "last K - 1 words agree share one LM state, as lattice rescoring merges RNN LM histories; fewer LM "
               "positions, approximate costs. Recurrent LMs with --scoring tree only. tune --order-budget picks K. "
-              "Default: exact scoring.", kind="int", range=">= 2", example=4)
+              "0 (as in Kaldi) or unset: exact scoring (0 also overrides the K of score --weights tune.json).",
+        kind="int", range=">= 0 (0 = exact; else K >= 2)", example=4)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_ngram_order == 1:
+            raise DataError("--max-ngram-order 1 would score every word from the list's start state alone (a "
+                            "history of no word): give K >= 2 (Kaldi's lattice rescoring uses 4), or 0 for exact "
+                            "scoring")
 
 
 @dataclass(frozen=True, kw_only=True)

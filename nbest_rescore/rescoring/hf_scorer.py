@@ -70,7 +70,7 @@ def check_hf_options(device, options: ScorerOptions) -> None:
     if options.output != "softmax":
         raise DataError("--output self-normalized needs a model trained for it; an hf: LM has a full softmax: "
                         "use --output softmax")
-    if options.max_ngram_order is not None:
+    if options.max_ngram_order:
         raise DataError(f"--max-ngram-order {options.max_ngram_order} merges recurrent LM states; an hf: LM's state "
                         f"is its past keys and values, which histories cannot share: drop --max-ngram-order")
     check_device(device, options)

@@ -73,8 +73,11 @@ class ScoringGraph:
 
 def scoring_graph(forest: PrefixForest, eos: int, max_ngram_order: Optional[int] = None) -> ScoringGraph:
     """The :class:`ScoringGraph` of ``forest`` (roots reading ``eos``): exact for
-    ``max_ngram_order`` None, else histories merged on their last ``max_ngram_order - 1``
-    words (see the module docstring). Raises ValueError for an order below 2."""
+    ``max_ngram_order`` None or 0 (Kaldi's "no limit"), else histories merged on their
+    last ``max_ngram_order - 1`` words (see the module docstring). Raises ValueError for
+    a negative order or 1."""
+    if max_ngram_order == 0:
+        max_ngram_order = None
     if max_ngram_order is not None and max_ngram_order < 2:
         raise ValueError(f"max_ngram_order must be >= 2 (a history of at least one word), got {max_ngram_order}")
     longest = len(forest.level_offsets) - 2

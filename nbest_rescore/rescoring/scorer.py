@@ -76,7 +76,7 @@ def check_history_merging(model: LanguageModel, options: ScorerOptions) -> None:
     run: a scoring mode other than ``tree``, or a model whose state is not a fixed-size
     recurrent state (``model.merges_histories`` False: the transformer). Raises DataError."""
     order = options.max_ngram_order
-    if order is None:
+    if not order:  # None or 0: exact scoring
         return
     if options.scoring != "tree":
         raise DataError(f"--max-ngram-order {order} merges histories in the prefix tree, but --scoring is "
@@ -177,7 +177,7 @@ class NnScorer:
         self.state_budget_bytes = state_budget_bytes
         self.mode = opts.scoring
         self.max_segment = max_segment
-        self.max_ngram_order = opts.max_ngram_order
+        self.max_ngram_order = opts.max_ngram_order or None  # 0: exact, as unset
         #: LM input positions read by :meth:`costs` so far (``tree``: the state nodes read)
         self.positions = 0
 

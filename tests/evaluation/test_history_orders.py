@@ -86,7 +86,8 @@ def test_tune_picks_the_order_a_brute_force_loop_picks(DATA, ci_nbest, scored, t
 
 def test_score_weights_tune_json_scores_at_the_tuned_order(DATA, tiny_lm, scored, tmp_path):
     """A budget every order meets: tune.json records the smallest; score --weights
-    tune.json scores with it (the costs of score --max-ngram-order 2, byte for byte)."""
+    tune.json scores with it (the costs of score --max-ngram-order 2, byte for byte),
+    unless --max-ngram-order 0 asks for exact scoring."""
     tmp, _ = scored
     _, block = tune(DATA, tmp, 100.0, tmp_path / "tune")
     assert block["max_ngram_order"] == 2 and block["cross_validation"]["per_fold_max_ngram_order"] == [2, 2]
@@ -97,6 +98,12 @@ def test_score_weights_tune_json_scores_at_the_tuned_order(DATA, tiny_lm, scored
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "s" / "wer.json").read_text())["scoring"]["max_ngram_order"] == 2
     assert (tmp_path / "s" / "nn_cost").read_bytes() == (tmp / "k2" / "nn_cost").read_bytes()
+    # --max-ngram-order 0 (Kaldi's "no limit") overrides it: the exact costs
+    res = CliRunner().invoke(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--out", str(tmp_path / "e"),
+                                    "--weights", str(tmp_path / "tune" / "tune.json"), "--max-ngram-order", "0",
+                                    "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "e" / "nn_cost").read_bytes() == (tmp / "kNone" / "nn_cost").read_bytes()
 
 
 @pytest.mark.parametrize("args,message", [

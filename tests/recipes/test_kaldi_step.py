@@ -350,3 +350,25 @@ def test_lattice_inputs_are_checked_before_anything_is_written(kaldi, tmp_path):
     res = run("--lang", lang)
     assert res.returncode == 1 and "neither" in res.stderr and "G.fst nor" in res.stderr, res.stderr
     assert "never run" not in res.stderr and not (tmp_path / "out").exists()
+
+
+def test_max_ngram_order_merges_histories_as_score_does(kaldi, ci_nbest, DATA):
+    """--max-ngram-order 3 (lmrescore_rnnlm_lat.sh's option) reaches nbest-rescore score:
+    the costs of one nbest-rescore run with history merging, not the exact ones; a bad
+    value stops the step before any work."""
+    root, lm, whole = kaldi
+    work = root / "merged"
+    work.mkdir()
+    (work / "data").symlink_to(root / "data")
+    lay_out(ci_nbest, work, [0, 60])
+    res = step(work, "--max-ngram-order", 1, *WEIGHTS, lm, "data", "decode", "decode_nn")
+    assert res.returncode != 0 and "--max-ngram-order must be 0 (exact) or an integer >= 2 (histories of n-1 words), got '1'" in res.stdout + res.stderr
+    assert not (work / "decode_nn").exists()
+    res = step(work, "--max-ngram-order", 3, *WEIGHTS, lm, "data", "decode", "decode_nn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    merged = nr.score(ci_nbest, nr.load_lm(lm), lm_weight=9.5, interp=0.5, word_ins_penalty=-0.629606,
+                      history="first-pass", max_ngram_order=3)
+    nn = read_ark(work / "decode_nn" / "archives.1" / "lmwt.nn")
+    assert list(nn) == list(merged.keys)
+    assert np.allclose(list(nn.values()), merged.nn_cost, atol=1e-4, rtol=0)
+    assert not np.allclose(merged.nn_cost, whole.nn_cost, atol=1e-3, rtol=0)

@@ -103,6 +103,9 @@ def test_an_order_above_the_longest_hypothesis_is_exact_scoring(lists, ci_nbest)
     assert (merged.costs(states, rows, hyps) == exact.costs(states, rows, hyps)).all()
     assert merged.positions == exact.positions
     assert merged.settings()["max_ngram_order"] == longest + 1 and exact.settings()["max_ngram_order"] is None
+    zero = NnScorer(model, vocab, max_ngram_order=0)  # Kaldi's "no limit"
+    assert (zero.costs(states, rows, hyps) == exact.costs(states, rows, hyps)).all()
+    assert zero.settings()["max_ngram_order"] is None
 
 
 def test_where_histories_cannot_merge_the_option_is_refused(lists):
@@ -115,5 +118,7 @@ def test_where_histories_cannot_merge_the_option_is_refused(lists):
         NnScorer(transformer, vocab, max_ngram_order=3)
     with pytest.raises(DataError, match="hf: LM's state"):
         check_hf_options("cpu", ScorerOptions(max_ngram_order=4))
-    with pytest.raises(DataError, match="--max-ngram-order must be an integer >= 2, got 1"):
+    with pytest.raises(DataError, match="--max-ngram-order 1 would score every word from the list's start state"):
         ScorerOptions(max_ngram_order=1)
+    with pytest.raises(DataError, match="--max-ngram-order must be an integer >= 0"):
+        ScorerOptions(max_ngram_order=-1)

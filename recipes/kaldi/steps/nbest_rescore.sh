@@ -93,6 +93,7 @@ nn_weights=               # several LMs: their weights, comma-separated (default
 acoustic_scale=1.0
 word_ins_penalty=0.0      # nats per word, negative = penalty
 device=cpu                # cpu, cuda or cuda:N
+max_ngram_order=          # history merging as lmrescore_rnnlm_lat.sh's: histories of the same last N-1 words share one LM state (default or 0: exact)
 score_opts=               # further options of nbest-rescore score, e.g. "--cache-size 500 --batch-size 128"
 skip_scoring=false        # true: no LMWT x word-insertion-penalty scoring after the rescoring
 scoring_opts=             # options of local/score.sh, or of nbest-rescore kaldi-score (--min-lmwt, --max-lmwt, --word-ins-penalty)
@@ -117,6 +118,7 @@ Options:
   --acoustic-scale <x>          # (default: $acoustic_scale)
   --word-ins-penalty <x>        # nats per word, negative = penalty (default: $word_ins_penalty)
   --device <cpu|cuda|cuda:N>    # (default: $device)
+  --max-ngram-order <n>         # merge histories on their last n-1 words, as lmrescore_rnnlm_lat.sh (default or 0: exact)
   --score-opts \"<options>\"      # more nbest-rescore score options
   --skip-scoring <true|false>   # skip stage 4, the scoring like steps/score_kaldi.sh (default: $skip_scoring)
   --scoring-opts \"<options>\"    # options of local/score.sh or nbest-rescore kaldi-score"
@@ -151,6 +153,8 @@ dir=$4
 [ -z "$nj" ] || [[ $nj =~ ^[1-9][0-9]*$ ]] || die "--nj must be an integer >= 1, got '$nj'"
 [[ $num_threads =~ ^[1-9][0-9]*$ ]] || die "--num-threads must be an integer >= 1, got '$num_threads'"
 [[ $N =~ ^[1-9][0-9]*$ ]] || die "--N must be an integer >= 1, got '$N'"
+[ -z "$max_ngram_order" ] || [[ $max_ngram_order =~ ^(0|[2-9]|[1-9][0-9]+)$ ]] \
+  || die "--max-ngram-order must be 0 (exact) or an integer >= 2 (histories of n-1 words), got '$max_ngram_order'"
 # the NN LMs: names as nbest-rescore score gives them (file stem, repeats made unique)
 IFS=, read -r -a lms <<< "$lm"
 [ ${#lms[@]} -ge 1 ] || die "no LM checkpoint given"
@@ -376,7 +380,8 @@ if [ $stage -le 1 ]; then
   $cmd --num-threads $num_threads JOB=1:$nj "$dir/log/rescore.JOB.log" \
     nbest-rescore -v score "${lm_opts[@]}" --nbest "$src" --out "$dir/score.JOB" --threads $num_threads --no-progress \
       --device "$device" --history "$history" --lm-weight "$lm_weight" --interp "$interp" \
-      --acoustic-scale "$acoustic_scale" --word-ins-penalty "$word_ins_penalty" $score_opts \
+      --acoustic-scale "$acoustic_scale" --word-ins-penalty "$word_ins_penalty" \
+      ${max_ngram_order:+--max-ngram-order "$max_ngram_order"} $score_opts \
     || die "rescoring failed: see the log(s) named above ($dir/log/rescore.JOB.log); nothing was merged"
 fi
 
