@@ -352,6 +352,7 @@ def test_lattice_inputs_are_checked_before_anything_is_written(kaldi, tmp_path):
     assert "never run" not in res.stderr and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_max_ngram_order_merges_histories_as_score_does(kaldi, ci_nbest, DATA):
     """--max-ngram-order 3 (lmrescore_rnnlm_lat.sh's option) reaches nbest-rescore score:
     the costs of one nbest-rescore run with history merging, not the exact ones; a bad

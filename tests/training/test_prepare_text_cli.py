@@ -82,12 +82,13 @@ def test_store_streams_read_the_file_and_map_none_of_it(DATA, tmp_path):
     in_memory = Documents(ids, docs.starts, docs.ends)
 
     def mapped_kb():
-        """Resident KB of this process's mappings of ids.bin (/proc/self/smaps)."""
-        total, inside = 0, False
+        """Resident KB of this process's mappings of this store's ids.bin (/proc/self/smaps;
+        stores of other tests of the same process may still be mapped)."""
+        total, inside, path = 0, False, str(tmp_path / "big.store" / "ids.bin")
         with open("/proc/self/smaps") as f:
             for line in f:
                 if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):
-                    inside = line.rstrip().endswith("ids.bin")
+                    inside = line.rstrip().endswith(path)
                 elif inside and line.startswith("Rss:"):
                     total += int(line.split()[1])
         return total
