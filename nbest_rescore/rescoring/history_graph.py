@@ -13,9 +13,12 @@ prefixes stay apart. Each history is read once, from the state of the history of
 parent, and every hypothesis' words are scored from the states of its own histories, so
 a hypothesis' cost is the sum along its path through the merged graph. The state a
 merged history keeps is that of its first node in breadth-first order (the fewest
-words, then the hypothesis first in the list): the path that reaches it first, as the
-composition of Kaldi's lattice rescoring keeps the first path that creates a history
-state. K larger than the longest hypothesis merges nothing: the exact forest.
+words, then the hypothesis first in the list): the path that reaches it first, as
+Kaldi's ``KaldiRnnlmDeterministicFst`` keeps the state of the first path its
+composition creates. The costs do not depend on the order of the hypotheses beyond
+ties of that order. (Keeping instead the state of the first hypothesis in first-pass
+order, best first, scored dev within 0.06 WER of this at every K: docs/scoring.md.)
+K larger than the longest hypothesis merges nothing: the exact forest.
 
 :class:`ScoringGraph` holds both: the forest of LM states (:attr:`~ScoringGraph.states`:
 the LM positions read) and the (state, word) pairs whose log-probabilities make the costs.
@@ -132,13 +135,20 @@ def _state_forest(forest: PrefixForest, key: np.ndarray):
     rep = np.empty(n_keys, dtype=np.int64)
     rep[key[order[lead]]] = order[lead]  # the prefix whose state each history keeps
     src = np.where(forest.parent[rep] >= 0, key[np.maximum(forest.parent[rep], 0)], -1)
-    level = np.zeros(n_keys, dtype=np.int64)  # depth in the forest of states (its parent's has fewer words)
-    by_depth = np.argsort(forest.depth[rep], kind="stable")
-    cuts = np.searchsorted(forest.depth[rep][by_depth], np.arange(len(forest.level_offsets)))
-    for d in range(1, len(cuts) - 1):
-        ks = by_depth[cuts[d]:cuts[d + 1]]
-        level[ks] = level[src[ks]] + 1
-    return _renumber(forest, rep, src, level, key)
+    return _renumber(forest, rep, src, _levels(src), key)
+
+
+def _levels(src: np.ndarray) -> np.ndarray:
+    """int64 [K]: the depth of each node in the forest of parents ``src`` (-1: a root),
+    by pointer jumping (O(log depth) numpy passes). A history's parent has fewer words,
+    so ``src`` has no cycle."""
+    up, dist = src.copy(), (src >= 0).astype(np.int64)
+    live = np.flatnonzero(up >= 0)
+    while len(live):
+        a = up[live]
+        dist[live], up[live] = dist[live] + dist[a], up[a]  # (right side read before the writes)
+        live = live[up[live] >= 0]
+    return dist
 
 
 def _renumber(forest: PrefixForest, rep: np.ndarray, src: np.ndarray, level: np.ndarray, key: np.ndarray):
