@@ -222,29 +222,10 @@ def pytest_configure(config):
                                        "(`-m kaldi` runs only these, `-m 'not kaldi'` leaves them out)")
 
 
-#: the test files that take longest (seconds on one core, measured with --durations), run
-#: first: ``-n auto --dist loadfile`` hands whole files to the workers as they free up, so
-#: a long file started last would leave the other workers idle at the end
-LONGEST_FILES = ("recipes/test_kaldi_real.py", "recipes/test_kaldi_step.py", "training/test_ddp.py",
-                 "training/test_preemption.py", "test_fault_injection.py", "benchmarks/test_contention.py",
-                 "test_examples.py", "rescoring/test_adaptive_tree.py", "rescoring/test_hf_scorer.py",
-                 "recipes/test_ensemble_recipe.py", "benchmarks/test_hf_scoring.py", "models/test_models.py",
-                 "benchmarks/test_corpus_scale.py", "recipes/test_genre_context.py", "api/test_finetune.py",
-                 "rescoring/test_prefix_tree.py", "benchmarks/test_command_startup.py",
-                 "recipes/test_kaldi_slurm.py", "recipes/test_recipe_resume.py")
-
-
-def _file_rank(item) -> int:
-    """The place of the item's file in :data:`LONGEST_FILES` (the others after them)."""
-    path = item.nodeid.split("::")[0]
-    return next((i for i, f in enumerate(LONGEST_FILES) if path == f"tests/{f}"), len(LONGEST_FILES))
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:  # every test that takes the real Kaldi is marked for it
         if "kaldi_real" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kaldi)
-    items.sort(key=_file_rank)  # (stable: the order within a file and among the others is kept)
 
 
 # ---------------------------------------------------------------------------------------
