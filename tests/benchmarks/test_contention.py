@@ -3,8 +3,8 @@ wait policy (``unset``: no ``OMP_WAIT_POLICY`` and no ``PASSIVE`` from the toolk
 so libgomp uses its default spin count; ``PASSIVE``: the toolkit's default;
 ``ACTIVE``), checked in the environment, in the toolkit's log and in the spin count
 libgomp reports it read; and on a third of the ci lists (``ci_shard``) with one busy process beside the scorer
-the JSON has a median and a ratio to idle per setting. Times are recorded, never
-asserted."""
+the JSON has a median and a ratio to idle (for the default setting). Times are recorded,
+never asserted."""
 import json
 import subprocess
 import sys
@@ -99,23 +99,24 @@ def test_summary_keeps_the_undisturbed_runs_apart(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_contention_benchmark_on_ci(ci_shard, tiny_lm, tmp_path):
+    """The whole benchmark for one setting (the toolkit's default, PASSIVE; what each
+    setting does to the OpenMP runtime is the test above), idle and with one busy
+    process: medians, ratios to idle and the machine's other cores in the JSON, the
+    setting's spin count and log line, its row in the table."""
     out = tmp_path / "contention.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "contention.py"), "--lm", str(tiny_lm), "--nbest",
-           str(ci_shard), "--busy", "0", "1", "--repeat", "1", "--retries", "0", "--quiet-wait", "0",
-           "--json", str(out)]
+           str(ci_shard), "--busy", "0", "1", "--settings", "PASSIVE", "--repeat", "1", "--retries", "0",
+           "--quiet-wait", "0", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
     assert d["threads"] == d["cores"] >= 1
-    for setting in contention.SETTINGS:
-        per = d["seconds"][setting]
-        assert per["0"]["vs_idle"] == 1.0 and per["1"]["median_s"] > 0 and per["1"]["vs_idle"] > 0
-        assert per["1"]["median_cpu_s"] > 0 and per["1"]["attempts"] == [1]
-        assert "undisturbed_median_s" in per["1"] and "undisturbed_vs_idle" in per["1"]
-        assert all(x is None or x >= 0 for x in per["1"]["other_cores"] + per["0"]["steal_cores"])
-        assert d["settings"][setting]["gomp_spincount"] == contention.EXPECTED_SPINCOUNT[setting]
-    assert d["settings"]["unset"]["OMP_WAIT_POLICY"] is None
-    assert "OpenMP wait policy unset (" in d["settings"]["unset"]["toolkit"]
+    assert set(d["seconds"]) == set(d["settings"]) == {"PASSIVE"}
+    per = d["seconds"]["PASSIVE"]
+    assert per["0"]["vs_idle"] == 1.0 and per["1"]["median_s"] > 0 and per["1"]["vs_idle"] > 0
+    assert per["1"]["median_cpu_s"] > 0 and per["1"]["attempts"] == [1]
+    assert "undisturbed_median_s" in per["1"] and "undisturbed_vs_idle" in per["1"]
+    assert all(x is None or x >= 0 for x in per["1"]["other_cores"] + per["0"]["steal_cores"])
+    assert d["settings"]["PASSIVE"]["gomp_spincount"] == contention.EXPECTED_SPINCOUNT["PASSIVE"]
     assert d["settings"]["PASSIVE"]["toolkit"].endswith("OpenMP wait policy PASSIVE")
-    assert d["settings"]["ACTIVE"]["toolkit"].endswith("OpenMP wait policy ACTIVE")
-    assert "| unset, " in res.stdout and "| PASSIVE, " in res.stdout and "| ACTIVE, " in res.stdout
+    assert "| PASSIVE, " in res.stdout and "| ACTIVE, " not in res.stdout
