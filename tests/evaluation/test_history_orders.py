@@ -87,7 +87,7 @@ def test_tune_picks_the_order_a_brute_force_loop_picks(DATA, ci_nbest, scored, t
 def test_score_weights_tune_json_scores_at_the_tuned_order(DATA, tiny_lm, scored, tmp_path):
     """A budget every order meets: tune.json records the smallest; score --weights
     tune.json scores with it (the costs of score --max-ngram-order 2, byte for byte),
-    unless --max-ngram-order 0 asks for exact scoring."""
+    unless --max-ngram-order 0 asks for exact scoring; a bad order in the file is one line."""
     tmp, _ = scored
     _, block = tune(DATA, tmp, 100.0, tmp_path / "tune")
     assert block["max_ngram_order"] == 2 and block["cross_validation"]["per_fold_max_ngram_order"] == [2, 2]
@@ -104,6 +104,15 @@ def test_score_weights_tune_json_scores_at_the_tuned_order(DATA, tiny_lm, scored
                                     "--no-progress"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "e" / "nn_cost").read_bytes() == (tmp / "kNone" / "nn_cost").read_bytes()
+    # a tune.json whose order is not an integer >= 2: one line naming the file and key, nothing written
+    bad = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    bad["history_merging"]["max_ngram_order"] = 1
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    res = CliRunner().invoke(main, ["score", "--lm", str(tiny_lm), "--nbest", ci, "--out", str(tmp_path / "b"),
+                                    "--weights", str(tmp_path / "bad.json"), "--no-progress"])
+    assert res.exit_code != 0 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+    assert f"--weights {tmp_path / 'bad.json'}: 'history_merging.max_ngram_order' must be an integer >= 2" in res.output
+    assert not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("args,message", [
