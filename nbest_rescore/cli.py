@@ -294,7 +294,7 @@ def tune(obj, **kw):
 
 _FINETUNE = ("lm nbest plain_ac plain_ngram plain_costs plain_utt2doc plain_utt_ids nemo_manifest ref "
              "acoustic_scale lm_weight interp word_ins_penalty weights_file out epochs lr top_n utts_per_step "
-             "posterior_scale text max_text_words ce_weight eval_nbest eval_ref folds fold_seed replications "
+             "posterior_scale posterior_dropout text max_text_words ce_weight eval_nbest eval_ref folds fold_seed replications "
              "threads")
 
 
@@ -314,6 +314,11 @@ def finetune(obj, **kw):
                f"MWER fine-tuned {res['wer']['mwer']:.2f}%"
         if "p_mwer_better_than_base" in res:
             line += f", P(fine-tuned better) = {res['p_mwer_better_than_base']:.4f}"
+        for point in res.get("posterior_scales", ()):
+            click.echo(f"posterior scale {point['alpha']:g}: held-out WER {point['wer']['mwer']:.2f}%")
+        if "posterior_scales" in res:
+            scales = ", ".join(f"{f['posterior_scale']:g}" for f in res["per_fold"])
+            line += f" at each fold's posterior scale ({scales})"
         click.echo(line)
     click.echo(f"wrote {kw['out']}/finetune.json")
 

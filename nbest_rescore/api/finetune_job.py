@@ -7,6 +7,12 @@ are scored (first-pass history, as ``score``) by a model fine-tuned on the other
 only, and the held-out WER at the given weights is compared with the checkpoint's WER
 at the same weights: pooled WER of each, the paired bootstrap's P(fine-tuned better)
 and the 95% interval of each. Both cost files are written for ``tune --folds``.
+
+A grid of posterior scales (``--posterior-scale a,b,c``) fine-tunes every value on
+every fold; fold k then takes the value whose models (trained on fold k among others)
+give the fewest errors on the other folds' held-out lists, so fold k's own held-out
+errors never choose its value. Every value's pooled held-out WER is reported beside
+the chosen ones'.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import copy
 import json
 import logging
 from dataclasses import dataclass
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -29,6 +35,7 @@ from ..io.score_ark import write_cost_ark
 from ..models import save_model
 from ..models.base import LanguageModel, State, select_state
 from ..options import FinetuneOptions
+from ..options.parse import parse_grid
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..rescoring.history import first_pass_states as history_states, rescore
 from ..rescoring.scorer import NnScorer
@@ -74,6 +81,52 @@ def _subset(nbest: NbestSet, utts) -> NbestSet:
     return NbestSet(tuple(nbest.utterances[i] for i in utts), nbest.doc_source)
 
 
+def _rows(flat, utts) -> np.ndarray:
+    """int [H'] the flat hypothesis rows of the utterances ``utts`` (in that order)."""
+    return np.concatenate([np.arange(flat.offsets[u], flat.offsets[u + 1]) for u in utts])
+
+
+class Judge(NamedTuple):
+    """The word errors of every hypothesis of a set, computed once: ``flat`` (the set's
+    flat view), ``errors`` int [H], ``offsets`` int [U + 1], ``words`` (reference
+    words in all) and ``utt_words`` int [U]."""
+
+    flat: object
+    errors: np.ndarray
+    offsets: np.ndarray
+    words: int
+    utt_words: np.ndarray
+
+    @classmethod
+    def of(cls, nbest: NbestSet, refs) -> "Judge":
+        flat = nbest.flat()
+        errors, offsets, words = nbest_errors(nbest, refs, flat)
+        return cls(flat, errors, offsets, words, np.asarray([len(refs[u.utt_id]) for u in nbest.utterances]))
+
+    def one_best_errors(self, weights: Weights, nn_cost: np.ndarray) -> np.ndarray:
+        """int [U] word errors of each utterance's 1-best at ``weights`` with ``nn_cost``."""
+        return self.errors[segment_argmax(flat_scores(self.flat, weights, nn_cost), self.offsets)]
+
+
+class FoldRun(NamedTuple):
+    """One posterior scale fine-tuned on every fold: the held-out costs float64 [H]
+    (set order; fold k's from the model trained without it), the models [K] and what
+    each fold's run reports."""
+
+    costs: np.ndarray
+    models: List[LanguageModel]
+    per_fold: List[dict]
+
+
+def choose_per_fold(utt_errors: Dict[float, np.ndarray], held: Sequence[Sequence[int]]) -> List[float]:
+    """Each fold's posterior scale: the one whose held-out 1-bests have the fewest word
+    errors over the *other* folds' utterances (ties: the first in grid order).
+    ``utt_errors``: scale -> int [U] errors of each utterance's 1-best; ``held``: the
+    utterance indices of each fold."""
+    total = {a: e.sum() for a, e in utt_errors.items()}
+    return [min(utt_errors, key=lambda a: total[a] - utt_errors[a][list(h)].sum()) for h in held]
+
+
 @dataclass(frozen=True, kw_only=True)
 class FinetuneJob(FinetuneOptions):
     """``nbest-rescore finetune`` as a value: the options
@@ -93,19 +146,36 @@ class FinetuneJob(FinetuneOptions):
             raise DataError(f"--lm {self.lm}: finetune takes a checkpoint trained by 'train' (a word-level LM); "
                             f"an hf: LM is not fine-tuned here")
         self.weights()
+        grid = self.posterior_scales(self.weights())
+        if len(grid) > 1 and self.folds < 2:
+            raise DataError(f"--posterior-scale {self.posterior_scale}: a grid of {len(grid)} values is chosen by "
+                            f"folds; add --folds 2 (or more), or give one value")
         check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
                                                           "eval_ref", *PLAIN_PATHS)))
-        check_output_dir(self.out, FINETUNE_OUTPUTS + tuple(f"fold_{k}.pt" for k in range(1, self.folds + 1)))
+        check_output_dir(self.out, FINETUNE_OUTPUTS + tuple(f"fold_{k}.pt" for k in range(1, self.folds + 1))
+                         + tuple(_grid_dir(a) for a in grid if len(grid) > 1))
 
     def weights(self) -> Weights:
         """The combination weights (one NN LM): ``--weights`` or the weight options."""
         return job_weights(self, ("nn",))
 
-    def options(self, weights: Weights) -> MwerOptions:
-        """The loss and update settings."""
-        alpha = self.posterior_scale or (1.0 / weights.lm_weight if weights.lm_weight > 0 else 1.0)
+    def posterior_scales(self, weights: Weights) -> Tuple[float, ...]:
+        """The posterior scales alpha to fine-tune with: ``--posterior-scale`` (one
+        value or a grid), else ``1 / LM weight``. Raises DataError (a value <= 0)."""
+        if self.posterior_scale is None:
+            return (1.0 / weights.lm_weight if weights.lm_weight > 0 else 1.0,)
+        grid = parse_grid(self.posterior_scale, "posterior_scale") if isinstance(self.posterior_scale, str) \
+            else tuple(float(v) for v in self.posterior_scale)
+        bad = [a for a in grid if not a > 0]
+        if bad:
+            raise DataError(f"--posterior-scale must be a number > 0 (or a grid of them), got {bad[0]:g}")
+        return grid
+
+    def options(self, alpha: float) -> MwerOptions:
+        """The loss and update settings at posterior scale ``alpha``."""
         return MwerOptions(epochs=self.epochs, lr=self.lr, alpha=alpha, top_n=self.top_n,
-                           utts_per_step=self.utts_per_step, ce_weight=self.ce_weight, seed=self.seed)
+                           posterior_dropout=self.posterior_dropout, utts_per_step=self.utts_per_step,
+                           ce_weight=self.ce_weight, seed=self.seed)
 
     def run(self) -> Dict[str, object]:
         """Read, fine-tune (per fold), evaluate and write; returns finetune.json's dict."""
@@ -117,17 +187,21 @@ class FinetuneJob(FinetuneOptions):
         check_references(nbest, refs, self.ref)
         base = load_lm(self.lm)
         text = self._text(base.vocab, nbest, refs)
+        grid = self.posterior_scales(weights)
+        options = {**self.options(grid[0]).__dict__, "text": self.text or "references"}
+        if len(grid) > 1:
+            options["alpha"] = list(grid)
         report = {"lm": self.lm, "nbest": self.nbest, "weights": _weights_dict(weights), "threads": threads,
-                  "options": {**self.options(weights).__dict__, "text": self.text or "references"}}
+                  "options": options}
         with atomic_dir(self.out, FINETUNE_OUTPUTS, settings=report) as tmp:
             if self.folds < 2:
-                model, history = self._finetune(base, nbest, refs, weights, text)
+                model, history = self._finetune(base, nbest, refs, weights, text, grid[0])
                 save_model(tmp / "finetuned.pt", model, base.vocab, {**base.info, "mwer": history})
                 report["history"] = history
                 if self.eval_nbest is not None:
                     report.update(self._evaluate(base, model, weights, tmp))
             else:
-                report.update(self._folds(base, nbest, refs, weights, text, tmp))
+                report.update(self._folds(base, nbest, refs, weights, text, grid, tmp))
             (tmp / "finetune.json").write_text(json.dumps(report, indent=2) + "\n")
         return report
 
@@ -139,12 +213,13 @@ class FinetuneJob(FinetuneOptions):
             return [vocab.encode(s) for doc in read_lm_text(self.text, self.max_text_words) for s in doc]
         return [vocab.encode(refs[u.utt_id]) for u in nbest.utterances]
 
-    def _finetune(self, base, nbest: NbestSet, refs, weights: Weights, text):
-        """A copy of ``base``'s model fine-tuned on ``nbest``: (model, history)."""
+    def _finetune(self, base, nbest: NbestSet, refs, weights: Weights, text, alpha: float):
+        """A copy of ``base``'s model fine-tuned on ``nbest`` at posterior scale
+        ``alpha``: (model, history)."""
         model = copy.deepcopy(base.model)
         lists = mwer_lists(nbest, refs, base.vocab, weights)
         history = finetune_mwer(model, base.vocab.eos, lists, first_pass_states(nbest, base.vocab, weights),
-                                self.options(weights), text)
+                                self.options(alpha), text)
         return model, history
 
     def _evaluate(self, base, model, weights: Weights, tmp) -> Dict[str, object]:
@@ -154,40 +229,59 @@ class FinetuneJob(FinetuneOptions):
         costs = {name: rescore(nbest, NnScorer(m, base.vocab), weights).nn_cost
                  for name, m in (("base", base.model), ("mwer", model))}
         _write_costs(tmp, nbest, costs)
-        return {"eval_nbest": self.eval_nbest, **self._compare(nbest, refs, weights, costs)}
+        return {"eval_nbest": self.eval_nbest, **self._compare(Judge.of(nbest, refs), weights, costs)}
 
-    def _folds(self, base, nbest: NbestSet, refs, weights: Weights, text, tmp) -> Dict[str, object]:
-        """Fine-tune per fold, score each fold with its model, compare with ``base``."""
+    def _folds(self, base, nbest: NbestSet, refs, weights: Weights, text, grid, tmp) -> Dict[str, object]:
+        """Fine-tune per fold (and per posterior scale of ``grid``), score each fold
+        with its model, choose each fold's scale on the other folds, compare with ``base``."""
         docs = nbest.documents()
         fold_of_doc = document_folds(len(docs), self.folds, self.fold_seed)
+        held = [[u for d, utts in zip(fold_of_doc, docs) if d == k for u in utts] for k in range(self.folds)]
+        train = [[u for d, utts in zip(fold_of_doc, docs) if d != k for u in utts] for k in range(self.folds)]
+        base_costs = rescore(nbest, NnScorer(base.model, base.vocab), weights).nn_cost
+        runs = {a: self._fold_run(base, nbest, refs, weights, text, list(zip(held, train)), a) for a in grid}
+        judge = Judge.of(nbest, refs)
+        chosen = choose_per_fold({a: judge.one_best_errors(weights, r.costs) for a, r in runs.items()}, held)
         flat = nbest.flat()
-        costs = {"base": rescore(nbest, NnScorer(base.model, base.vocab), weights).nn_cost,
-                 "mwer": np.zeros(len(flat.hyps))}
+        costs = {"base": base_costs, "mwer": np.zeros(len(flat.hyps))}
         per_fold = []
-        for k in range(self.folds):
-            held = [u for d, utts in zip(fold_of_doc, docs) if d == k for u in utts]
-            train = [u for d, utts in zip(fold_of_doc, docs) if d != k for u in utts]
+        for k, (a, utts) in enumerate(zip(chosen, held)):
+            rows = _rows(flat, utts)
+            costs["mwer"][rows] = runs[a].costs[rows]
+            save_model(tmp / f"fold_{k + 1}.pt", runs[a].models[k], base.vocab,
+                       {**base.info, "mwer": runs[a].per_fold[k]["history"]})
+            per_fold.append({**runs[a].per_fold[k], "posterior_scale": a})
+        _write_costs(tmp, nbest, costs)
+        out = {"folds": self.folds, "fold_seed": self.fold_seed, "per_fold": per_fold,
+               **self._compare(judge, weights, costs)}
+        if len(grid) > 1:
+            _write_costs(tmp, nbest, {_grid_dir(a): r.costs for a, r in runs.items()})
+            out["posterior_scales"] = [
+                {"alpha": a, **self._compare(judge, weights, {"base": base_costs, "mwer": r.costs}),
+                 "per_fold": r.per_fold} for a, r in runs.items()]
+        return out
+
+    def _fold_run(self, base, nbest: NbestSet, refs, weights: Weights, text, splits, alpha: float) -> FoldRun:
+        """Fine-tune one model per fold at ``alpha`` on ``splits`` [(held-out
+        utterances, training utterances)] and score each fold with its own model."""
+        flat = nbest.flat()
+        costs, models, per_fold = np.zeros(len(flat.hyps)), [], []
+        for utts, train in splits:
             train_refs = {nbest.utterances[u].utt_id: refs[nbest.utterances[u].utt_id] for u in train}
             fold_text = text if self.text else [base.vocab.encode(train_refs[i]) for i in train_refs]
-            model, history = self._finetune(base, _subset(nbest, train), train_refs, weights, fold_text)
-            save_model(tmp / f"fold_{k + 1}.pt", model, base.vocab, {**base.info, "mwer": history})
-            rows = np.concatenate([np.arange(flat.offsets[u], flat.offsets[u + 1]) for u in held])
-            costs["mwer"][rows] = rescore(_subset(nbest, held), NnScorer(model, base.vocab), weights).nn_cost
-            per_fold.append({"documents": int((fold_of_doc == k).sum()), "utterances": len(held),
+            model, history = self._finetune(base, _subset(nbest, train), train_refs, weights, fold_text, alpha)
+            costs[_rows(flat, utts)] = rescore(_subset(nbest, utts), NnScorer(model, base.vocab), weights).nn_cost
+            models.append(model)
+            per_fold.append({"documents": len({nbest.utterances[u].doc_id for u in utts}), "utterances": len(utts),
                              "history": history})
-        _write_costs(tmp, nbest, costs)
-        return {"folds": self.folds, "fold_seed": self.fold_seed, "per_fold": per_fold,
-                **self._compare(nbest, refs, weights, costs)}
+        return FoldRun(costs, models, per_fold)
 
-    def _compare(self, nbest: NbestSet, refs, weights: Weights, costs) -> Dict[str, object]:
+    def _compare(self, judge: Judge, weights: Weights, costs) -> Dict[str, object]:
         """Held-out WER of each cost set at ``weights``, intervals and P(mwer better)."""
-        flat = nbest.flat()
-        errors, offsets, words = nbest_errors(nbest, refs, flat)
-        utt_words = np.asarray([len(refs[u.utt_id]) for u in nbest.utterances])
-        utt_errors = {n: errors[segment_argmax(flat_scores(flat, weights, c), offsets)] for n, c in costs.items()}
-        out = {"wer": {n: 100.0 * e.sum() / words for n, e in utt_errors.items()}}
+        utt_errors = {n: judge.one_best_errors(weights, c) for n, c in costs.items()}
+        out = {"wer": {n: 100.0 * e.sum() / judge.words for n, e in utt_errors.items()}}
         if self.replications:
-            out["bootstrap"] = {n: bootstrap_wer(e, utt_words, self.replications, self.seed).to_dict()
+            out["bootstrap"] = {n: bootstrap_wer(e, judge.utt_words, self.replications, self.seed).to_dict()
                                 for n, e in utt_errors.items()}
             out["p_mwer_better_than_base"] = improvement_probability(utt_errors["base"], utt_errors["mwer"],
                                                                      self.replications, self.seed)
@@ -202,6 +296,11 @@ def _write_costs(tmp, nbest: NbestSet, costs) -> None:
     for name, c in costs.items():
         (tmp / name).mkdir()
         write_cost_ark(tmp / name / "nn_cost", zip(keys, c))
+
+
+def _grid_dir(alpha: float) -> str:
+    """The output folder of one grid point's costs: ``mwer_alpha0.03``."""
+    return f"mwer_alpha{alpha:g}"
 
 
 def _weights_dict(w: Weights) -> Dict[str, object]:

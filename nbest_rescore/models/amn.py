@@ -4,8 +4,9 @@ K memory cells ("memcells") m^(i) and a controller u are GRUs over the same inpu
 x_t (eq. 4.1, 4.6); attention alpha_t = softmax(u_t . m_t^(i) / T) (eq. 4.7, 4.19);
 output o_t = sum_i alpha^(i) m^(i) (eq. 4.9) feeds the softmax layer (eq. 4.11).
 Attention annealing (4.3.2; ``anneal_t0``, ``anneal_gamma``, ``anneal_fraction``; the
-current T is a buffer saved with the weights), input-only dropout (4.3.3;
-``dropout_mode`` ``none``/``contr``/``mem``/``all``), the implicit-target loss (ITL,
+current T is a buffer saved with the weights), dropout (4.3.3;
+``dropout_mode``: on the inputs ``none``/``contr``/``mem``/``all`` (eq. 4.21-4.22), or
+``mem-vector`` on the memcell vectors that attention and output read (eq. 4.26-4.28)), the implicit-target loss (ITL,
 4.4.2, eq. 4.32; ``itl_weight``, ``itl_reduction``, ``itl_ramp_fraction``, returned as
 the auxiliary loss; ``itl_form: experts``, the mixture-of-experts aim of the thesis's
 text, :meth:`AMNLM.target_aux_loss`) and the options beyond the thesis (issue 26: ``anneal_floor``,
@@ -37,7 +38,11 @@ from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, hold_done
 from .registry import register
 
-DROPOUT_MODES = ("none", "contr", "mem", "all")
+#: ``dropout_mode``: ``none``, ``contr``, ``mem``, ``all`` mask the inputs of the controller,
+#: the memcells or both (eq. 4.21-4.22); ``mem-vector`` masks the memcell vectors m_t^(i)
+#: that attention and output read (eq. 4.26-4.28's "m_t is directly modified"), while the
+#: recurrences keep the unmasked states.
+DROPOUT_MODES = ("none", "contr", "mem", "all", "mem-vector")
 ITL_REDUCTIONS = ("sum-token", "mean-token", "sum-sequence", "mean-sequence")
 #: ``itl_form``: ``spread`` eq. 4.32 (the memcells' attention-weighted spread around o);
 #: ``experts`` the mixture-of-experts aim the thesis's text describes (section 4.4.2):
@@ -297,13 +302,23 @@ class AMNLM(LanguageModel):
         b, t, e = x.shape
         k1 = c.num_memcells + 1
         xs = x.unsqueeze(2).expand(b, t, k1, e)
-        if not self.training or c.dropout_mode == "none" or c.dropout <= 0:
+        if not self.training or c.dropout_mode in ("none", "mem-vector") or c.dropout <= 0:
             return xs
         # the GRUs whose inputs drop: the controller unless ``mem``, the memcells unless ``contr``
         keep = torch.tensor([c.dropout_mode != "mem"] + [c.dropout_mode != "contr"] * (k1 - 1), device=x.device)
         mask = torch.bernoulli(torch.full((b, t, k1, e), 1.0 - c.dropout, device=x.device)) / (1.0 - c.dropout)
         mask = torch.where(keep.view(1, 1, k1, 1), mask, torch.ones_like(mask))
         return xs * mask
+
+    def _vector_masks(self, cells: Tensor) -> Tensor:
+        """Drop-Mem on the memcell vectors (``dropout_mode: mem-vector``, eq. 4.26-4.28):
+        ``cells`` float [K, B, T, H] times a fresh inverted-dropout mask per memcell,
+        position and unit in training; unchanged otherwise."""
+        c = self.config
+        if not self.training or c.dropout_mode != "mem-vector" or c.dropout <= 0:
+            return cells
+        keep = torch.full_like(cells, 1.0 - c.dropout)
+        return cells * torch.bernoulli(keep) / (1.0 - c.dropout)
 
     def attend(self, h: Tensor):
         """Attention over memcells of h float [K + 1, B, H] (controller at index 0):
@@ -364,9 +379,12 @@ class AMNLM(LanguageModel):
             steps.append(h)
         k1 = h.shape[0]
         hs = torch.stack(steps, 2)  # [K+1, B, T, H]
-        alpha, o = self.attend(hs.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
+        mem = hs[1:]
+        cells = self._vector_masks(mem)  # what attention and output read: [K, B, T, H]
+        seen = hs if cells is mem else torch.cat([hs[:1], cells])
+        alpha, o = self.attend(seen.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
         weight = self._take_mask(b, t_len)  # [B, T] or None
-        aux = self._aux_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), hs[1:], weight)
+        aux = self._aux_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), cells, weight)
         if self._health is not None:  # alpha [K, B*T], memcells [K, B*T, H], weight [B*T] or None
             sums = memcell_health_sums(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim),
                                        None if weight is None else weight.reshape(-1))

@@ -112,12 +112,19 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
                       path=_DIR_OUT)
     epochs: int = option(2, "Passes over the training lists.", kind="int", range=">= 1")
     lr: float = option(1e-4, "Adam's learning rate.", kind="float", range="> 0")
-    top_n: int = option(20, "Hypotheses of each list in the loss: the first-pass top N.", kind="int", range=">= 2",
-                        unit="hypotheses")
+    top_n: Optional[int] = option(None, "Hypotheses of each list in the loss: the first-pass top N (default: every "
+                                        "hypothesis, as rescoring chooses among them all).", kind="int", range=">= 2",
+                                  unit="hypotheses")
     utts_per_step: int = option(8, "Lists per update.", kind="int", range=">= 1", unit="utterances")
-    posterior_scale: Optional[float] = option(
+    posterior_scale: Optional[str] = option(
         None, "alpha in the posterior softmax(alpha * combined score) whose expected word errors are minimised "
-              "(default: 1 / LM weight, as Kaldi's lattice posteriors).", kind="float", range="> 0", example=0.1)
+              "(default: 1 / LM weight, as Kaldi's lattice posteriors). A grid (a,b,c or start:stop:step) needs "
+              "--folds: every value is fine-tuned on every fold and each fold takes the value whose models score "
+              "the other folds best.", parse=parse_grid, range="> 0", example="0.01,0.03,0.1,0.3")
+    posterior_dropout: bool = option(False, "Compute the posterior's LM costs with dropout on, a mask per "
+                                            "hypothesis (the earlier default); default: without dropout, as "
+                                            "scoring computes them (dropout, if any, only in the cross-entropy term).",
+                                     is_flag=True)
     text: Optional[str] = option(None, "LM text (one sentence per line) for the cross-entropy term that keeps the LM "
                                        "an LM (default: the references of the training lists).", path=_FILE)
     max_text_words: int = option(200000, "Words of --text read (whole sentences from its start).", kind="int",

@@ -18,7 +18,8 @@ posteriors). Its gradient with respect to ``nn_cost_i`` is
 ``-alpha c q_i (e_i - E_q[e])``: a hypothesis with fewer errors than the expected
 number gets a lower cost. ``nn_cost_i`` is the LM's cost (nats, words + ``</s>``)
 of ``h_i`` from the state after the document's first-pass 1-best history, as in
-scoring; the history states come from the caller, recomputed with the current
+scoring, and without dropout as in scoring (``posterior_dropout`` draws a mask per
+hypothesis instead, the earlier behaviour); the history states come from the caller, recomputed with the current
 weights each epoch, and carry no gradient. A cross-entropy term on LM text
 (``ce_weight`` times the mean cost per token of sentences read from the
 document-start state) keeps the LM an LM.
@@ -75,7 +76,11 @@ class MwerOptions:
         lr: Adam's learning rate.
         alpha: the posterior scale of the combined score (None: ``1 / delta``, set by
             the caller).
-        top_n: hypotheses of each list in the loss (the first-pass top ``top_n``).
+        top_n: hypotheses of each list in the loss (the first-pass top ``top_n``;
+            None: all of them).
+        posterior_dropout: the hypotheses' costs in training mode (dropout on; a
+            mask per hypothesis); False: in evaluation mode, as scoring computes them
+            (the gradient flows either way; the cross-entropy term keeps dropout).
         utts_per_step: utterances per update.
         ce_weight: weight of the cross-entropy term (0: none).
         ce_sentences: LM-text sentences per update for that term.
@@ -86,7 +91,8 @@ class MwerOptions:
     epochs: int = 2
     lr: float = 1e-4
     alpha: float = 0.1
-    top_n: int = 20
+    top_n: Optional[int] = None
+    posterior_dropout: bool = False
     utts_per_step: int = 8
     ce_weight: float = 0.1
     ce_sentences: int = 16
@@ -133,11 +139,13 @@ def _step(model, lists: MwerLists, utts: Sequence[int], states: State, eos: int,
     seqs, rows, spans = [], [], []
     for u in utts:
         a = int(lists.offsets[u])
-        b = min(int(lists.offsets[u + 1]), a + o.top_n)
+        b = int(lists.offsets[u + 1]) if o.top_n is None else min(int(lists.offsets[u + 1]), a + o.top_n)
         spans.append((len(seqs), a, b))
         seqs.extend(lists.seqs[a:b])
         rows.extend([u] * (b - a))
+    model.train(o.posterior_dropout)
     costs = hypothesis_costs(model, seqs, eos, states, rows)
+    model.train()
     losses, expected = [], 0.0
     for start, a, b in spans:
         fixed = torch.as_tensor(lists.fixed[a:b])
@@ -168,7 +176,7 @@ def finetune_mwer(model: LanguageModel, eos: int, lists: MwerLists, history_stat
         options: the settings.
         ce_text: sentences (word ids) of LM text for the cross-entropy term.
     Returns:
-        per epoch ``{"epoch", "expected_errors" (mean per list, top_n), "ce" (nats per
+        per epoch ``{"epoch", "expected_errors" (mean per list over its top_n), "ce" (nats per
         token, NaN without text), "steps"}``.
     """
     o = options

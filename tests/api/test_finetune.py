@@ -23,47 +23,65 @@ W = Weights(lm_weight=9.5, interp=0.5, word_ins_penalty=-0.629606)
 
 
 def test_folds_never_train_on_their_held_out_documents(DATA, ci_nbest, tiny_lm, tmp_path, monkeypatch):
+    """A grid of two posterior scales: every scale trains one model per fold, never on
+    its held-out documents; each fold's scale is the one with the fewest errors on the
+    other fold (recomputed here from the written per-scale costs); its costs are those
+    of its own checkpoint, scored again independently; the WERs are recomputed."""
     trained = []
     real = finetune_job.FinetuneJob._finetune
 
-    def spy(self, base, nbest, refs, weights, text):
-        trained.append({u.utt_id for u in nbest.utterances})
-        return real(self, base, nbest, refs, weights, text)
+    def spy(self, base, nbest, refs, weights, text, alpha):
+        trained.append((alpha, {u.utt_id for u in nbest.utterances}))
+        return real(self, base, nbest, refs, weights, text, alpha)
 
     monkeypatch.setattr(finetune_job.FinetuneJob, "_finetune", spy)
     out = tmp_path / "ft"
     ci = str(DATA / "ci")
     res = CliRunner().invoke(main, ["finetune", "--lm", str(tiny_lm), "--nbest", ci, "--ref", f"{ci}/ref.txt",
-                                    "--folds", "2", "--replications", "200", "--out", str(out), *ARGS])
+                                    "--folds", "2", "--replications", "200", "--out", str(out),
+                                    "--posterior-scale", "0.02,0.5", *ARGS])
     assert res.exit_code == 0, res.output + repr(res.exception)
     docs = ci_nbest.documents()
     fold_of_doc = document_folds(len(docs), 2, 0)
-    assert len(trained) == 2
-    for k in range(2):
-        held = {ci_nbest.utterances[u].utt_id for d, utts in zip(fold_of_doc, docs) if d == k for u in utts}
-        assert held and not (held & trained[k])  # a leak fails here
-        assert trained[k] | held == set(ci_nbest.utt_ids)
-    # each fold's costs: its own checkpoint, scored again here
+    held = [[u for d, us in zip(fold_of_doc, docs) if d == k for u in us] for k in range(2)]
+    assert [a for a, _ in trained] == [0.02, 0.02, 0.5, 0.5]
+    for i, (_, utts) in enumerate(trained):
+        ids = {ci_nbest.utterances[u].utt_id for u in held[i % 2]}
+        assert ids and not (ids & utts)  # a leak fails here
+        assert utts | ids == set(ci_nbest.utt_ids)
     flat = ci_nbest.flat()
-    costs = {n: dict(line.split() for line in (out / n / "nn_cost").read_text().splitlines()) for n in ("mwer", "base")}
-    for k in range(2):
-        utts = [u for d, us in zip(fold_of_doc, docs) if d == k for u in us]
-        model, vocab, _ = load_model(out / f"fold_{k + 1}.pt")
-        again = rescore(NbestSet(tuple(ci_nbest.utterances[u] for u in utts), ci_nbest.doc_source),
-                        NnScorer(model, vocab), W).nn_cost
-        keys = [key for u in utts for key in ci_nbest.utterances[u].keys]
-        assert [float(costs["mwer"][key]) for key in keys] == pytest.approx(again.tolist(), abs=1e-4)
-    # the WERs of finetune.json from the written costs
+
+    def read(name):
+        table = dict(line.split() for line in (out / name / "nn_cost").read_text().splitlines())
+        return np.array([float(table[key]) for key in flat.keys])
+
     from nbest_rescore.api.inputs import load_references
     from nbest_rescore.evaluation.wer import nbest_errors
 
     errors, offsets, words = nbest_errors(ci_nbest, load_references(DATA / "ci" / "ref.txt"), flat)
+    utt_errors = {a: errors[segment_argmax(flat_scores(flat, W, read(f"mwer_alpha{a:g}")), offsets)]
+                  for a in (0.02, 0.5)}
     report = json.loads((out / "finetune.json").read_text())
-    for name in ("base", "mwer"):
-        nn = np.array([float(costs[name][key]) for key in flat.keys])
-        wer = 100.0 * errors[segment_argmax(flat_scores(flat, W, nn), offsets)].sum() / words
+    for k in range(2):  # the scale of fold k: fewest errors on the other fold
+        other = held[1 - k]
+        best = min((0.02, 0.5), key=lambda a: (utt_errors[a][other].sum(), a))
+        assert report["per_fold"][k]["posterior_scale"] == best
+    costs = {n: read(n) for n in ("mwer", "base")}
+    for k in range(2):  # each fold's costs: its own checkpoint, scored again here
+        model, vocab, _ = load_model(out / f"fold_{k + 1}.pt")
+        again = rescore(NbestSet(tuple(ci_nbest.utterances[u] for u in held[k]), ci_nbest.doc_source),
+                        NnScorer(model, vocab), W).nn_cost
+        rows = np.concatenate([np.arange(offsets[u], offsets[u + 1]) for u in held[k]])
+        assert costs["mwer"][rows] == pytest.approx(again, abs=1e-4)
+        chosen = read(f"mwer_alpha{report['per_fold'][k]['posterior_scale']:g}")
+        assert np.array_equal(costs["mwer"][rows], chosen[rows])
+    for name in ("base", "mwer"):  # the WERs of finetune.json from the written costs
+        wer = 100.0 * errors[segment_argmax(flat_scores(flat, W, costs[name]), offsets)].sum() / words
         assert report["wer"][name] == pytest.approx(wer)
+    for point in report["posterior_scales"]:
+        assert point["wer"]["mwer"] == pytest.approx(100.0 * utt_errors[point["alpha"]].sum() / words)
     assert 0.0 <= report["p_mwer_better_than_base"] <= 1.0 and "held-out WER" in res.output
+    assert "posterior scale 0.02: held-out WER" in res.output
 
 
 def test_without_folds_a_checkpoint_that_score_reads(DATA, tiny_lm, ci_shard, tmp_path):
@@ -106,6 +124,9 @@ def test_bad_options_are_one_line_before_reading(DATA, tiny_lm, tmp_path):
                             "--eval-nbest with --folds 2"),
                            (["--lm", str(tiny_lm), "--epochs", "0"], "--epochs"),
                            (["--lm", str(tiny_lm), "--posterior-scale", "0"], "--posterior-scale"),
+                           (["--lm", str(tiny_lm), "--posterior-scale", "0.1,0.3"], "add --folds 2"),
+                           (["--lm", str(tiny_lm), "--posterior-scale", "0.1,-1", "--folds", "2"],
+                            "--posterior-scale"),
                            (["--lm", str(tiny_lm), "--text", str(tmp_path / "missing.txt")], "--text")):
         res = run(main, base + args)
         assert res.exit_code != 0 and expected in res.output and "Traceback" not in res.output, (args, res.output)

@@ -13,15 +13,7 @@ def reference_amn_step_by_step(m, x):
     over memcells, independent of the batched implementation."""
     h = m.config.hidden_size
     k1 = m.config.num_memcells + 1
-    cells = []
-    for k in range(k1):
-        c = torch.nn.GRUCell(m.config.input_size, h)
-        with torch.no_grad():
-            c.weight_ih.copy_(m.w_ih[k].T)
-            c.weight_hh.copy_(m.w_hh[k].T)
-            c.bias_ih.copy_(m.b_ih[k])
-            c.bias_hh.copy_(m.b_hh[k])
-        cells.append(c)
+    cells = gru_cells(m)
     emb = m.embedding(x)
     if m.input_proj is not None:  # the shared input projection (issue 26 shape b)
         emb = emb @ m.input_proj.weight.T + m.input_proj.bias
@@ -37,6 +29,20 @@ def reference_amn_step_by_step(m, x):
         outs.append(o)
         alphas.append(alpha)
     return torch.stack(outs, 1), torch.stack(alphas, 1)
+
+
+def gru_cells(m):
+    """The controller's and the memcells' GRUs as K + 1 ``torch.nn.GRUCell`` copies."""
+    cells = []
+    for k in range(m.config.num_memcells + 1):
+        c = torch.nn.GRUCell(m.config.input_size, m.config.hidden_size)
+        with torch.no_grad():
+            c.weight_ih.copy_(m.w_ih[k].T)
+            c.weight_hh.copy_(m.w_hh[k].T)
+            c.bias_ih.copy_(m.b_ih[k])
+            c.bias_hh.copy_(m.b_hh[k])
+        cells.append(c)
+    return cells
 
 
 def test_batched_amn_equals_straightforward_version():
@@ -67,7 +73,8 @@ def test_high_temperature_gives_uniform_attention():
 def test_dropout_modes_touch_only_their_cells():
     torch.manual_seed(0)
     x = torch.randn(2, 3, CFG["embedding_dim"])
-    for mode, dropped in (("contr", {0}), ("mem", {1, 2, 3, 4}), ("all", {0, 1, 2, 3, 4}), ("none", set())):
+    for mode, dropped in (("contr", {0}), ("mem", {1, 2, 3, 4}), ("all", {0, 1, 2, 3, 4}), ("none", set()),
+                           ("mem-vector", set())):
         m = build_model("amn", {**CFG, "dropout_mode": mode, "dropout": 0.5}, 30).train()
         xs = m._input_masks(x)
         for k in range(5):
@@ -75,6 +82,44 @@ def test_dropout_modes_touch_only_their_cells():
             assert same == (k not in dropped), (mode, k)
         m.eval()
         assert torch.equal(m._input_masks(x)[:, :, 0], x)
+
+
+def test_mem_vector_dropout_masks_what_attention_and_output_read(monkeypatch):
+    """``dropout_mode: mem-vector`` (eq. 4.26-4.28): with a given mask z, beta = u . (m z),
+    alpha = softmax(beta / T), o = sum_i alpha_i (m_i z_i), computed here from the
+    unmasked states of the step-by-step reference; the recurrences (the returned state)
+    are those of the model without dropout, and evaluation is unmasked."""
+    torch.manual_seed(3)
+    p = 0.4
+    m = build_model("amn", {**CFG, "anneal_t0": 2.0, "dropout_mode": "mem-vector", "dropout": p}, 30)
+    x = torch.randint(0, 30, (2, 5))
+    k, h = CFG["num_memcells"], CFG["hidden_size"]
+    z = (torch.rand(k, 2, 5, h) > p).float()  # the mask the model will draw: [K, B, T, H]
+    monkeypatch.setattr(torch, "bernoulli", lambda probs: z.clone())
+    m.eval()
+    plain = m(x, m.init_state(2))
+    m.train()
+    out = m(x, m.init_state(2))
+    assert torch.equal(out.state[0], plain.state[0])  # the recurrences read unmasked states
+    ref_states = reference_states(m, x)  # [K+1, B, T, H]
+    u, cells = ref_states[0], ref_states[1:] * z / (1 - p)
+    alpha = torch.softmax((cells * u).sum(-1) / m.temperature, 0)  # [K, B, T]
+    o = (alpha.unsqueeze(-1) * cells).sum(0)
+    assert torch.allclose(out.features, o, atol=1e-5)
+    assert not torch.allclose(out.features, plain.features, atol=1e-3)
+
+
+def reference_states(m, x):
+    """Controller and memcell states of a straightforward AMN: float [K + 1, B, T, H]."""
+    emb = m.embedding(x)
+    out = []
+    for c in gru_cells(m):
+        s, seq = torch.zeros(x.shape[0], m.config.hidden_size), []
+        for t in range(x.shape[1]):
+            s = c(emb[:, t], s)
+            seq.append(s)
+        out.append(torch.stack(seq, 1))
+    return torch.stack(out)
 
 
 def reference_segment_loss(m, inp, tgt, mask, reset, h0):

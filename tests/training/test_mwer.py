@@ -66,3 +66,32 @@ def test_finetuning_lowers_the_expected_errors_of_its_lists(ci_nbest, tiny_lm, D
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert not model.training  # left in eval mode, ready to score
     assert np.isfinite([h["expected_errors"] for h in hist]).all()
+
+
+def test_posterior_costs_are_computed_without_dropout_by_default():
+    """With dropout in the model, the default loss is that of the evaluation-mode costs
+    (the same on every call, over every hypothesis of each list: ``top_n`` None), while
+    ``posterior_dropout`` draws a mask per call; the model is left in training mode."""
+    from dataclasses import replace
+
+    from nbest_rescore.models import build_model
+    from nbest_rescore.training.mwer import MwerLists, _step
+
+    torch.manual_seed(0)
+    model = build_model("gru", {"embedding_dim": 8, "hidden_size": 8, "dropout_emb": 0.5, "dropout_out": 0.5}, 30)
+    seqs = [[1, 2, 3], [1, 2], [4, 5, 6, 7], [2], [3, 3], [9]]
+    lists = MwerLists(seqs, np.array([0, 3, 6]), np.array([-1.0, -2.0, -1.5, -1.0, -3.0, -0.5]), 1.0,
+                      np.array([0.0, 1.0, 2.0, 1.0, 0.0, 3.0]))
+    states = model.init_state(2)
+    model.eval()
+    costs = hypothesis_costs(model, seqs, 0, states, [0, 0, 0, 1, 1, 1]).detach()
+    expected = np.mean([float(mwer_loss(costs[a:b], torch.as_tensor(lists.fixed[a:b]), 1.0,
+                                        torch.as_tensor(lists.errors[a:b]), 0.5)) for a, b in ((0, 3), (3, 6))])
+    default = MwerOptions(alpha=0.5)
+    model.train()
+    for _ in range(2):
+        loss, _, _ = _step(model, lists, [0, 1], states, 0, default, None)
+        assert float(loss.detach()) == pytest.approx(expected, abs=1e-6) and model.training
+    noisy = {round(float(_step(model, lists, [0, 1], states, 0, replace(default, posterior_dropout=True), None)[0]), 6)
+             for _ in range(4)}
+    assert len(noisy) > 1
