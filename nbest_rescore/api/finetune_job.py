@@ -37,9 +37,10 @@ from ..models.base import LanguageModel, State, select_state
 from ..options import FinetuneOptions
 from ..options.parse import parse_grid
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
+from ..rescoring.forest_grad import forest_costs
 from ..rescoring.history import first_pass_states as history_states, rescore
 from ..rescoring.scorer import NnScorer
-from ..training.mwer import MwerLists, MwerOptions, finetune_mwer
+from ..training.mwer import MwerLists, MwerOptions, finetune_mwer, hypothesis_costs
 from ..types import NbestSet
 from ..validation import check_paths, named_paths
 from ..vocab import Vocabulary
@@ -218,8 +219,10 @@ class FinetuneJob(FinetuneOptions):
         ``alpha``: (model, history)."""
         model = copy.deepcopy(base.model)
         lists = mwer_lists(nbest, refs, base.vocab, weights)
+        # without dropout the prefix tree reads each shared prefix once; with it, a mask per hypothesis
+        list_costs = hypothesis_costs if self.posterior_dropout else forest_costs
         history = finetune_mwer(model, base.vocab.eos, lists, first_pass_states(nbest, base.vocab, weights),
-                                self.options(alpha), text)
+                                self.options(alpha), text, list_costs)
         return model, history
 
     def _evaluate(self, base, model, weights: Weights, tmp) -> Dict[str, object]:

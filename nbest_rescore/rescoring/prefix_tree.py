@@ -201,10 +201,19 @@ def score_forest(model: LanguageModel, graph: ScoringGraph, states: State, eos: 
 def pair_log_probs(model: LanguageModel, graph: ScoringGraph, states: State, eos: int,
                    max_rows: int = 256, max_tokens: int = 8192, max_segment: int = 1,
                    self_normalized: bool = False) -> np.ndarray:
-    """The log-probabilities of the graph's (state, word) pairs.
+    """:func:`pair_log_prob_tensor` on the host: float64 [P] numpy (same arguments)."""
+    return pair_log_prob_tensor(model, graph, states, eos, max_rows, max_tokens, max_segment,
+                                self_normalized).cpu().numpy()
+
+
+def pair_log_prob_tensor(model: LanguageModel, graph: ScoringGraph, states: State, eos: int,
+                         max_rows: int = 256, max_tokens: int = 8192, max_segment: int = 1,
+                         self_normalized: bool = False) -> torch.Tensor:
+    """The log-probabilities of the graph's (state, word) pairs, with their gradient
+    when it is enabled (MWER training: :mod:`.forest_grad`).
 
     Args:
-        model: the LM (eval mode; call under ``torch.inference_mode``).
+        model: the LM (eval mode; for scoring, call under ``torch.inference_mode``).
         graph: from :func:`~.history_graph.scoring_graph`; ``graph.states.row`` indexes ``states``.
         states: start states, batch U, on the model's device.
         eos: id of ``</s>``.
@@ -212,8 +221,8 @@ def pair_log_probs(model: LanguageModel, graph: ScoringGraph, states: State, eos
         self_normalized: the target words' logits as log-probabilities (see the
             module docstring; the adaptive softmax is exact either way).
     Returns:
-        float64 [P] natural-log probabilities of the pairs (float32 values; target
-        logits when ``self_normalized``).
+        float64 [P] tensor on the model's device: natural-log probabilities of the
+        pairs (float32 values; target logits when ``self_normalized``).
     """
     device = states[0].device if states else next(model.parameters()).device
     buf = torch.zeros(graph.num_pairs, dtype=torch.float64, device=device)  # float64: the fused layer's values
@@ -241,14 +250,16 @@ def pair_log_probs(model: LanguageModel, graph: ScoringGraph, states: State, eos
                 parts.append(select_state(out.state, dev(c.keep)))
         prev = cat_states(parts) if parts else prev
     output.flush()
-    return buf.double().cpu().numpy()
+    return buf
 
 
 def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
     """The output layer of :func:`score_forest`, writing the log-probabilities of each
     call's gathered (state, word) pairs into ``buf``: :class:`_PendingOutput` for the
-    adaptive or the fused full softmax, else :class:`_PerCall`."""
-    if _adaptive_pairs(model) or (not self_normalized and model.fused_output_active()):
+    adaptive or the fused full softmax (without gradient: it writes into buffers), else
+    :class:`_PerCall`."""
+    fused = not self_normalized and model.fused_output_active() and not torch.is_grad_enabled()
+    if _adaptive_pairs(model) or fused:
         return _PendingOutput(model, buf, dev)
     return _PerCall(model, buf, dev, self_normalized, max_rows)
 
@@ -272,7 +283,10 @@ class _PerCall:
             if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
                 self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
                                        dtype=torch.float32, device=logits.device)
-            logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])[g_pos, g_word]
+            if torch.is_grad_enabled():  # (an out= buffer has no gradient)
+                logp = torch.log_softmax(logits, -1)[g_pos, g_word]
+            else:
+                logp = torch.log_softmax(logits, -1, out=self.out[:logits.shape[0]])[g_pos, g_word]
         self.buf[self.dev(c.g_dst)] = logp.double()
 
     def flush(self) -> None:

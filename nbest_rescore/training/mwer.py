@@ -133,8 +133,13 @@ def _ce_term(model: LanguageModel, sentences: List[Sequence[int]], eos: int) -> 
     return costs.sum() / sum(len(s) + 1 for s in sentences)
 
 
+#: ``list_costs(model, seqs, eos, states, rows)`` -> float [B] costs with gradient: the
+#: padded :func:`hypothesis_costs`, or the prefix tree's (``rescoring.forest_grad``)
+ListCosts = Callable[[LanguageModel, Sequence[Sequence[int]], int, State, Sequence[int]], Tensor]
+
+
 def _step(model, lists: MwerLists, utts: Sequence[int], states: State, eos: int, o: MwerOptions,
-          ce_batch: Optional[List[Sequence[int]]]):
+          ce_batch: Optional[List[Sequence[int]]], list_costs: ListCosts = hypothesis_costs):
     """One update's loss over the utterances ``utts``: (loss tensor, expected errors, CE or NaN)."""
     seqs, rows, spans = [], [], []
     for u in utts:
@@ -144,7 +149,7 @@ def _step(model, lists: MwerLists, utts: Sequence[int], states: State, eos: int,
         seqs.extend(lists.seqs[a:b])
         rows.extend([u] * (b - a))
     model.train(o.posterior_dropout)
-    costs = hypothesis_costs(model, seqs, eos, states, rows)
+    costs = list_costs(model, seqs, eos, states, rows)
     model.train()
     losses, expected = [], 0.0
     for start, a, b in spans:
@@ -163,7 +168,8 @@ def _step(model, lists: MwerLists, utts: Sequence[int], states: State, eos: int,
 
 
 def finetune_mwer(model: LanguageModel, eos: int, lists: MwerLists, history_states: Callable[[LanguageModel], State],
-                  options: MwerOptions, ce_text: Sequence[Sequence[int]] = ()) -> List[dict]:
+                  options: MwerOptions, ce_text: Sequence[Sequence[int]] = (),
+                  list_costs: ListCosts = hypothesis_costs) -> List[dict]:
     """Fine-tune ``model`` in place by MWER on ``lists``.
 
     Args:
@@ -175,6 +181,8 @@ def finetune_mwer(model: LanguageModel, eos: int, lists: MwerLists, history_stat
             computed without gradient (called at the start of every epoch).
         options: the settings.
         ce_text: sentences (word ids) of LM text for the cross-entropy term.
+        list_costs: how the hypotheses' costs are computed (:data:`ListCosts`; the
+            padded forward by default).
     Returns:
         per epoch ``{"epoch", "expected_errors" (mean per list over its top_n), "ce" (nats per
         token, NaN without text), "steps"}``.
@@ -196,7 +204,8 @@ def finetune_mwer(model: LanguageModel, eos: int, lists: MwerLists, history_stat
             if o.ce_weight > 0 and ce_text:
                 ce_batch = [ce_text[(ce_pos + i) % len(ce_text)] for i in range(o.ce_sentences)]
                 ce_pos += o.ce_sentences
-            loss, expected, ce = _step(model, lists, order[start:start + o.utts_per_step], states, eos, o, ce_batch)
+            loss, expected, ce = _step(model, lists, order[start:start + o.utts_per_step], states, eos, o, ce_batch,
+                                       list_costs)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip)
