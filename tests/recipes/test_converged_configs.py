@@ -1,0 +1,37 @@
+"""The configs of issue 46: the converged set's backward GRU (run.sh --conf-set cpu-trio)
+differs from its forward GRU only in the direction and the 40-minute cap; each new
+experiment 1 row differs from the row it varies only in its regularisation."""
+from dataclasses import asdict
+from pathlib import Path
+
+from nbest_rescore.config import load_train_config
+
+REPO = Path(__file__).resolve().parents[2]
+CONF = REPO / "recipes" / "abc-nbest" / "conf"
+
+
+def _load(path):
+    return asdict(load_train_config(path))
+
+
+def test_backward_gru_differs_only_in_direction_and_cap(repo_data, monkeypatch):
+    monkeypatch.chdir(REPO)
+    fwd, bwd = _load(CONF / "cpu-converged" / "gru.yaml"), _load(CONF / "cpu-converged" / "gru-bwd.yaml")
+    assert bwd["model_config"].pop("direction") == "backward" and "direction" not in fwd["model_config"]
+    assert (fwd["optim"].pop("max_seconds"), bwd["optim"].pop("max_seconds")) == (3600, 2400)
+    assert fwd == bwd
+    run_sh = (REPO / "recipes" / "abc-nbest" / "run.sh").read_text()
+    assert 'cpu-trio) set_models="gru gru-bwd amn"' in run_sh and "train_seconds=2400" in run_sh
+
+
+def test_experiment_1_rows_vary_one_regularisation_each(repo_data, monkeypatch):
+    monkeypatch.chdir(REPO)
+    rows = {p.stem: _load(p) for p in (CONF / "cpu-thesis").glob("*.yaml")}
+    out, vec, base = rows["amn-anneal-dropmem-out"], rows["amn-anneal-dropmemvec"], rows["amn-anneal-dropmem"]
+    assert out["model_config"].pop("dropout_out") == 0.35 and "dropout_out" not in base["model_config"]
+    assert (vec["model_config"].pop("dropout_mode"), base["model_config"].pop("dropout_mode"),
+            out["model_config"].pop("dropout_mode")) == ("mem-vector", "mem", "mem")
+    assert out == base == vec
+    gru, gru_in = rows["gru-dropout"], rows["gru-dropout-in"]
+    assert gru["model_config"].pop("dropout_out") == 0.35 and "dropout_out" not in gru_in["model_config"]
+    assert gru == gru_in
