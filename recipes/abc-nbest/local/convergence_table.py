@@ -25,7 +25,11 @@ from nbest_rescore.io.checkpoint import load_checkpoint
 #: 000 Table B.1 (PTB valid perplexity, 100-125 units): the thesis's figure for each row.
 THESIS = {"gru-dropout": ("GRU + Dropout (125)", 116), "amn-vanilla": ("AMN (5 x 100)", 144),
           "amn-dropmem": ("AMN + Drop-Mem", 108), "amn-anneal-dropmem": ("AMN + Anneal + Drop-Mem", None),
-          "amn-anneal-dropmem-itl": ("AMN + Anneal + Drop-Mem + Implicit", 103)}
+          "amn-anneal-dropmem-itl": ("AMN + Anneal + Drop-Mem + Implicit", 103),
+          # issue 46: the rows regularised alike (no thesis figure)
+          "amn-anneal-dropmem-out": ("AMN + Anneal + Drop-Mem + output dropout", None),
+          "amn-anneal-dropmemvec": ("AMN + Anneal + Drop-Mem on the memcell vectors", None),
+          "gru-dropout-in": ("GRU + Dropout on the input only", None)}
 DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "abc-nbest"
 
 
