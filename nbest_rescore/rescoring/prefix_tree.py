@@ -203,7 +203,7 @@ def pair_log_probs(model: LanguageModel, graph: ScoringGraph, states: State, eos
                    self_normalized: bool = False) -> np.ndarray:
     """:func:`pair_log_prob_tensor` on the host: float64 [P] numpy (same arguments)."""
     return pair_log_prob_tensor(model, graph, states, eos, max_rows, max_tokens, max_segment,
-                                self_normalized).cpu().numpy()
+                                self_normalized).detach().cpu().numpy()
 
 
 def pair_log_prob_tensor(model: LanguageModel, graph: ScoringGraph, states: State, eos: int,
