@@ -100,6 +100,9 @@ class Judge(NamedTuple):
 
     @classmethod
     def of(cls, nbest: NbestSet, refs) -> "Judge":
+        """The errors of ``nbest`` against ``refs`` (utterance id -> reference words).
+        Raises DataError for an utterance without a reference (as
+        :func:`~nbest_rescore.evaluation.wer.nbest_errors`)."""
         flat = nbest.flat()
         errors, offsets, words = nbest_errors(nbest, refs, flat)
         return cls(flat, errors, offsets, words, np.asarray([len(refs[u.utt_id]) for u in nbest.utterances]))
@@ -146,19 +149,22 @@ class FinetuneJob(FinetuneOptions):
         if self.lm.startswith("hf:"):
             raise DataError(f"--lm {self.lm}: finetune takes a checkpoint trained by 'train' (a word-level LM); "
                             f"an hf: LM is not fine-tuned here")
-        self.weights()
         grid = self.posterior_scales(self.weights())
         if len(grid) > 1 and self.folds < 2:
             raise DataError(f"--posterior-scale {self.posterior_scale}: a grid of {len(grid)} values is chosen by "
                             f"folds; add --folds 2 (or more), or give one value")
         check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
                                                           "eval_ref", *PLAIN_PATHS)))
-        check_output_dir(self.out, FINETUNE_OUTPUTS + tuple(f"fold_{k}.pt" for k in range(1, self.folds + 1))
-                         + tuple(_grid_dir(a) for a in grid if len(grid) > 1))
+        check_output_dir(self.out, self._outputs(grid))
 
     def weights(self) -> Weights:
         """The combination weights (one NN LM): ``--weights`` or the weight options."""
         return job_weights(self, ("nn",))
+
+    def _outputs(self, grid: Sequence[float]) -> Tuple[str, ...]:
+        """The names this job writes into ``out``."""
+        return (FINETUNE_OUTPUTS + tuple(f"fold_{k}.pt" for k in range(1, self.folds + 1))
+                + tuple(_grid_dir(a) for a in grid if len(grid) > 1))
 
     def posterior_scales(self, weights: Weights) -> Tuple[float, ...]:
         """The posterior scales alpha to fine-tune with: ``--posterior-scale`` (one
@@ -194,7 +200,7 @@ class FinetuneJob(FinetuneOptions):
             options["alpha"] = list(grid)
         report = {"lm": self.lm, "nbest": self.nbest, "weights": _weights_dict(weights), "threads": threads,
                   "options": options}
-        with atomic_dir(self.out, FINETUNE_OUTPUTS, settings=report) as tmp:
+        with atomic_dir(self.out, self._outputs(grid), settings=report) as tmp:
             if self.folds < 2:
                 model, history = self._finetune(base, nbest, refs, weights, text, grid[0])
                 save_model(tmp / "finetuned.pt", model, base.vocab, {**base.info, "mwer": history})
