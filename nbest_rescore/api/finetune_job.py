@@ -151,8 +151,8 @@ class FinetuneJob(FinetuneOptions):
                             f"an hf: LM is not fine-tuned here")
         grid = self.posterior_scales(self.weights())
         if len(grid) > 1 and self.folds < 2:
-            raise DataError(f"--posterior-scale {self.posterior_scale}: a grid of {len(grid)} values is chosen by "
-                            f"folds; add --folds 2 (or more), or give one value")
+            raise DataError(f"--posterior-scale {','.join(f'{a:g}' for a in grid)}: a grid of {len(grid)} values is "
+                            f"chosen by folds; add --folds 2 (or more), or give one value")
         check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
                                                           "eval_ref", *PLAIN_PATHS)))
         check_output_dir(self.out, self._outputs(grid))
