@@ -9,7 +9,8 @@ Reads every ``EXP_DIR/ROW_sSEED.json`` (the train summary with its learning curv
 scores the run's best weights (``ROW_sSEED.pt``) on all of ``--valid`` (default: the
 benchmark's lm_valid.txt) with ``nbest_rescore.api.perplexity``: the same 10k training
 vocabulary for every run, so the perplexities compare. A run still training (no JSON)
-is listed from its ``.last.pt`` as "(running)".
+is listed from its ``.last.pt`` as "running", with the lm_valid perplexity of its best
+weights so far; the rows' means count finished runs only.
 """
 import argparse
 import json
@@ -29,6 +30,7 @@ THESIS = {"gru-dropout": ("GRU + Dropout (125)", 116), "amn-vanilla": ("AMN (5 x
           # issue 46: the rows regularised alike (no thesis figure)
           "amn-anneal-dropmem-out": ("AMN + Anneal + Drop-Mem + output dropout", None),
           "amn-anneal-dropmemvec": ("AMN + Anneal + Drop-Mem on the memcell vectors", None),
+          "amn-anneal-dropmemvec-05": ("AMN + Anneal + Drop-Mem on the memcell vectors, dropout 0.5", None),
           "gru-dropout-in": ("GRU + Dropout on the input only", None)}
 DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "abc-nbest"
 
@@ -48,8 +50,9 @@ def run_facts(exp: Path, name: str, valid: str) -> dict:
     best = min(range(len(curve)), key=lambda i: curve[i]["valid_ppl"])
     out = {"running": running, "points": len(curve), "best": curve[best], "last": curve[-1],
            "words_per_s": words_per_s, "stopped_early": False}
-    if not running:
+    if (exp / f"{name}.pt").is_file():  # a running run's best weights so far
         out["lm_valid_ppl"] = nr.perplexity(nr.load_lm(str(exp / f"{name}.pt")), valid).perplexity
+    if not running:
         cfg = (load_checkpoint(str(exp / f"{name}.pt")).get("info") or {}).get("train_config") or {}
         patience = (cfg.get("optim") or {}).get("patience", 0)
         out["stopped_early"] = len(curve) - 1 - best >= patience
@@ -76,6 +79,7 @@ def main() -> None:
         health = f"{min(h['mean_attention']):.3f}; {h['attention_entropy_bits']:.2f}; {h['memcell_cosine']:.2f}" if h else "-"
         stop = "running" if r["running"] else ("early stopping" if r["stopped_early"] else "time cap")
         lm = f"{r['lm_valid_ppl']:.1f}" if "lm_valid_ppl" in r else "-"
+        lm += " (so far)" if r["running"] and "lm_valid_ppl" in r else ""
         print(f"| {n} | {r['points']} | {stop} | {b['epoch']}, {b['words'] / 1e6:.2f} | {b['cpu_seconds'] / 60:.1f} | "
               f"{r['words_per_s']:,.0f} | {b['valid_ppl']:.1f} | {lm} | {health} |")
     print()
@@ -83,7 +87,7 @@ def main() -> None:
     print("|---|---:|---:|---|---:|")
     rows = {}
     for n, r in runs.items():
-        if r and "lm_valid_ppl" in r:
+        if r and not r["running"]:  # a row's figures are its finished runs'
             rows.setdefault(n.rsplit("_s", 1)[0], []).append(r["lm_valid_ppl"])
     for row, ppls in rows.items():
         name, thesis = THESIS.get(row, (row, None))
