@@ -14,7 +14,7 @@ from importlib import import_module
 _EXPORTS = {
     "..evaluation.perplexity": ("PerplexityReport",),
     "..evaluation.report": ("format_wer_table", "model_row", "model_table", "wer_table"),
-    "..evaluation.tuning": ("TunePoint", "TuneResult"),
+    "..evaluation.tune_result": ("TunePoint", "TuneResult"),
     "..evaluation.wer": ("WerReport", "compute_wer", "oracle_choice"),
     "..models": ("MODEL_REGISTRY",),
     "..rescoring.combine": ("Weights",),

@@ -16,14 +16,16 @@ from ..errors import DataError
 from ..evaluation.plots import plot_wer_heatmap
 from ..evaluation.folds import document_folds
 from ..evaluation.history_orders import OrderCosts
-from ..evaluation.tune_report import assess
-from ..evaluation.tuning import (NnCosts, TuneData, TuneResult, missing_keys_error, tune_data,
-                                 tune_grid, tune_line, unique_names)
+from ..evaluation.tune_data import NnCosts, TuneData, missing_keys_error, tune_data
+from ..evaluation.tune_report import AssessedTune, assess
+from ..evaluation.tune_result import TuneResult
+from ..evaluation.tuning import tune_grid, tune_line
 from ..evaluation.wer import check_references
 from ..rescoring.combine import Weights
 from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
+from ..names import unique_names
 from ..types import NbestSet
 from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
 from ..options.parse import check_grid, parse_grid
@@ -47,7 +49,7 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
          labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
          replications: int = REPLICATIONS, skip_budget: Optional[float] = None,
          total_scores: Optional[bool] = None, order_costs: Optional[OrderCosts] = None,
-         order_budget: Optional[float] = None) -> TuneResult:
+         order_budget: Optional[float] = None) -> AssessedTune:
     """Search the weights by WER (percent); the best point is ``result.best``, and
     ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
     holds the per-utterance errors, the cross-validation and the bootstrap.
@@ -58,7 +60,7 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
     ``interps`` spacing.
 
     Args:
-        nbest: the lists, or their :class:`~nbest_rescore.evaluation.tuning.TuneData`
+        nbest: the lists, or their :class:`~nbest_rescore.evaluation.tune_data.TuneData`
             (:func:`read_tune_data`; then ``refs``, ``nn_cost``, ``names`` and
             ``labels`` are not used).
         nn_cost: hypothesis key -> NN cost (``ScoreResult.nn_costs()`` or a stored
@@ -191,7 +193,7 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     """What the weight search needs of the lists of ``source``, read one span of whole
     documents at a time (:mod:`nbest_rescore.io.spans`): each hypothesis reduced at
     once to its costs, word count and word errors against the reference
-    (:class:`~nbest_rescore.evaluation.tuning.TuneData`), its words dropped. The NN
+    (:class:`~nbest_rescore.evaluation.tune_data.TuneData`), its words dropped. The NN
     cost files (``cost_paths``, one per LM) are read alongside, in lock-step while they
     list the hypotheses in the lists' order (as ``score`` writes them), else whole and
     looked up by key (:class:`~nbest_rescore.io.cost_column.CostColumn`).
@@ -312,7 +314,7 @@ class TuneJob(TuneOptions):
                                  + [("--order-cost", p) for _, p in orders])
             check_output_dir(self.out, TUNE_OUTPUTS)
 
-    def run(self) -> TuneResult:
+    def run(self) -> AssessedTune:
         """Read the lists, references and NN costs (:func:`read_tune_data`: each
         hypothesis reduced to what the search needs as it is read), search, and
         (with ``out``) write."""

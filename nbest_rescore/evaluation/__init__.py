@@ -10,7 +10,8 @@ from .edit_distance import kaldi_error_counts
 from .folds import CrossValidation, cross_validate, document_folds
 from .kaldi_scoring import KaldiWer, best_path_sweep, best_wer_line, kaldi_wers
 from .plots import plot_wer_heatmap
-from .tuning import TunePoint, TuneResult, tune_grid
+from .tune_result import TunePoint, TuneResult
+from .tuning import tune_grid
 from .wer import WerReport, compute_wer, hyp_errors, nbest_errors, oracle_choice
 
 __all__ = [

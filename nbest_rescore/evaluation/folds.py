@@ -11,7 +11,8 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from ..errors import DataError
-from .tuning import TuneData, TuneResult
+from .tune_data import TuneData
+from .tune_result import TuneResult
 
 Search = Callable[[TuneData], TuneResult]
 

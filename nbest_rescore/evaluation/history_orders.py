@@ -20,12 +20,12 @@ import numpy as np
 from ..rescoring.combine import Weights
 from .bootstrap import improvement_probability
 from .folds import CrossValidation
-from .tuning import TuneData
+from .tune_data import TuneData
 
 
 @dataclass(frozen=True)
 class OrderCosts:
-    """NN costs of the one LM of a :class:`~.tuning.TuneData` at several orders:
+    """NN costs of the one LM of a :class:`~.tune_data.TuneData` at several orders:
     ``orders`` ascending (each >= 2), ``nn`` float64 [n, H] the costs of each order for
     the data's hypotheses, in its order."""
 

@@ -14,7 +14,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from ..io.atomic import atomic_path
-from .tuning import TuneResult
+from .tune_result import TuneResult
 
 
 def _full_title(title: Optional[str], shows: str) -> str:

@@ -27,7 +27,7 @@ from ..rescoring.combine import Weights
 from ..rescoring.selective import fill_unscored, first_pass_posteriors, outside_beam
 from .bootstrap import improvement_probability
 from .folds import CrossValidation
-from .tuning import TuneData
+from .tune_data import TuneData
 
 
 @dataclass(frozen=True)

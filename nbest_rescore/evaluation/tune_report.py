@@ -4,7 +4,7 @@ cross-validated WER (:mod:`.folds`) and the bootstrap (:mod:`.bootstrap`). WER i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -14,7 +14,8 @@ from .bootstrap import BootstrapWer, bootstrap_wer, improvement_probability
 from .folds import CrossValidation, Search, cross_validate
 from .history_orders import OrderCosts, OrderTune, tune_order
 from .selective import RULES, SelectiveTune, tune_skip
-from .tuning import TuneData, TuneResult
+from .tune_data import TuneData
+from .tune_result import TuneResult
 
 #: The 1-bests of ``utterance_errors``, in the order they are printed.
 SYSTEMS = (("dev_tuned", "dev-tuned best"), ("first_pass", "first pass"), ("cross_validated", "cross-validated"))
@@ -63,7 +64,7 @@ class UtteranceErrors:
 
 @dataclass(frozen=True)
 class TuneReport:
-    """The additions to a :class:`~.tuning.TuneResult`: ``utterances`` (per-utterance
+    """The additions to a :class:`~.tune_result.TuneResult`: ``utterances`` (per-utterance
     errors), ``cross_validation`` (None without folds) and ``bootstrap`` (system name ->
     :class:`~.bootstrap.BootstrapWer`; empty without replications) with
     ``p_better_than_first_pass`` (system name -> probability in [0, 1]), and
@@ -111,16 +112,32 @@ class TuneReport:
         return out + (self.history_merging.lines() if self.history_merging is not None else [])
 
 
+@dataclass(frozen=True)
+class AssessedTune(TuneResult):
+    """What ``tune`` returns: a :class:`~.tune_result.TuneResult` and its ``report``
+    (:class:`TuneReport`, set by :func:`assess`; None only when built without one)."""
+
+    report: Optional[TuneReport] = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> Dict[str, object]:
+        """:meth:`TuneResult.to_dict <.tune_result.TuneResult.to_dict>`, then the
+        :attr:`report`'s blocks (cross_validation, bootstrap, utterance_errors, ...)."""
+        d = super().to_dict()
+        if self.report is not None:
+            d.update(self.report.to_dict())
+        return d
+
+
 def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
            replications: int = 0, seed: int = 0, skip_budget: Optional[float] = None,
-           order_costs: Optional[OrderCosts] = None, order_budget: Optional[float] = None) -> TuneResult:
-    """``result`` (what ``search(data)`` returned) with its :class:`TuneReport`: ``folds``
-    K >= 2 cross-validates (:func:`~.folds.cross_validate`, dealt by ``fold_seed``);
-    ``replications`` > 0 bootstraps (seeded by ``seed``); ``skip_budget`` (with folds)
-    tunes selective rescoring (:func:`~.selective.tune_skip`); ``order_costs`` with
-    ``order_budget`` (and folds) the history-merging order
-    (:func:`~.history_orders.tune_order`). Raises DataError as
-    :func:`~.folds.cross_validate`."""
+           order_costs: Optional[OrderCosts] = None, order_budget: Optional[float] = None) -> AssessedTune:
+    """``result`` (what ``search(data)`` returned) with its :class:`TuneReport`, as an
+    :class:`AssessedTune`: ``folds`` K >= 2 cross-validates
+    (:func:`~.folds.cross_validate`, dealt by ``fold_seed``); ``replications`` > 0
+    bootstraps (seeded by ``seed``); ``skip_budget`` (with folds) tunes selective
+    rescoring (:func:`~.selective.tune_skip`); ``order_costs`` with ``order_budget``
+    (and folds) the history-merging order (:func:`~.history_orders.tune_order`).
+    Raises DataError as :func:`~.folds.cross_validate`."""
     systems = {"dev_tuned": data.errors[data.one_best(result.best_weights())],
                "first_pass": data.errors[data.first_pass()]}
     cv = cross_validate(data, search, folds, fold_seed) if folds >= 2 else None
@@ -138,4 +155,5 @@ def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, f
     merging = None
     if order_costs is not None and order_budget is not None and cv is not None:
         merging = tune_order(data, order_costs, result.best_weights(), cv, order_budget, replications, seed)
-    return replace(result, report=TuneReport(utts, cv, boots, better, selective, merging))
+    report = TuneReport(utts, cv, boots, better, selective, merging)
+    return AssessedTune(**{f.name: getattr(result, f.name) for f in fields(TuneResult)}, report=report)

@@ -32,9 +32,9 @@ def register_variant(name: str, cls_name: str, base: type, doc: str, summary: st
 
 
 def get_model_class(name: str):
-    """The class registered as ``name``; DataError listing the choices otherwise."""
-    from . import _load_all  # noqa: F401  (import side effect: registration)
-
+    """The class registered as ``name``; DataError listing the choices otherwise.
+    (Every model is registered by then: importing this module imports its package,
+    whose ``__init__`` imports every model module.)"""
     if isinstance(name, str) and name in MODEL_REGISTRY:
         return MODEL_REGISTRY[name]
     close = difflib.get_close_matches(name, list(MODEL_REGISTRY), n=1) if isinstance(name, str) else []

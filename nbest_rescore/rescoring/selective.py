@@ -37,7 +37,7 @@ def hypothesis_posteriors(flat, weights: Weights) -> np.ndarray:
 
     Args:
         flat: a :class:`~nbest_rescore.types.FlatNbest` or a
-            :class:`~nbest_rescore.evaluation.tuning.TuneData` (H hypotheses, ``offsets``
+            :class:`~nbest_rescore.evaluation.tune_data.TuneData` (H hypotheses, ``offsets``
             int64 [U + 1]).
         weights: the combination weights; their acoustic scale, LM weight and word
             insertion penalty make the first-pass score (``interp`` is set to 1).

@@ -14,7 +14,7 @@ from nbest_rescore.api import TuneJob
 from nbest_rescore.api.inputs import open_nbest
 from nbest_rescore.api.tune_job import _grid, cost_file_names, plot_title, read_tune_data, write_tune_outputs
 from nbest_rescore.errors import DataError
-from nbest_rescore.evaluation.tuning import tune_data
+from nbest_rescore.evaluation.tune_data import tune_data
 from nbest_rescore.io.score_ark import read_cost_ark, write_cost_ark
 
 

@@ -10,7 +10,8 @@ import pytest
 from nbest_rescore.api import tune
 from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.folds import cross_validate, document_folds
-from nbest_rescore.evaluation.tuning import TuneData, tune_data, tune_grid, tune_line
+from nbest_rescore.evaluation.tune_data import TuneData, tune_data
+from nbest_rescore.evaluation.tuning import tune_grid, tune_line
 from nbest_rescore.types import NbestSet
 
 GRID = dict(interps=[0.0, 0.25, 0.5, 0.75, 1.0], lm_weights=[8.0, 10.0, 12.0], word_ins_penalties=[-0.629606])

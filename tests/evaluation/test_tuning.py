@@ -8,7 +8,8 @@ import pytest
 
 from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.plots import plot_wer_heatmap
-from nbest_rescore.evaluation.tuning import TunePoint, TuneResult, tune_grid, tune_line
+from nbest_rescore.evaluation.tune_result import TunePoint, TuneResult
+from nbest_rescore.evaluation.tuning import tune_grid, tune_line
 from nbest_rescore.evaluation.wer import compute_wer
 from nbest_rescore.rescoring.combine import Weights, combine
 
