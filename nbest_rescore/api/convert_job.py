@@ -20,8 +20,8 @@ from ..io.nbest_writer import NbestWriter
 from ..io.spans import NbestSource, SetSource
 from ..options import NBEST_FORMATS, SPAN_HYPS, ConvertOptions
 from ..types import NbestSet
-from ..validation import check_choice, check_paths, named_paths
-from .inputs import PLAIN_PATHS, nbest_format, open_job_nbest
+from ..validation import check_choice, check_paths
+from .inputs import PLAIN_PATHS, job_inputs, nbest_format, open_job_nbest
 
 __all__ = ["CONVERT_SPAN_HYPS", "ConvertJob", "ConvertResult", "convert_nbest"]
 
@@ -111,7 +111,7 @@ class ConvertJob(ConvertOptions):
     def __post_init__(self):
         super().__post_init__()
         check_paths(self, ("nbest", *PLAIN_PATHS))
-        check_outside_inputs(self.out, named_paths(self, ("nbest", *PLAIN_PATHS)))
+        check_outside_inputs(self.out, job_inputs(self, ("nbest", *PLAIN_PATHS)))
         _check_out(self.to, self.out)
 
     def run(self) -> ConvertResult:
