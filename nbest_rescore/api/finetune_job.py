@@ -141,14 +141,15 @@ class FinetuneJob(FinetuneOptions):
 
     def __post_init__(self):
         super().__post_init__()
+        if str(self.lm).startswith("hf:"):
+            raise DataError(f"--lm {self.lm}: finetune takes a word-level checkpoint (.pt) written by 'nbest-rescore "
+                            f"train', not a Hugging Face model ('score --lm hf:...' scores one; it is not fine-tuned "
+                            f"here); give such a .pt checkpoint")
         check_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest", "eval_ref", *PLAIN_PATHS))
         if (self.eval_nbest is None) != (self.eval_ref is None):
             raise DataError("--eval-nbest and --eval-ref go together: give the other lists and their references")
         if self.eval_nbest is not None and self.folds >= 2:
             raise DataError(f"--eval-nbest with --folds {self.folds}: the folds are the evaluation; give one of them")
-        if self.lm.startswith("hf:"):
-            raise DataError(f"--lm {self.lm}: finetune takes a checkpoint trained by 'train' (a word-level LM); "
-                            f"an hf: LM is not fine-tuned here")
         grid = self.posterior_scales(self.weights())
         if len(grid) > 1 and self.folds < 2:
             raise DataError(f"--posterior-scale {','.join(f'{a:g}' for a in grid)}: a grid of {len(grid)} values is "

@@ -102,8 +102,8 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
     (:mod:`nbest_rescore.training.mwer`); the weights are those of the combined score
     whose expected word errors are minimised."""
 
-    lm: str = option(help="The checkpoint (.pt) to fine-tune (a word-level LM trained by 'train').",
-                     path=_FILE)
+    lm: str = option(help="The checkpoint (.pt) to fine-tune (a word-level LM trained by 'train'; an hf: model is "
+                          "refused with the reason).", path=LM_PATH)
     ref: str = option(help="References of the lists (Kaldi text '<utterance-id> words...').", path=_FILE)
     out: str = option(help="Output folder (replaced as a whole): finetune.json and, without --folds, finetuned.pt; "
                            "with --folds K, fold_K.pt per fold and mwer/nn_cost (each fold's costs from the model "
