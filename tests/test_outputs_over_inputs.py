@@ -1,6 +1,7 @@
 """Issue 39, item 1: no command writes over, around or into one of its inputs. An output
 that is, contains or lies inside an input (links resolved) is refused before any work
 with one line naming both, and the input is left byte for byte as it was."""
+import hashlib
 import json
 import os
 import shutil
@@ -86,3 +87,81 @@ def test_train_and_curves_refuse_their_inputs(DATA, tmp_path):
     runs = tmp_path / "run.json"
     runs.write_text(json.dumps({"curve": [{"words": 1, "cpu_seconds": 1, "valid_ppl": 9}]}))
     refused(run("curves", runs, "--out", runs), "is")
+
+
+# --- issue 47, item 5: the files a reader finds are inputs too --------------------------
+
+def digest(path):
+    """Every file below ``path`` -> its SHA-256, links followed (what an overwrite changes)."""
+    return {k: hashlib.sha256(v).hexdigest() for k, v in snapshot(path).items()}
+
+
+def refused_found(res, out, found, option="--out", how="is"):
+    """One line naming the output, the file the reader found, the option it came through and the fix."""
+    refused(res, how, option)
+    assert f"{option} {out}: {how} the input {found} (read with --nbest " in res.output or \
+        f"{option} {out}: {how} the input {found} (read with NBEST_DIR " in res.output, res.output
+    assert f"choose an {option} outside every input (nothing was written)" in res.output, res.output
+
+
+@pytest.fixture
+def plain(DATA, tmp_path):
+    """ci as a plain list ``x/nbest.txt`` with its score files ``x/nbest.ac`` and
+    ``x/nbest.ngram`` beside it (found by name), and the Kaldi copy ``data/nb``."""
+    d = tmp_path / "data" / "nb"
+    shutil.copytree(DATA / "ci", d)
+    assert run("convert", "--nbest", d, "--to", "plain", "--out", tmp_path / "p").exit_code == 0
+    x = tmp_path / "x"
+    x.mkdir()
+    for name in ("nbest.txt", "nbest.ac", "nbest.ngram"):
+        shutil.copy(tmp_path / "p" / name, x / name)
+    return x, d
+
+
+def test_convert_never_writes_over_a_score_file_the_plain_reader_finds(plain, tmp_path):
+    """The issue's case: a plain list's NAME.ac / NAME.ngram beside it are read, so an
+    output there is refused before any work, and every byte stays."""
+    x, _ = plain
+    before = digest(x)
+    for name in ("nbest.ac", "nbest.ngram"):
+        for to in ("jsonl", "kaldi", "plain"):
+            res = run("convert", "--nbest", x / "nbest.txt", "--to", to, "--out", x / name)
+            refused_found(res, x / name, x / name)
+    assert digest(x) == before and sorted(os.listdir(x)) == ["nbest.ac", "nbest.ngram", "nbest.txt"]
+    # the lists convert when the output is elsewhere, reading the score files found beside them
+    assert run("convert", "--nbest", x / "nbest.txt", "--to", "jsonl", "--out", tmp_path / "ok.jsonl").exit_code == 0
+    assert digest(x) == before
+
+
+def test_the_files_a_directory_reader_finds_through_links_are_inputs(plain, tmp_path):
+    """A Kaldi directory whose files are links elsewhere: convert, score, tune and split
+    refuse an output that is or holds one of the files the reader reads there."""
+    from nbest_rescore.api.inputs import load_nbest
+    from tiny_models import random_checkpoint
+
+    _, d = plain
+    k = tmp_path / "k"
+    k.mkdir()
+    for name in ("text", "ac_cost", "lm_cost"):
+        shutil.copy(d / name, k / name)
+    (k / "utt2doc").symlink_to(d / "utt2doc")  # the reader reads d/utt2doc through the link
+    ref = shutil.copy(d / "ref.txt", tmp_path / "ref.txt")
+    before, before_k = digest(d), digest(k)
+    refused_found(run("convert", "--nbest", k, "--to", "jsonl", "--out", d / "utt2doc"), d / "utt2doc", k / "utt2doc")
+    lm = random_checkpoint(load_nbest(d), tmp_path / "m.pt")
+    refused_found(run("score", "--lm", lm, "--nbest", k, "--out", d), d, k / "utt2doc", how="contains")
+    refused_found(run("tune", "--nbest", k, "--ref", ref, "--lm-weights", "9.5", "--out", d), d,
+                  k / "utt2doc", how="contains")
+    refused_found(run("split", "--nj", 2, k, d), d, k / "utt2doc", "OUT_DIR", how="contains")
+    assert digest(d) == before and digest(k) == before_k
+
+
+def test_nbest_files_lists_what_each_reader_reads(plain, tmp_path):
+    from nbest_rescore.api.inputs import nbest_files
+
+    x, d = plain
+    assert nbest_files(x / "nbest.txt") == tuple(str(x / n) for n in ("nbest.txt", "nbest.ac", "nbest.ngram"))
+    assert nbest_files(x / "nbest.txt", utt_ids=tmp_path / "p" / "utt_ids") == \
+        tuple(str(p) for p in (x / "nbest.txt", x / "nbest.ac", x / "nbest.ngram", tmp_path / "p" / "utt_ids"))
+    assert nbest_files(d) == tuple(str(d / n) for n in ("text", "ac_cost", "lm_cost", "utt2doc"))
+    assert nbest_files(tmp_path / "missing") == ()  # the reader says why, before anything is written

@@ -20,13 +20,15 @@ from ..io.nbest_writer import NbestWriter
 from ..io.spans import NbestSource, SetSource
 from ..options import NBEST_FORMATS, SPAN_HYPS, ConvertOptions
 from ..types import NbestSet
-from ..validation import check_choice, check_paths, named_paths
-from .inputs import PLAIN_PATHS, nbest_format, open_job_nbest
+from ..validation import check_choice, check_paths
+from .inputs import PLAIN_PATHS, job_inputs, nbest_format, open_job_nbest
 
 __all__ = ["CONVERT_SPAN_HYPS", "ConvertJob", "ConvertResult", "convert_nbest"]
 
 #: The hypotheses of a span that ``convert`` reads and writes at once (as ``score --span-hyps``).
 CONVERT_SPAN_HYPS = SPAN_HYPS
+#: The formats that write one total score per hypothesis as such (JSON Lines ``total_cost``).
+KEEPS_TOTALS = ("jsonl",)
 
 @dataclass(frozen=True)
 class ConvertResult:
@@ -111,21 +113,39 @@ class ConvertJob(ConvertOptions):
     def __post_init__(self):
         super().__post_init__()
         check_paths(self, ("nbest", *PLAIN_PATHS))
-        check_outside_inputs(self.out, named_paths(self, ("nbest", *PLAIN_PATHS)))
+        check_outside_inputs(self.out, job_inputs(self, ("nbest", *PLAIN_PATHS)))
         _check_out(self.to, self.out)
 
     def run(self) -> ConvertResult:
         """Open the lists (:func:`~.inputs.open_job_nbest`: a checking pass) and write
         them span by span (:func:`convert_nbest`); returns the :class:`ConvertResult`.
 
-        Raises DataError: JSON Lines input with other scores than ac_cost, lm_cost and
-        graph_cost (they would be lost) without ``drop_scores``; as the reader and
+        Raises DataError: without ``drop_scores``, scores that ``to`` cannot keep
+        (:meth:`check_scores_kept`, before the lists are read); as the reader and
         :func:`convert_nbest`."""
-        if not self.drop_scores and nbest_format(self.nbest) == "jsonl":
+        if not self.drop_scores:
+            self.check_scores_kept()
+        return convert_nbest(open_job_nbest(self), self.to, self.out)
+
+    def check_scores_kept(self) -> None:
+        """Refuse, before the lists are read, input whose scores ``to`` would not keep as
+        they are: JSON Lines scores other than ac_cost, lm_cost and graph_cost (no format
+        writes them); one total score per hypothesis (NeMo, ESPnet, JSON Lines
+        ``total_cost``: :data:`~nbest_rescore.io.formats.FORMATS`' ``total``) for a
+        format other than jsonl, which would hold the total as the acoustic cost.
+
+        Raises DataError: one line naming ``--nbest``, what is lost and the fix
+        (``--to jsonl`` or ``--drop-scores``)."""
+        fmt = nbest_format(self.nbest)
+        if fmt == "jsonl":
             other = other_score_names(self.nbest)
             if other:
                 names = ", ".join(f"{n!r} (first on line {line})" for n, line in other.items())
                 raise DataError(f"--nbest {self.nbest}: the hypotheses carry scores that convert cannot keep: {names}; "
                                 f"every format writes only ac_cost, lm_cost and graph_cost: pass --drop-scores to "
                                 f"write the lists without them")
-        return convert_nbest(open_job_nbest(self), self.to, self.out)
+        if self.to not in KEEPS_TOTALS and FORMATS[fmt].total(self.nbest):
+            raise DataError(f"--nbest {self.nbest}: each hypothesis has one total score, but --to {self.to} writes "
+                            f"separate acoustic and n-gram costs: the total would become the acoustic cost and the "
+                            f"n-gram cost 0; use --to jsonl to keep it as total_cost, or pass --drop-scores to write "
+                            f"the lists so")

@@ -42,9 +42,9 @@ from ..rescoring.history import first_pass_states as history_states, rescore
 from ..rescoring.scorer import NnScorer
 from ..training.mwer import MwerLists, MwerOptions, finetune_mwer, hypothesis_costs
 from ..types import NbestSet
-from ..validation import check_paths, named_paths
+from ..validation import check_paths
 from ..vocab import Vocabulary
-from .inputs import PLAIN_PATHS, load_job_nbest, load_nbest, load_references
+from .inputs import PLAIN_PATHS, job_inputs, load_job_nbest, load_nbest, load_references
 from .lm_loading import load_lm, seed_everything, set_threads
 from .score_job import job_weights
 
@@ -141,20 +141,21 @@ class FinetuneJob(FinetuneOptions):
 
     def __post_init__(self):
         super().__post_init__()
+        if str(self.lm).startswith("hf:"):
+            raise DataError(f"--lm {self.lm}: finetune takes a word-level checkpoint (.pt) written by 'nbest-rescore "
+                            f"train', not a Hugging Face model ('score --lm hf:...' scores one; it is not fine-tuned "
+                            f"here); give such a .pt checkpoint")
         check_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest", "eval_ref", *PLAIN_PATHS))
         if (self.eval_nbest is None) != (self.eval_ref is None):
             raise DataError("--eval-nbest and --eval-ref go together: give the other lists and their references")
         if self.eval_nbest is not None and self.folds >= 2:
             raise DataError(f"--eval-nbest with --folds {self.folds}: the folds are the evaluation; give one of them")
-        if self.lm.startswith("hf:"):
-            raise DataError(f"--lm {self.lm}: finetune takes a checkpoint trained by 'train' (a word-level LM); "
-                            f"an hf: LM is not fine-tuned here")
         grid = self.posterior_scales(self.weights())
         if len(grid) > 1 and self.folds < 2:
             raise DataError(f"--posterior-scale {','.join(f'{a:g}' for a in grid)}: a grid of {len(grid)} values is "
                             f"chosen by folds; add --folds 2 (or more), or give one value")
-        check_outside_inputs(self.out, named_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
-                                                          "eval_ref", *PLAIN_PATHS)))
+        check_outside_inputs(self.out, job_inputs(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
+                                                         "eval_ref", *PLAIN_PATHS)))
         check_output_dir(self.out, self._outputs(grid))
 
     def weights(self) -> Weights:

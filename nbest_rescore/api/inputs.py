@@ -8,7 +8,7 @@ import json
 import logging
 import os
 from functools import partial
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import DataError
 from ..io.atomic import RUN_MARKER
@@ -21,7 +21,7 @@ from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
 from ..rescoring.combine import Weights
 from ..types import NbestSet, Words
-from ..validation import check_value
+from ..validation import check_value, flag, named_paths
 
 log = logging.getLogger("nbest_rescore")
 #: ``progress(done, total)`` callbacks of the jobs.
@@ -111,6 +111,16 @@ def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, m
     """The one dispatch: the ``how`` (``read`` or ``open``) of the format
     (:data:`~nbest_rescore.io.formats.FORMATS`) that :func:`nbest_format` names, called
     after the checks of :func:`load_nbest`."""
+    read, fmt = _reader(how, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
+    try:
+        return read(log=log.info)
+    except DataError as e:
+        raise DataError(f"{e} [{format_guess(path, fmt.name)}]") from None
+
+
+def _reader(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest):
+    """``(the format's ``how`` with the arguments bound, the format)``, after the checks
+    of :func:`load_nbest` (DataError)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi or ESPnet N-best directory, a JSON Lines "
@@ -120,19 +130,51 @@ def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, m
         raise DataError(f"{path} is {fmt.what}: --nemo-manifest applies to NeMo beams files only (named .tsv, or "
                         f"'text<TAB>score' lines); drop it [{format_guess(path, fmt.name)}]")
     if fmt.plain_options:
-        read = partial(getattr(fmt, how), path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                       utt_ids=utt_ids)
-    else:
-        given = [n for n, v in (("ac", ac), ("ngram", ngram), ("utt2doc", utt2doc), ("utt_ids", utt_ids)) if v]
-        if given or scores_are_costs:
-            raise DataError(f"{path} is {fmt.what}: the plain-format options "
-                            f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
-                            f"apply to plain N-best files only; drop them")
-        read = partial(getattr(fmt, how), path, manifest) if fmt.manifest else partial(getattr(fmt, how), path)
+        return partial(getattr(fmt, how), path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                       utt_ids=utt_ids), fmt
+    given = [n for n, v in (("ac", ac), ("ngram", ngram), ("utt2doc", utt2doc), ("utt_ids", utt_ids)) if v]
+    if given or scores_are_costs:
+        raise DataError(f"{path} is {fmt.what}: the plain-format options "
+                        f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
+                        f"apply to plain N-best files only; drop them")
+    return (partial(getattr(fmt, how), path, manifest) if fmt.manifest else partial(getattr(fmt, how), path)), fmt
+
+
+def nbest_files(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None, utt_ids=None,
+                manifest=None) -> Tuple[str, ...]:
+    """Every file the reader of the N-best input ``path`` reads with these arguments (as
+    :func:`load_nbest`'s), found as the reader finds them (the format's ``files``,
+    :data:`~nbest_rescore.io.formats.FORMATS`): a plain list's score files beside it, a
+    Kaldi or ESPnet directory's files, a NeMo manifest. Empty when the input cannot be
+    read: the reader then raises its DataError before any output is written.
+    Raises nothing."""
     try:
-        return read(log=log.info)
-    except DataError as e:
-        raise DataError(f"{e} [{format_guess(path, fmt.name)}]") from None
+        files, _ = _reader("files", path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
+        return files()
+    except (DataError, OSError):
+        return ()
+
+
+def nbest_inputs(option: str, path, **reader) -> List[tuple]:
+    """``(option, file, path)`` for every file but ``path`` itself that the reader of
+    ``option path`` reads (:func:`nbest_files`; ``reader``: its arguments), as
+    :func:`~nbest_rescore.io.atomic.check_outside_inputs` takes a file found through an
+    option. Raises nothing."""
+    return [(option, f, path) for f in nbest_files(path, **reader) if f != os.fspath(path)]
+
+
+def job_inputs(job, names) -> list:
+    """The inputs of ``job`` for :func:`~nbest_rescore.io.atomic.check_outside_inputs`:
+    ``(--option, path)`` of its path options ``names`` (:func:`~nbest_rescore.validation.named_paths`),
+    then, for each N-best option among them, every file its reader reads
+    (:func:`nbest_inputs`): ``nbest`` read with the job's ``plain_*`` and
+    ``nemo_manifest`` options, ``eval_nbest`` with none. Raises nothing."""
+    pairs = named_paths(job, names)
+    for name in names:
+        path = getattr(job, name)
+        if name in _NBEST_FIELDS and path is not None:
+            pairs += nbest_inputs(flag(name), path, **(_reader_args(job) if name == "nbest" else {}))
+    return pairs
 
 
 def format_guess(path, fmt: str) -> str:
@@ -170,11 +212,13 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
     return _read_nbest("open", path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
 
 
+#: The N-best options of the jobs (:func:`job_inputs`).
+_NBEST_FIELDS = ("nbest", "eval_nbest")
 #: The path options beside ``nbest`` a job may carry (``plain_ac`` ..., ``nemo_manifest``).
 PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids", "nemo_manifest")
 
 
-def _job_inputs(job) -> dict:
+def _reader_args(job) -> dict:
     """The reader arguments of a job's ``plain_*`` and ``nemo_manifest`` options."""
     return dict(ac=job.plain_ac, ngram=job.plain_ngram, scores_are_costs=job.plain_costs, utt2doc=job.plain_utt2doc,
                 utt_ids=job.plain_utt_ids, manifest=job.nemo_manifest)
@@ -182,12 +226,12 @@ def _job_inputs(job) -> dict:
 
 def open_job_nbest(job) -> NbestSource:
     """:func:`open_nbest` of a job's ``nbest``, ``plain_*`` and ``nemo_manifest`` options."""
-    return open_nbest(job.nbest, **_job_inputs(job))
+    return open_nbest(job.nbest, **_reader_args(job))
 
 
 def load_job_nbest(job, path=None) -> NbestSet:
     """:func:`load_nbest` of a job's ``nbest`` (or ``path``), ``plain_*`` and ``nemo_manifest`` options."""
-    return load_nbest(job.nbest if path is None else path, **_job_inputs(job))
+    return load_nbest(job.nbest if path is None else path, **_reader_args(job))
 
 
 def load_references(path) -> Dict[str, Words]:

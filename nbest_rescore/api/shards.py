@@ -26,7 +26,7 @@ from ..io.score_ark import read_cost_ark
 from ..options import MergeOptions, SplitOptions
 from ..types import NbestSet, Words
 from ..validation import check_input_file
-from .inputs import load_nbest, load_references, read_json_key, run_settings
+from .inputs import load_nbest, load_references, nbest_inputs, read_json_key, run_settings
 from .score_outputs import write_score_set
 from .score_result import SCORE_OUTPUTS, cost_files
 
@@ -163,7 +163,8 @@ class SplitJob(SplitOptions):
         super().__post_init__()
         if not os.path.exists(self.nbest):
             raise DataError(f"NBEST_DIR {self.nbest}: no such file or folder")
-        check_outside_inputs(self.out, [("NBEST_DIR", self.nbest)], option="OUT_DIR")
+        check_outside_inputs(self.out, [("NBEST_DIR", self.nbest), *nbest_inputs("NBEST_DIR", self.nbest)],
+                             option="OUT_DIR")
         check_output_dir(self.out, _split_outputs(self.nj), option="OUT_DIR")
 
     def run(self) -> SplitResult:

@@ -29,8 +29,8 @@ from ..names import unique_names
 from ..types import NbestSet
 from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
 from ..options.parse import check_grid, parse_grid
-from ..validation import check_choice, check_option, check_paths, check_value, named_paths
-from .inputs import PLAIN_PATHS, load_references, open_job_nbest, run_settings
+from ..validation import check_choice, check_option, check_paths, check_value
+from .inputs import PLAIN_PATHS, job_inputs, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
 Grid = Union[str, Sequence[float]]
@@ -310,7 +310,7 @@ class TuneJob(TuneOptions):
         check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
         check_skip_budget(self.skip_budget, self.folds, len(self.cost_paths))
         if self.out is not None:
-            check_outside_inputs(self.out, named_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
+            check_outside_inputs(self.out, job_inputs(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
                                  + [("--order-cost", p) for _, p in orders])
             check_output_dir(self.out, TUNE_OUTPUTS)
 

@@ -52,27 +52,36 @@ def check_outside_inputs(out, inputs: Iterable, option: str = "--out") -> None:
 
     Args:
         inputs: ``(name, path)`` pairs, e.g. ``("--nbest", "dev/")``; a path may be None
-            (not given), a sequence of paths, or an ``hf:DIR`` LM.
+            (not given), a sequence of paths, or an ``hf:DIR`` LM. A file found through
+            an option (a plain list's score files beside it) is ``(name, path, given)``:
+            ``("--nbest", "x/nbest.ac", "x/nbest.txt")``.
     Raises:
         DataError: one line naming ``option out``, the input and a fix, before any work.
     """
     mine = os.path.realpath(os.fspath(out))
-    for name, value in inputs:
+    for name, value, *via in inputs:
         for path in value if isinstance(value, (list, tuple)) else (value,):
             if path is None:
                 continue
             text = os.fspath(path)
-            theirs = os.path.realpath(text[3:] if text.startswith("hf:") else text)
-            if theirs == mine:
-                how = "is"
-            elif theirs.startswith(mine.rstrip(os.sep) + os.sep):
-                how = "contains"
-            elif mine.startswith(theirs.rstrip(os.sep) + os.sep):
-                how = "lies inside"
-            else:
+            how = _overlap(mine, os.path.realpath(text[3:] if text.startswith("hf:") else text))
+            if how is None:
                 continue
-            raise DataError(f"{option} {out}: {how} the input {name} {text}, which writing it would replace or "
+            what = f"{text} (read with {name} {os.fspath(via[0])})" if via else f"{name} {text}"
+            raise DataError(f"{option} {out}: {how} the input {what}, which writing it would replace or "
                             f"change; choose an {option} outside every input (nothing was written)")
+
+
+def _overlap(mine: str, theirs: str) -> Optional[str]:
+    """How the output ``mine`` meets the input ``theirs`` (both resolved): ``is``,
+    ``contains``, ``lies inside``, or None."""
+    if theirs == mine:
+        return "is"
+    if theirs.startswith(mine.rstrip(os.sep) + os.sep):
+        return "contains"
+    if mine.startswith(theirs.rstrip(os.sep) + os.sep):
+        return "lies inside"
+    return None
 
 
 def _check_base(folder: Path, path, option: str) -> None:

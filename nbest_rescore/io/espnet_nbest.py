@@ -33,7 +33,8 @@ from .kaldi_text import iter_kaldi_text
 from .spans import StreamSource, open_stream
 from .total_scores import parse_log_score, total_list
 
-__all__ = ["ESPNET_FIRST", "is_espnet_dir", "iter_espnet_nbest", "open_espnet_nbest", "read_espnet_nbest"]
+__all__ = ["ESPNET_FIRST", "espnet_nbest_files", "is_espnet_dir", "iter_espnet_nbest", "open_espnet_nbest",
+           "read_espnet_nbest"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,12 @@ def rank_dirs(path) -> List[str]:
         raise DataError(f"{p}: has {gap[1]}best_recog/ but no {gap[0]}best_recog/; the ranks must be "
                         f"1best_recog .. Nbest_recog without gaps (copy the whole --output_dir)")
     return [os.path.join(p, f"{r}best_recog") for r in ranks]
+
+
+def espnet_nbest_files(path) -> Tuple[str, ...]:
+    """Every file :func:`iter_espnet_nbest` reads: ``text`` and ``score`` of each rank
+    folder (:func:`rank_dirs`). Raises DataError as :func:`rank_dirs`."""
+    return tuple(os.path.join(d, name) for d in rank_dirs(path) for name in ("text", "score"))
 
 
 def _scores(path) -> Iterator[Tuple[int, str, str]]:

@@ -1,23 +1,25 @@
 """The N-best formats in one table (docs/formats.md): for each, how a whole set is read,
-how a set is opened to be read span by span, its writer (which takes a set span by
+how a set is opened to be read span by span, which files its reader reads, whether its
+lists hold one total score per hypothesis, its writer (which takes a set span by
 span, :mod:`~.nbest_writer`; the formats of :data:`~nbest_rescore.options.NBEST_FORMATS`:
 NeMo and ESPnet are read only), and what the writer writes.
 :func:`~nbest_rescore.api.inputs.load_nbest`, ``open_nbest`` and ``convert`` dispatch
 through :data:`FORMATS` and nothing else."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Optional, Tuple
 
 from ..options import NBEST_FORMATS
 from ..types import NbestSet
-from .espnet_nbest import open_espnet_nbest, read_espnet_nbest
-from .jsonl_nbest import JsonlNbestWriter, open_jsonl_nbest, read_jsonl_nbest
-from .kaldi_nbest import KALDI_WRITTEN, KaldiNbestWriter, open_kaldi_nbest, read_kaldi_nbest_dir
+from .espnet_nbest import espnet_nbest_files, open_espnet_nbest, read_espnet_nbest
+from .jsonl_nbest import JsonlNbestWriter, has_total_costs, open_jsonl_nbest, read_jsonl_nbest
+from .kaldi_nbest import KALDI_WRITTEN, KaldiNbestWriter, kaldi_nbest_files, open_kaldi_nbest, read_kaldi_nbest_dir
 from .nbest_writer import NbestWriter
 from .nemo_nbest import open_nemo_nbest, read_nemo_nbest
-from .plain_nbest import PLAIN_WRITTEN, PlainNbestWriter, open_plain_nbest, read_plain_nbest
+from .plain_nbest import PLAIN_WRITTEN, PlainNbestWriter, open_plain_nbest, plain_nbest_files, read_plain_nbest
 
 __all__ = ["FORMATS", "NbestFormat"]
 
@@ -38,6 +40,12 @@ class NbestFormat:
             in its errors), part after part; each file appears when it closes. None:
             read only.
         written: every name a folder writer may write (``()`` for a one-file format).
+        files: ``files(path, *plain_args, **plain_kwargs)`` (the arguments of ``read``
+            without ``log``): every file the reader reads, found as it finds them (a
+            plain list's score files beside it, a directory's files); DataError where
+            the reader would raise it for a missing one.
+        total: ``total(path)``: whether the input holds one total score per hypothesis
+            (:mod:`.total_scores`), told before it is read.
         plain_options: whether the reader takes the plain-format options
             (score files, ``--plain-costs``, utt2doc, utterance ids).
         manifest: whether the reader takes a manifest (NeMo: ``--nemo-manifest``).
@@ -49,6 +57,8 @@ class NbestFormat:
     open: Callable
     writer: Optional[Callable[[str], NbestWriter]]
     written: Tuple[str, ...]
+    files: Callable[..., Tuple[str, ...]]
+    total: Callable[[str], bool]
     plain_options: bool = False
     manifest: bool = False
 
@@ -58,15 +68,30 @@ class NbestFormat:
         return bool(self.written)
 
 
+def _given(path, manifest=None) -> Tuple[str, ...]:
+    """The files of a one-file format: the file (and a NeMo beams file's manifest)."""
+    return tuple(os.fspath(p) for p in (path, manifest) if p is not None)
+
+
+def _never(path) -> bool:
+    return False
+
+
+def _always(path) -> bool:
+    return True
+
+
 #: name -> :class:`NbestFormat`, in the order of :data:`~nbest_rescore.options.NBEST_FORMATS`.
 FORMATS = {f.name: f for f in (
     NbestFormat("kaldi", "a Kaldi N-best directory", read_kaldi_nbest_dir, open_kaldi_nbest,
-                KaldiNbestWriter, KALDI_WRITTEN),
+                KaldiNbestWriter, KALDI_WRITTEN, files=kaldi_nbest_files, total=_never),
     NbestFormat("plain", "a plain N-best file", read_plain_nbest, open_plain_nbest, PlainNbestWriter,
-                PLAIN_WRITTEN, plain_options=True),
+                PLAIN_WRITTEN, files=plain_nbest_files, total=_never, plain_options=True),
     NbestFormat("jsonl", "a JSON Lines file", read_jsonl_nbest, open_jsonl_nbest,
-                partial(JsonlNbestWriter, option="--out"), ()),
-    NbestFormat("nemo", "a NeMo beams file", read_nemo_nbest, open_nemo_nbest, None, (), manifest=True),
-    NbestFormat("espnet", "an ESPnet N-best directory", read_espnet_nbest, open_espnet_nbest, None, ()),
+                partial(JsonlNbestWriter, option="--out"), (), files=_given, total=has_total_costs),
+    NbestFormat("nemo", "a NeMo beams file", read_nemo_nbest, open_nemo_nbest, None, (), files=_given, total=_always,
+                manifest=True),
+    NbestFormat("espnet", "an ESPnet N-best directory", read_espnet_nbest, open_espnet_nbest, None, (),
+                files=espnet_nbest_files, total=_always),
 )}
 assert tuple(n for n, f in FORMATS.items() if f.writer is not None) == NBEST_FORMATS

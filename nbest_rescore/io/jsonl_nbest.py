@@ -39,7 +39,7 @@ from .nbest_writer import NbestWriter, write_whole
 from .spans import StreamSource, open_stream
 from .total_scores import TOTAL_COST, check_total_scores
 
-__all__ = ["GZIP_SUFFIX", "JSONL_SUFFIX", "JsonlNbestWriter", "is_gzip_name", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
+__all__ = ["GZIP_SUFFIX", "JSONL_SUFFIX", "JsonlNbestWriter", "has_total_costs", "is_gzip_name", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
            "read_jsonl_nbest", "write_jsonl_nbest"]
 
 logger = logging.getLogger(__name__)
@@ -309,8 +309,10 @@ def _doc_source(path) -> str:
     return DOC_SOURCE if "document" in _first_line(path) else "none"
 
 
-def _total_scores(path) -> bool:
-    """Whether the first hypothesis has ``total_cost`` (every one then has, as the reader checks)."""
+def has_total_costs(path) -> bool:
+    """Whether the first hypothesis of the JSON Lines file ``path`` has ``total_cost``
+    (every one then has, as the reader checks): told from the first line, before the
+    file is read. False when it does not parse (the reader says why)."""
     try:
         return TOTAL_COST in _first_line(path)["hypotheses"][0]["scores"]
     except (KeyError, IndexError, TypeError):
@@ -342,7 +344,7 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
     """
     lists = tuple(iter_jsonl_nbest(path, log=log))
     return NbestSet(utterances=lists, doc_source=_doc_source(path), source=os.fspath(path),
-                    total_scores=_total_scores(path))
+                    total_scores=has_total_costs(path))
 
 
 def other_score_names(path) -> Dict[str, int]:
@@ -371,7 +373,7 @@ def open_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> St
     which logs its line), and a quiet read of the file per pass over the spans.
     Raises DataError as :func:`read_jsonl_nbest`."""
     return open_stream(partial(iter_jsonl_nbest, path, log=log), _doc_source(path), os.fspath(path),
-                       f"{path}: the JSON Lines file changed while it was read", _total_scores(path))
+                       f"{path}: the JSON Lines file changed while it was read", has_total_costs(path))
 
 
 def jsonl_line(u: NbestList, total: bool = False) -> str:

@@ -29,8 +29,8 @@ from .nbest_writer import NbestWriter, open_files, write_whole
 from .score_ark import cost_ark_lines
 from .spans import StreamSource, open_stream
 
-__all__ = ["KALDI_WRITTEN", "KaldiNbestWriter", "iter_kaldi_nbest", "open_kaldi_nbest", "read_kaldi_nbest_dir", "read_utt_map",
-           "split_hyp_key", "write_kaldi_nbest_files"]
+__all__ = ["KALDI_WRITTEN", "KaldiNbestWriter", "iter_kaldi_nbest", "kaldi_nbest_files", "open_kaldi_nbest",
+           "read_kaldi_nbest_dir", "read_utt_map", "split_hyp_key", "write_kaldi_nbest_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +137,11 @@ class KaldiFiles:
         """The cost files in the order read: acoustic, n-gram, then graph (if any)."""
         return (self.ac, self.lm) + ((self.graph,) if self.graph else ())
 
+    def paths(self) -> Tuple[str, ...]:
+        """Every file the reader reads: the words (and ``words.txt``), the costs, the document map."""
+        table = ("words.txt",) if self.words == "words" else ()
+        return tuple(self.path(n) for n in (self.words, *table, *self.cost_names(), *filter(None, (self.docs,))))
+
     def word_lines(self) -> Iterator[Tuple[int, str, Words]]:
         """``(line_no, key, words)`` of every line of the words file (ids mapped
         through ``words.txt``). Raises DataError for a malformed line (``file:line``)."""
@@ -216,6 +221,13 @@ def kaldi_files(path, lm_cost_name: Optional[str] = None) -> KaldiFiles:
         raise DataError(f"{directory}: no acoustic costs: looked for 'ac_cost', 'acwt'")
     return KaldiFiles(directory, words, ac, *_ngram_files(directory, there, words, lm_cost_name),
                       next((n for n in ("utt2doc", "utt2spk") if there(n)), None))
+
+
+def kaldi_nbest_files(path, lm_cost_name: Optional[str] = None) -> Tuple[str, ...]:
+    """Every file :func:`read_kaldi_nbest_dir` reads in the N-best directory ``path``
+    (:meth:`KaldiFiles.paths`: those :func:`kaldi_files` finds, first match wins).
+    Raises DataError as :func:`kaldi_files`."""
+    return kaldi_files(path, lm_cost_name).paths()
 
 
 def _hypotheses(files: KaldiFiles) -> Iterator[Tuple[int, str, str, Words]]:

@@ -30,8 +30,8 @@ from .kaldi_nbest import read_utt_map_lines
 from .kaldi_text import kaldi_text_line
 from .spans import StreamSource, open_stream
 
-__all__ = ["PLAIN_WRITTEN", "PlainNbestWriter", "find_plain_score_files", "iter_plain_nbest", "open_plain_nbest", "read_plain_nbest",
-           "write_plain_nbest_files"]
+__all__ = ["PLAIN_WRITTEN", "PlainNbestWriter", "find_plain_score_files", "iter_plain_nbest", "open_plain_nbest",
+           "plain_nbest_files", "read_plain_nbest", "write_plain_nbest_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +147,13 @@ def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, sc
         log(f"warning: {msg}")
 
 
+def _beside(nbest_path, suffix: str) -> Tuple[Optional[str], List[str]]:
+    """``(the score file found, the names tried)`` for ``suffix`` (``ac``/``ngram``) beside
+    the list (:func:`_score_file_candidates`); None when none of them is a file."""
+    names = _score_file_candidates(nbest_path, suffix)
+    return next((n for n in names if os.path.isfile(n)), None), names
+
+
 def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, List[str]]:
     """``(ac_path, ngram_path, found)``: the score files given, the missing ones found
     beside the list by name (``found``: ``"ac"``/``"ngram"`` for those).
@@ -157,8 +164,7 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
     found, missing = [], []
     for suffix, desc in _SCORE_KINDS:
         if paths[suffix] is None:
-            names = _score_file_candidates(nbest_path, suffix)
-            paths[suffix] = next((n for n in names if os.path.isfile(n)), None)
+            paths[suffix], names = _beside(nbest_path, suffix)
             found.append(suffix)
             if paths[suffix] is None:
                 missing.append((desc, names))
@@ -168,6 +174,19 @@ def score_paths(nbest_path, ac_path=None, ngram_path=None) -> Tuple[str, str, Li
                         f"(one number per line, parallel to the hypothesis lines) or give the paths explicitly "
                         f"(ac_path/ngram_path, --plain-ac/--plain-ngram)")
     return paths["ac"], paths["ngram"], found
+
+
+def plain_nbest_files(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False, utt2doc=None,
+                      utt_ids=None) -> Tuple[str, ...]:
+    """Every file :func:`iter_plain_nbest` reads with these arguments: the list, its
+    score files (given, or found beside it by name: :func:`score_paths`; one not found
+    is left out, the reader names it), ``utt_ids`` and ``utt2doc`` (when a path).
+    ``scores_are_costs`` changes no file. Raises nothing."""
+    del scores_are_costs
+    given = {"ac": ac_path, "ngram": ngram_path}
+    scores = (given[s] if given[s] is not None else _beside(path, s)[0] for s, _ in _SCORE_KINDS)
+    named = (path, *scores, utt_ids, None if isinstance(utt2doc, abc.Mapping) else utt2doc)
+    return tuple(os.fspath(p) for p in named if p is not None)
 
 
 def _doc_map(utt2doc) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, int]], str]:

@@ -102,8 +102,8 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
     (:mod:`nbest_rescore.training.mwer`); the weights are those of the combined score
     whose expected word errors are minimised."""
 
-    lm: str = option(help="The checkpoint (.pt) to fine-tune (a word-level LM trained by 'train').",
-                     path=_FILE)
+    lm: str = option(help="The checkpoint (.pt) to fine-tune (a word-level LM trained by 'train'; an hf: model is "
+                          "refused with the reason).", path=LM_PATH)
     ref: str = option(help="References of the lists (Kaldi text '<utterance-id> words...').", path=_FILE)
     out: str = option(help="Output folder (replaced as a whole): finetune.json and, without --folds, finetuned.pt; "
                            "with --folds K, fold_K.pt per fold and mwer/nn_cost (each fold's costs from the model "
@@ -252,9 +252,11 @@ class ConvertOptions(NbestOptions):
                           ".gz).", choices=NBEST_FORMATS)
     out: str = option(help="Output: a folder for kaldi and plain (replaced as a whole), a file for jsonl (written "
                            "atomically).", path={})
-    drop_scores: bool = option(False, "Write JSON Lines input whose hypotheses carry scores beyond ac_cost, lm_cost "
-                                      "and graph_cost without them (refused otherwise: no format written here keeps "
-                                      "them).", is_flag=True)
+    drop_scores: bool = option(False, "Write what --to cannot keep without it (refused otherwise): JSON Lines input "
+                                      "whose hypotheses carry scores beyond ac_cost, lm_cost and graph_cost is "
+                                      "written without them (no format written here keeps them); lists with one total "
+                                      "score per hypothesis (NeMo, ESPnet, JSON Lines total_cost) go to kaldi or plain "
+                                      "with the total as the acoustic cost and an n-gram cost of 0.", is_flag=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,9 @@
 round trips through JSON Lines are byte for byte, ``score`` and ``tune`` give the same
 outputs on the JSON Lines of ci as on ci/, and bad requests are one clear error that
 writes nothing."""
+import hashlib
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +13,7 @@ from nbest_rescore.api import ConvertJob, convert_nbest, load_nbest
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
+from decoder_outputs import write_nemo
 
 KALDI_FILES = ("text", "ac_cost", "lm_cost", "utt2doc")
 PLAIN_FILES = ("nbest.txt", "nbest.ac", "nbest.ngram", "utt_ids", "utt2doc")
@@ -115,6 +118,54 @@ def test_scores_convert_cannot_keep_are_refused_unless_dropped(converted, tmp_pa
     convert(src, "jsonl", tmp_path / "dropped.jsonl", "--drop-scores")
     assert (tmp_path / "dropped.jsonl").read_bytes() == (converted / "ci.jsonl").read_bytes()
     # a file with only the three known scores is converted without the flag (the fixture did)
+
+
+def digests(*paths):
+    """Each file (below each folder) -> its SHA-256."""
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest()
+            for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()}
+
+
+@pytest.fixture(scope="module")
+def totals(DATA, tmp_path_factory):
+    """ci (a copy) as the lists of an end-to-end decoder, one total score per hypothesis:
+    a NeMo beams file with its manifest, and the JSON Lines ``total_cost`` file that
+    ``convert --to jsonl`` makes of it."""
+    d = tmp_path_factory.mktemp("totals")
+    shutil.copytree(DATA / "ci", d / "ci")
+    beams, manifest = write_nemo(read_kaldi_nbest_dir(d / "ci", log=lambda m: None), d / "nemo")
+    convert(beams, "jsonl", d / "total.jsonl", "--nemo-manifest", manifest)
+    assert set(json.loads((d / "total.jsonl").read_text().splitlines()[0])["hypotheses"][0]["scores"]) == \
+        {"total_cost"}
+    return {"nemo": [beams, "--nemo-manifest", manifest], "jsonl": [d / "total.jsonl"]}
+
+
+@pytest.mark.parametrize("to", ["kaldi", "plain"])
+@pytest.mark.parametrize("src", ["nemo", "jsonl"])
+def test_one_total_score_per_hypothesis_is_refused_unless_dropped(totals, tmp_path, src, to):
+    """kaldi and plain hold an acoustic and an n-gram cost: a total would pass for the
+    acoustic cost without a word, so it is refused (one line: --nbest, --to, the fix)
+    before anything is read or written; --drop-scores writes it so."""
+    nbest, *more = totals[src]
+    before = digests(nbest, *more[1:])
+    out = convert(nbest, to, tmp_path / "o", *more, code=1)
+    assert out == (f"Error: --nbest {nbest}: each hypothesis has one total score, but --to {to} writes separate "
+                   f"acoustic and n-gram costs: the total would become the acoustic cost and the n-gram cost 0; use "
+                   f"--to jsonl to keep it as total_cost, or pass --drop-scores to write the lists so\n")
+    assert digests(nbest, *more[1:]) == before and not (tmp_path / "o").exists()
+    with pytest.raises(DataError, match="--drop-scores"):
+        ConvertJob(nbest=str(nbest), to=to, out=str(tmp_path / "o"),
+                   nemo_manifest=str(more[1]) if more else None).run()
+    # asked to: the totals as the acoustic costs, n-gram costs 0
+    assert convert(nbest, to, tmp_path / "o", *more, "--drop-scores").startswith("wrote 60 utterances, 6000 hypotheses")
+    back = load_nbest(tmp_path / "o" / "nbest.txt", utt_ids=tmp_path / "o" / "utt_ids") if to == "plain" \
+        else load_nbest(tmp_path / "o")
+    want = load_nbest(nbest, manifest=more[1] if more else None)
+    assert not back.total_scores and back.utt_ids == want.utt_ids
+    for a, b in zip(back.utterances, want.utterances):
+        assert a.hyps == b.hyps and not a.lm_cost.any()
+        assert a.ac_cost.tolist() == (b.ac_cost.tolist() if to == "plain" else [float(f"{c:.6f}") for c in b.ac_cost])
+    assert digests(nbest, *more[1:]) == before
 
 
 @pytest.mark.parametrize("case", ["jsonl-into-folder", "plain-option-with-jsonl", "foreign-files", "bad-format"])

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from nbest_rescore.api import finetune_job
 from nbest_rescore.cli import main
+from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.folds import document_folds
 from nbest_rescore.models import load_model
 from nbest_rescore.rescoring.combine import Weights, flat_scores, segment_argmax
@@ -131,3 +132,34 @@ def test_bad_options_are_one_line_before_reading(DATA, tiny_lm, tmp_path):
         res = run(main, base + args)
         assert res.exit_code != 0 and expected in res.output and "Traceback" not in res.output, (args, res.output)
     assert not (tmp_path / "o").exists()
+
+
+def test_an_hf_lm_is_refused_with_finetunes_own_reason(DATA, tmp_path):
+    """``--lm hf:DIR`` passes the option parser (as for score) and is refused by the job
+    in one line (--lm, what finetune takes, the fix) before anything is read or written."""
+    import hashlib
+    import shutil
+
+    ci = tmp_path / "ci"
+    shutil.copytree(DATA / "ci", ci)
+    hf = tmp_path / "gpt"
+    hf.mkdir()
+    (hf / "config.json").write_text('{"model_type": "gpt2"}\n')
+
+    def digest():
+        return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+
+    before = digest()
+    for lm in (f"hf:{hf}", "hf:no/such/model"):
+        res = CliRunner().invoke(main, ["finetune", "--lm", lm, "--nbest", str(ci), "--ref", str(ci / "ref.txt"),
+                                        "--out", str(tmp_path / "o")])
+        assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+        assert res.output == (f"Error: --lm {lm}: finetune takes a word-level checkpoint (.pt) written by "
+                              f"'nbest-rescore train', not a Hugging Face model ('score --lm hf:...' scores one; it is "
+                              f"not fine-tuned here); give such a .pt checkpoint\n")
+    assert digest() == before and not (tmp_path / "o").exists()
+    with pytest.raises(DataError, match="--lm hf:x: finetune takes a word-level checkpoint"):
+        finetune_job.FinetuneJob(lm="hf:x", nbest=str(ci), ref=str(ci / "ref.txt"), out=str(tmp_path / "o"))
+    res = CliRunner().invoke(main, ["finetune", "--lm", str(tmp_path / "none.pt"), "--nbest", str(ci), "--ref",
+                                    str(ci / "ref.txt"), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "does not exist" in res.output  # a checkpoint path is still checked by the parser
