@@ -255,12 +255,9 @@ def _build(cls, values, section: str = ""):
 
 
 def with_overrides(cfg: TrainConfig, values: dict) -> TrainConfig:
-    """``cfg`` with ``values`` (``{("optim", "max_seconds"): 60.0, ...}``) in place of
-    its own: each section touched is rebuilt (:func:`dataclasses.replace`), so checked.
-
-    Raises:
-        DataError: a bad value, ``"optim.seed must be an integer >= 0, got -1"``.
-    """
+    """``cfg`` with ``values`` (``{("optim", "seed"): 1, ...}``), each section touched
+    rebuilt by :func:`dataclasses.replace`. Raises DataError for a bad value
+    (``"optim.seed must be an integer >= 0, got -1"``)."""
     sections: dict = {}
     for (section, key), value in values.items():
         sections.setdefault(section, {})[key] = value
@@ -275,7 +272,7 @@ def validate_train_config(cfg: TrainConfig, source=None) -> None:
     Args:
         cfg: the config; source: the config file, named at the start of messages.
     Raises:
-        DataError: ``"<source>: model_config.hidden_size must be an integer >= 1, got 0"``.
+        DataError: ``"<source>: data.train: required, the training text (...)"``.
     """
     from .models.registry import config_from_dict, get_model_class  # lazy: models import torch
 
@@ -378,27 +375,20 @@ def load_train_config(path, overrides: Optional[dict] = None) -> TrainConfig:
         cfg = with_overrides(_build(TrainConfig, {} if raw is None else raw), overrides or {})
         validate_train_config(cfg)
         base = Path(path).resolve().parent
-        return with_overrides(cfg, {(s, k): _resolved(s, k, getattr(getattr(cfg, s), k), base)
+        return with_overrides(cfg, {(s, k): resolve_path(getattr(getattr(cfg, s), k), base, f"{s}.{k}")
                                     for s in ("data", "vocab", "hf") if getattr(cfg, s) is not None
                                     for k in getattr(cfg, s)._PATHS if getattr(getattr(cfg, s), k)})
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
 
 
-def _resolved(section: str, key: str, value: str, config_dir: Path) -> str:
-    """:func:`resolve_path`, its DataError naming ``section.key``."""
-    try:
-        return resolve_path(value, config_dir)
-    except DataError as exc:
-        raise DataError(f"{section}.{key}: {exc}") from None
-
-
-def resolve_path(value: str, config_dir: Path) -> str:
+def resolve_path(value: str, config_dir: Path, key: str = "") -> str:
     """``value`` if it exists relative to the current directory, else relative to the
-    config's directory or its parent; DataError listing the places tried."""
+    config's directory or its parent; DataError (naming ``key``) listing the places tried."""
     p = Path(value)
     candidates = [p] if p.is_absolute() else [Path.cwd() / p, config_dir / p, config_dir.parent / p]
     for c in candidates:
         if c.exists():
             return str(c)
-    raise DataError(f"file {value!r} not found; tried: {', '.join(str(c) for c in candidates)}")
+    raise DataError(f"{key + ': ' if key else ''}file {value!r} not found; tried: "
+                    f"{', '.join(str(c) for c in candidates)}")

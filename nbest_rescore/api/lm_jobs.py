@@ -24,9 +24,6 @@ from .inputs import Progress
 from .lm_loading import LoadedLM, load_lm, seed_everything, set_threads
 
 Text = Union[str, os.PathLike, Sequence[Sequence[Sequence[str]]]]
-#: The options of ``train`` that override config keys: (section, key), the option named as the key.
-_OVERRIDES = (("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"), ("optim", "threads"),
-              ("optim", "dtype"), ("optim", "seed"), ("optim", "checkpoint_interval"))
 ANALYSIS_OUTPUTS = ("analysis.json", "attention_entropy.png", "memcell_attention.png", "memcell_cosine.png",
                     "memcell_ppl.png", "window_attention.png")
 
@@ -109,8 +106,9 @@ class TrainJob(TrainOptions):
         check_input_file(self.config, "--config", "the YAML training config", stream=False)
         if self.checkpoint_interval is not None:
             parse_interval(self.checkpoint_interval, "--checkpoint-interval")
-        cfg = load_train_config(self.config, {(section, key): getattr(self, key) for section, key in _OVERRIDES
-                                              if getattr(self, key) is not None})
+        cfg = load_train_config(self.config, {(section, key): getattr(self, key) for section, key in (
+            ("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"), ("optim", "threads"),
+            ("optim", "dtype"), ("optim", "seed"), ("optim", "checkpoint_interval")) if getattr(self, key) is not None})
         object.__setattr__(self, "_train_config", cfg)  # (derived once, on construction)
         check_outside_inputs(self.out, named_paths(self, ("config", "init_from")) + [
             (f"{section}.{key}", getattr(getattr(cfg, section), key)) for section, key in
@@ -118,8 +116,7 @@ class TrainJob(TrainOptions):
             [("hf.pretrained", cfg.hf.pretrained), ("hf.tokenizer", cfg.hf.tokenizer)] if cfg.hf else []))
 
     def train_config(self) -> TrainConfig:
-        """The config file with this job's overrides applied, read and checked once on
-        construction (a frozen :class:`~nbest_rescore.config.TrainConfig`)."""
+        """The config file with this job's overrides applied (read and checked on construction)."""
         return self._train_config
 
     def resume_path(self) -> Optional[str]:

@@ -151,8 +151,7 @@ class HfFamily:
 
     def check(self, cfg: TrainConfig, out_path, world) -> str:
         """``--out`` is a folder (new, empty, or one an earlier run wrote) and its
-        ``.last.pt`` writable (the ``hf`` block is checked with the config). Reads left to
-        right."""
+        ``.last.pt`` writable (the ``hf`` block is checked with the config). Reads left to right."""
         if world.main:
             check_output_dir(out_path, option="--out")
             checkpointing.check_writable(checkpointing.last_path(out_path))

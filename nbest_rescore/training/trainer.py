@@ -480,8 +480,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
             (fine-tuning); the model name and shapes must match ``cfg``.
         stop_after_epochs: end this run after this many epochs (the schedule still
             plans for ``max_epochs``; ``--resume`` continues).
-        checked: ``cfg`` has passed :func:`~nbest_rescore.config.validate_train_config`
-            (as :func:`~nbest_rescore.config.load_train_config` returns it); else it is checked here.
+        checked: ``cfg`` is checked (:func:`~nbest_rescore.config.load_train_config`'s are); else it is here.
 
     Started by ``torchrun`` with K > 1 processes, this is one rank of a data-parallel
     run as :mod:`.distributed` describes (validation split over the ranks; no CUDA graphs).
