@@ -29,19 +29,19 @@ from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
 
 class _Section:
-    """A config section whose ``_PATHS`` keys name files: Path objects given by Python
-    callers become strings (as YAML gives them), then every key is checked."""
+    """A frozen config section whose ``_PATHS`` keys name files: Path objects given by
+    Python callers become strings (as YAML gives them), then every key is checked."""
 
     _PATHS = ()
 
     def __post_init__(self):
         for name in self._PATHS:
             if isinstance(getattr(self, name), os.PathLike):
-                setattr(self, name, os.fspath(getattr(self, name)))
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))  # (its own field, on construction)
         check_options(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DataConfig(_Section):
     """Training text: one sentence per line, blank lines between documents. ``train``
     is required (:func:`validate_train_config` says so); without ``valid`` the run has no
@@ -61,7 +61,7 @@ class DataConfig(_Section):
     _PATHS = ("train", "valid", "weights")
 
 
-@dataclass
+@dataclass(frozen=True)
 class VocabConfig(_Section):
     """Vocabulary: the ``max_size`` most frequent training words (incl. ``</s>``,
     ``<unk>``) with count >= ``min_count``, optionally restricted to the words of
@@ -132,7 +132,7 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 
 
-@dataclass
+@dataclass(frozen=True)
 class OptimConfig:
     """Optimisation, each key as the table of docs/training.md (Optimiser) says;
     training stops after ``patience`` validations without improvement (one at each
@@ -187,7 +187,7 @@ HF_MODEL = "hf"
 _HF_CONFIG_EXAMPLE = "{model_type: gpt2, n_embd: 256, n_layer: 4, n_head: 4, n_positions: 256}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class HfConfig(_Section):
     """``model: hf`` (docs/training.md "Training a Hugging Face model"): either
     ``pretrained``, a ``save_pretrained`` directory (model and tokenizer) to fine-tune, or
@@ -205,7 +205,7 @@ class HfConfig(_Section):
     _PATHS = ("pretrained", "tokenizer")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """A training config: model name and its options (``model_config``, see the
     model's ``Config`` dataclass), data, vocabulary and optimisation sections; for
@@ -254,25 +254,32 @@ def _build(cls, values, section: str = ""):
     return cls(**values)
 
 
+def with_overrides(cfg: TrainConfig, values: dict) -> TrainConfig:
+    """``cfg`` with ``values`` (``{("optim", "seed"): 1, ...}``), each section touched
+    rebuilt by :func:`dataclasses.replace`. Raises DataError for a bad value
+    (``"optim.seed must be an integer >= 0, got -1"``)."""
+    sections: dict = {}
+    for (section, key), value in values.items():
+        sections.setdefault(section, {})[key] = value
+    return dataclasses.replace(cfg, **{s: dataclasses.replace(getattr(cfg, s), **kv) for s, kv in sections.items()})
+
+
 def validate_train_config(cfg: TrainConfig, source=None) -> None:
-    """Check a whole training config before any data is read or model built: every
-    section's fields (again, so that values set after loading, e.g. CLI overrides, are
-    checked too), the model name and ``model_config`` against the model's ``Config``.
+    """Check what spans a whole training config (each section's fields are checked when
+    it is built) before any data is read or model built: ``data.train`` given, the model
+    name and ``model_config`` against the model's ``Config``, or the ``hf`` block.
 
     Args:
         cfg: the config; source: the config file, named at the start of messages.
     Raises:
-        DataError: ``"<source>: optim.lr must be a finite number > 0, got -0.1; e.g. lr: 0.001"``.
+        DataError: ``"<source>: data.train: required, the training text (...)"``.
     """
     from .models.registry import config_from_dict, get_model_class  # lazy: models import torch
 
     try:
-        for key in _SECTIONS:
-            dataclasses.replace(getattr(cfg, key))  # re-runs __post_init__ on the current values
         if not cfg.data.train:
             raise DataError("data.train: required, the training text (one sentence per line, a blank line between "
                             "documents); e.g. data: {train: data/lm_train.txt, valid: data/lm_valid.txt}")
-        dataclasses.replace(cfg)
         if cfg.model == HF_MODEL:
             _check_hf(cfg)
         else:
@@ -293,7 +300,6 @@ def _check_hf(cfg: TrainConfig) -> None:
     if h is None:
         raise DataError(f"hf: model: {HF_MODEL} needs an hf block, e.g. hf: {{config: {_HF_CONFIG_EXAMPLE}, "
                         f"tokenizer: exp/bpe8k}} or hf: {{pretrained: exp/gpt}}")
-    dataclasses.replace(h)
     if cfg.model_config:
         raise DataError(f"model_config: not used with model: {HF_MODEL} (the hf block gives the model); remove it")
     if (h.pretrained is None) == (h.config is None):
@@ -351,11 +357,11 @@ def _check_hf_model_config(config: dict) -> Optional[int]:
     return positions if isinstance(positions, int) and positions > 0 else None
 
 
-def load_train_config(path) -> TrainConfig:
-    """Read a YAML training config and check it (:func:`validate_train_config`);
-    relative paths are resolved (:func:`resolve_path`). Raises DataError, starting
-    with the file name, for unreadable YAML, unknown keys, bad values, an unknown
-    model or a missing data file."""
+def load_train_config(path, overrides: Optional[dict] = None) -> TrainConfig:
+    """Read a YAML training config, apply ``overrides`` (:func:`with_overrides`), check
+    it once (:func:`validate_train_config`) and resolve its relative paths
+    (:func:`resolve_path`). Raises DataError, starting with the file name, for unreadable
+    YAML, unknown keys, bad values, an unknown model or a missing data file."""
     try:
         with open(path, encoding="utf-8") as f:
             raw = yaml.safe_load(f)
@@ -366,27 +372,23 @@ def load_train_config(path) -> TrainConfig:
     except yaml.YAMLError as exc:
         raise DataError(f"cannot read config {path}: {exc}") from exc
     try:
-        cfg = _build(TrainConfig, {} if raw is None else raw)
+        cfg = with_overrides(_build(TrainConfig, {} if raw is None else raw), overrides or {})
         validate_train_config(cfg)
         base = Path(path).resolve().parent
-        for obj in (cfg.data, cfg.vocab, cfg.hf):
-            for key in getattr(obj, "_PATHS", ()):  # (cfg.hf None: no paths)
-                if getattr(obj, key):
-                    try:
-                        setattr(obj, key, resolve_path(getattr(obj, key), base))
-                    except DataError as exc:
-                        raise DataError(f"{obj._SECTION}.{key}: {exc}") from None
+        return with_overrides(cfg, {(s, k): resolve_path(getattr(getattr(cfg, s), k), base, f"{s}.{k}")
+                                    for s in ("data", "vocab", "hf") if getattr(cfg, s) is not None
+                                    for k in getattr(cfg, s)._PATHS if getattr(getattr(cfg, s), k)})
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
-    return cfg
 
 
-def resolve_path(value: str, config_dir: Path) -> str:
+def resolve_path(value: str, config_dir: Path, key: str = "") -> str:
     """``value`` if it exists relative to the current directory, else relative to the
-    config's directory or its parent; DataError listing the places tried."""
+    config's directory or its parent; DataError (naming ``key``) listing the places tried."""
     p = Path(value)
     candidates = [p] if p.is_absolute() else [Path.cwd() / p, config_dir / p, config_dir.parent / p]
     for c in candidates:
         if c.exists():
             return str(c)
-    raise DataError(f"file {value!r} not found; tried: {', '.join(str(c) for c in candidates)}")
+    raise DataError(f"{key + ': ' if key else ''}file {value!r} not found; tried: "
+                    f"{', '.join(str(c) for c in candidates)}")

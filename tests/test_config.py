@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import nbest_rescore.cli
 from nbest_rescore.config import (DataConfig, OptimConfig, TrainConfig, VocabConfig, load_train_config,
-                                  validate_train_config)
+                                  validate_train_config, with_overrides)
 from nbest_rescore.errors import DataError
 from nbest_rescore.models import MODEL_REGISTRY, build_model
 from nbest_rescore.models.base import ModelConfig
@@ -128,14 +128,52 @@ def test_nan_lr_written_as_yaml_nan(write):
 
 def test_overrides_after_loading_are_checked(write):
     path = write()
-    cfg = load_train_config(path)
-    cfg.optim.max_epochs = 0  # e.g. a CLI override
     with pytest.raises(DataError, match=rf"^{path}: optim\.max_epochs must be an integer >= 1, got 0"):
-        validate_train_config(cfg, path)
-    cfg.optim.max_epochs = 1
-    cfg.model_config["embedding_dim"] = 2.5
+        load_train_config(path, {("optim", "max_epochs"): 0})  # e.g. a CLI override
+    cfg = load_train_config(path)
+    with pytest.raises(DataError, match=r"^optim\.max_epochs must be an integer >= 1, got 0"):
+        with_overrides(cfg, {("optim", "max_epochs"): 0})
+    bad = dataclasses.replace(cfg, model_config={**cfg.model_config, "embedding_dim": 2.5})
     with pytest.raises(DataError, match=r"model_config\.embedding_dim .* got 2\.5"):
-        validate_train_config(cfg)
+        validate_train_config(bad)
+
+
+def test_a_config_is_frozen_and_a_train_job_reads_and_checks_it_once(write, tmp_path, monkeypatch):
+    from nbest_rescore import config as config_mod
+    from nbest_rescore.api import lm_jobs
+
+    path = write()
+    cfg = load_train_config(path)
+    for obj, key in ((cfg, "model"), (cfg.data, "train"), (cfg.vocab, "max_size"), (cfg.optim, "lr")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, key, getattr(obj, key))
+    loads, checks = [], []
+    monkeypatch.setattr(lm_jobs, "load_train_config", lambda *a: loads.append(a) or load_train_config(*a))
+    monkeypatch.setattr(config_mod, "validate_train_config",
+                        lambda *a: checks.append(a) or validate_train_config(*a))
+    job = lm_jobs.TrainJob(config=str(path), out=str(tmp_path / "m.pt"), max_seconds=30.0, threads=2, seed=5,
+                           max_epochs=3, checkpoint_interval="off")
+    o = job.train_config().optim
+    assert (o.max_seconds, o.threads, o.seed, o.max_epochs, o.checkpoint_interval) == (30.0, 2, 5, 3, "off")
+    assert job.train_config() is job.train_config() and job.train_config().data == cfg.data
+    assert len(loads) == 1 and len(checks) == 1
+    # run() trains that same object, not checked again (the trainer checks only a config built in Python)
+    ran = []
+    monkeypatch.setattr(lm_jobs, "set_threads", lambda n: None)  # (not this process's threads)
+    monkeypatch.setattr(lm_jobs, "seed_everything", lambda seed: None)
+    monkeypatch.setattr(lm_jobs, "run_training", lambda c, *a, **k: ran.append((c, k["checked"])))
+    job.run(progress=False)
+    assert ran == [(job.train_config(), True)] and len(loads) == 1 and len(checks) == 1
+
+
+def test_no_module_sets_attributes_of_a_config():
+    import ast
+
+    for path in (REPO / "nbest_rescore").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr":
+                target = ast.unparse(node.args[0])
+                assert not any(w in target for w in ("cfg", "config", "optim", "section")), (path, target)
 
 
 @pytest.mark.parametrize("section,key,value,field", [

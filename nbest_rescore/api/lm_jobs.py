@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
-from ..config import TrainConfig, load_train_config, parse_interval, validate_train_config
+from ..config import TrainConfig, load_train_config, parse_interval
 from ..device import resolve_device
 from ..errors import DataError
 from ..evaluation.analysis import Analysis, analyze_model, write_analysis
@@ -85,9 +85,10 @@ def train(config: Union[str, TrainConfig], out, *, device="cpu", progress: bool 
     Raises:
         DataError: a bad config (file and key named), unwritable ``out``, bad data.
     """
-    cfg = load_train_config(config) if isinstance(config, (str, os.PathLike)) else config
-    return run_training(cfg, out, resolve_device(str(device)), progress=progress, resume=resume,
-                        init_from=init_from, stop_after_epochs=stop_after_epochs)
+    path = isinstance(config, (str, os.PathLike))
+    return run_training(load_train_config(config) if path else config, out, resolve_device(str(device)),
+                        progress=progress, resume=resume, init_from=init_from, stop_after_epochs=stop_after_epochs,
+                        checked=path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,25 +104,20 @@ class TrainJob(TrainOptions):
         super().__post_init__()
         check_paths(self, ("config", "init_from") if self.resume == AUTO_RESUME else ("config", "resume", "init_from"))
         check_input_file(self.config, "--config", "the YAML training config", stream=False)
-        cfg = self.train_config()
+        if self.checkpoint_interval is not None:
+            parse_interval(self.checkpoint_interval, "--checkpoint-interval")
+        cfg = load_train_config(self.config, {(section, key): getattr(self, key) for section, key in (
+            ("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"), ("optim", "threads"),
+            ("optim", "dtype"), ("optim", "seed"), ("optim", "checkpoint_interval")) if getattr(self, key) is not None})
+        object.__setattr__(self, "_train_config", cfg)  # (derived once, on construction)
         check_outside_inputs(self.out, named_paths(self, ("config", "init_from")) + [
             (f"{section}.{key}", getattr(getattr(cfg, section), key)) for section, key in
             (("data", "train"), ("data", "valid"), ("data", "weights"), ("vocab", "file"), ("vocab", "restrict_to"))] + (
             [("hf.pretrained", cfg.hf.pretrained), ("hf.tokenizer", cfg.hf.tokenizer)] if cfg.hf else []))
 
     def train_config(self) -> TrainConfig:
-        """The config file with this job's overrides applied (raises DataError)."""
-        cfg = load_train_config(self.config)
-        if self.checkpoint_interval is not None:
-            parse_interval(self.checkpoint_interval, "--checkpoint-interval")
-        for section, key in (("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"),
-                             ("optim", "threads"), ("optim", "dtype"), ("optim", "seed"),
-                             ("optim", "checkpoint_interval")):
-            value = getattr(self, key)
-            if value is not None:
-                setattr(getattr(cfg, section), key, value)
-        validate_train_config(cfg, self.config)
-        return cfg
+        """The config file with this job's overrides applied (read and checked on construction)."""
+        return self._train_config
 
     def resume_path(self) -> Optional[str]:
         """``--resume`` with ``auto`` resolved: ``<out>.last.pt`` when it exists, else None."""
@@ -140,8 +136,8 @@ class TrainJob(TrainOptions):
         resume = self.resume_path()
         # --resume auto --init-from M: M starts the run; a restart resumes its state (which holds the weights)
         init_from = None if resume and self.resume == AUTO_RESUME else self.init_from
-        return train(cfg, self.out, device=self.device, progress=progress, resume=resume, init_from=init_from,
-                     stop_after_epochs=self.stop_after_epochs)
+        return run_training(cfg, self.out, resolve_device(str(self.device)), progress=progress, resume=resume,
+                            init_from=init_from, stop_after_epochs=self.stop_after_epochs, checked=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +154,7 @@ class PrepareTextJob(PrepareTextOptions):
         cfg = load_train_config(self.config)
         if not (self.text or cfg.data.train):
             raise DataError(f"{self.config}: no data.train; give the text with --text")
+        object.__setattr__(self, "_train_config", cfg)  # (read and checked once, on construction)
 
     def run(self, progress: bool = True):
         """Prepare (or reuse) the store. Returns (the open
@@ -165,7 +162,7 @@ class PrepareTextJob(PrepareTextOptions):
         from ..training.text_store import Budgets, PrepareOptions, prepare_text, text_sources
         from ..training.trainer import family_of
 
-        cfg = load_train_config(self.config)
+        cfg = self._train_config
         sources = text_sources(self.text or cfg.data.train, self.valid or (None if self.text else cfg.data.valid))
         check_outside_inputs(self.out, [("--text", s.path) for s in sources])
         encoding = family_of(cfg).encoding(cfg, None, False)

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..config import HF_MODEL, TrainConfig, validate_train_config
+from ..config import HF_MODEL, TrainConfig
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
@@ -151,9 +151,7 @@ class HfFamily:
 
     def check(self, cfg: TrainConfig, out_path, world) -> str:
         """``--out`` is a folder (new, empty, or one an earlier run wrote) and its
-        ``.last.pt`` writable; the ``hf`` block valid (transformers installed). Reads left
-        to right."""
-        validate_train_config(cfg)  # (a TrainConfig built in Python has not been checked)
+        ``.last.pt`` writable (the ``hf`` block is checked with the config). Reads left to right."""
         if world.main:
             check_output_dir(out_path, option="--out")
             checkpointing.check_writable(checkpointing.last_path(out_path))

@@ -464,7 +464,8 @@ def _training_precision(device):
 
 
 def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resume: Optional[str] = None,
-          init_from: Optional[str] = None, stop_after_epochs: Optional[int] = None) -> TrainResult:
+          init_from: Optional[str] = None, stop_after_epochs: Optional[int] = None, *,
+          checked: bool = False) -> TrainResult:
     """Train ``cfg.model`` on ``cfg.data``; write the best weights to ``out_path``
     and the resumable state to :func:`~.checkpointing.last_path` after every epoch.
 
@@ -479,6 +480,7 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
             (fine-tuning); the model name and shapes must match ``cfg``.
         stop_after_epochs: end this run after this many epochs (the schedule still
             plans for ``max_epochs``; ``--resume`` continues).
+        checked: ``cfg`` is checked (:func:`~nbest_rescore.config.load_train_config`'s are); else it is here.
 
     Started by ``torchrun`` with K > 1 processes, this is one rank of a data-parallel
     run as :mod:`.distributed` describes (validation split over the ranks; no CUDA graphs).
@@ -488,6 +490,8 @@ def train(cfg: TrainConfig, out_path, device="cpu", progress: bool = True, resum
             (K ranks) ``optim.batch_size`` not divisible by K.
     """
     with distributed.session(device, cfg.optim.batch_size) as world:
+        if not checked:  # (a TrainConfig built in Python), before any data is read
+            validate_train_config(cfg)
         return _train(cfg, out_path, world, progress, resume, init_from, stop_after_epochs)
 
 
@@ -607,7 +611,6 @@ class WordFamily:
     subword = False
 
     def check(self, cfg: TrainConfig, out_path, world: distributed.World) -> str:
-        validate_train_config(cfg)  # (a TrainConfig built in Python has not been checked)
         if world.main:  # (the only rank that writes)
             checkpointing.check_writable(out_path)
         return config_from_dict(get_model_class(cfg.model).Config, cfg.model_config).direction
@@ -674,11 +677,10 @@ def _with_adaptive_cutoffs(cfg: TrainConfig, data: TrainData, vocab_size: int, l
     of the checkpoint started from, else from the training word frequencies."""
     if cfg.model_config.get("output") != "adaptive" or cfg.model_config.get("adaptive_cutoffs"):
         return cfg
-    cfg = copy.deepcopy(cfg)
     stored = loaded.payload["config"].get("adaptive_cutoffs") if loaded else None
-    cfg.model_config["adaptive_cutoffs"] = stored or default_adaptive_cutoffs(data.id_counts(vocab_size).tolist())
-    log.info("adaptive softmax cutoffs from word frequencies: %s", cfg.model_config["adaptive_cutoffs"])
-    return cfg
+    cutoffs = stored or default_adaptive_cutoffs(data.id_counts(vocab_size).tolist())
+    log.info("adaptive softmax cutoffs from word frequencies: %s", cutoffs)
+    return dataclasses.replace(cfg, model_config={**cfg.model_config, "adaptive_cutoffs": cutoffs})
 
 
 def _build_model(cfg: TrainConfig, vocab: Vocabulary, loaded, device):

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConfig
+from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConfig, with_overrides
 from nbest_rescore.errors import DataError
 from nbest_rescore.models import load_model
 from nbest_rescore.training.checkpointing import load_start
@@ -82,8 +82,7 @@ def test_resume_treats_missing_direction_as_forward(DATA, tmp_path, one_thread):
     docs = _docs(DATA / "lm" / "lm_valid.txt", 400)
     text = tmp_path / "t.txt"
     _write(text, docs)
-    cfg = _cfg(text, text, "forward")
-    cfg.optim.max_epochs = 1
+    cfg = with_overrides(_cfg(text, text, "forward"), {("optim", "max_epochs"): 1})
     train(cfg, tmp_path / "m.pt", progress=False)
     plain = TrainConfig(model="gru", model_config=dict(SMALL), data=cfg.data, vocab=cfg.vocab, optim=cfg.optim)
     load_start(tmp_path / "m.last.pt", plain, resume=True)  # no error: the same model config

@@ -3,6 +3,7 @@ validation points, their figures checked against an independent perplexity of th
 saved weights, early stopping after ``patience`` points without improvement, the curve
 kept across a resume, and the AMN's auxiliary loss and memcell health per point."""
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -102,10 +103,9 @@ def test_a_resumed_run_continues_the_same_curve(curve_run, DATA, tmp_path):
 
 
 def test_amn_points_log_the_auxiliary_loss_and_memcell_health(DATA, tmp_path):
-    cfg = config(DATA, max_epochs=1)
-    cfg.model = "amn"
-    cfg.model_config = {"embedding_dim": 12, "hidden_size": 12, "num_memcells": 3, "itl_weight": 2.0,
-                        "itl_reduction": "mean-token", "anneal_t0": 250.0, "anneal_gamma": 0.15}
+    cfg = dataclasses.replace(config(DATA, max_epochs=1), model="amn", model_config={
+        "embedding_dim": 12, "hidden_size": 12, "num_memcells": 3, "itl_weight": 2.0, "itl_reduction": "mean-token",
+        "anneal_t0": 250.0, "anneal_gamma": 0.15})
     res = train(cfg, tmp_path / "amn.pt", progress=False)
     for p in res.curve:
         assert p["aux_loss"] > 0

@@ -1,6 +1,7 @@
 """Epoch checkpoints: ``--resume`` continues exactly like an uninterrupted run,
 ``--init-from`` starts from trained weights, an unwritable ``--out`` fails before any
 data is read, and the group's ``--seed`` seeds training."""
+import dataclasses
 import logging
 import re
 
@@ -10,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from nbest_rescore.cli import main
-from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConfig
+from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConfig, with_overrides
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.checkpoint import load_checkpoint
 from nbest_rescore.training import trainer as trainer_mod
@@ -105,20 +106,19 @@ def test_resume_needs_a_last_checkpoint_and_excludes_init_from(DATA, tmp_path, u
 
 def test_init_from_starts_from_the_given_weights(DATA, tmp_path, uninterrupted):
     a, res_a = uninterrupted
-    cfg = tiny_cfg(DATA, max_epochs=1)
-    cfg.data.max_words = 2000  # another prefix: the vocabulary must still be the checkpoint's
+    # another prefix: the vocabulary must still be the checkpoint's
+    cfg = with_overrides(tiny_cfg(DATA, max_epochs=1), {("data", "max_words"): 2000})
     res = train(cfg, tmp_path / "ft.pt", progress=False, init_from=str(a))
     scratch_first = res_a.history[0]["train_ppl"]
     assert res.history[0]["train_ppl"] < 0.6 * scratch_first, (res.history[0], scratch_first)
     assert load_checkpoint(tmp_path / "ft.pt")["vocab"] == load_checkpoint(a)["vocab"]
     # another model type
-    other = tiny_cfg(DATA)
-    other.model = "lstm"
+    other = dataclasses.replace(tiny_cfg(DATA), model="lstm")
     with pytest.raises(DataError, match="'gru' model"):
         train(other, tmp_path / "x.pt", progress=False, init_from=str(a))
     # the same type with other shapes
-    bigger = tiny_cfg(DATA)
-    bigger.model_config["hidden_size"] = 24
+    cfg = tiny_cfg(DATA)
+    bigger = dataclasses.replace(cfg, model_config={**cfg.model_config, "hidden_size": 24})
     with pytest.raises(DataError, match="do not fit"):
         train(bigger, tmp_path / "y.pt", progress=False, init_from=str(a))
 
@@ -142,8 +142,7 @@ def no_reading(monkeypatch):
 def test_out_below_a_file_fails_before_reading_data(DATA, tmp_path, no_reading, monkeypatch):
     (tmp_path / "file.txt").write_text("not a folder\n")
     out = tmp_path / "file.txt" / "m.pt"
-    cfg = tiny_cfg(DATA)
-    cfg.data.train = str(tmp_path / "no_such_train.txt")
+    cfg = with_overrides(tiny_cfg(DATA), {("data", "train"): str(tmp_path / "no_such_train.txt")})
     built = []
     monkeypatch.setattr(trainer_mod, "build_model", lambda *a, **k: built.append(a))
     with pytest.raises(DataError) as err:
@@ -283,8 +282,7 @@ def test_resume_with_another_config_names_every_key_that_differs(DATA, tmp_path,
     a, _ = uninterrupted
     read = []
     monkeypatch.setattr(trainer_mod, "load_train_data", lambda *args, **kw: read.append(args) or [])
-    cfg = tiny_cfg(DATA, batch_size=4)
-    cfg.vocab.max_size = 1000
+    cfg = with_overrides(tiny_cfg(DATA, batch_size=4), {("vocab", "max_size"): 1000})
     with pytest.raises(DataError) as err:
         train(cfg, tmp_path / "c.pt", progress=False, resume=last_path(a))
     assert str(err.value) == (f"--resume {last_path(a)}: the config differs from the run's: optim.batch_size 8 (the "
