@@ -35,7 +35,6 @@ from ..io.score_ark import write_cost_ark
 from ..models import save_model
 from ..models.base import LanguageModel, State, select_state
 from ..options import FinetuneOptions
-from ..options.parse import parse_grid
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..rescoring.forest_grad import forest_costs
 from ..rescoring.history import first_pass_states as history_states, rescore
@@ -169,15 +168,10 @@ class FinetuneJob(FinetuneOptions):
 
     def posterior_scales(self, weights: Weights) -> Tuple[float, ...]:
         """The posterior scales alpha to fine-tune with: ``--posterior-scale`` (one
-        value or a grid), else ``1 / LM weight``. Raises DataError (a value <= 0)."""
+        value or a grid, checked on construction), else ``1 / LM weight``."""
         if self.posterior_scale is None:
             return (1.0 / weights.lm_weight if weights.lm_weight > 0 else 1.0,)
-        grid = parse_grid(self.posterior_scale, "posterior_scale") if isinstance(self.posterior_scale, str) \
-            else tuple(float(v) for v in self.posterior_scale)
-        bad = [a for a in grid if not a > 0]
-        if bad:
-            raise DataError(f"--posterior-scale must be a number > 0 (or a grid of them), got {bad[0]:g}")
-        return grid
+        return self.posterior_scale
 
     def options(self, alpha: float) -> MwerOptions:
         """The loss and update settings at posterior scale ``alpha``."""

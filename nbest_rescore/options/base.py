@@ -55,7 +55,8 @@ def option(default=MISSING, help: str = "", *, kind: Optional[str] = None, range
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    """Base of the option dataclasses: every declared field is checked on construction.
+    """Base of the option dataclasses: every declared field is checked on construction,
+    a field declared with ``parse`` first turned into its values (a tuple).
 
     Raises:
         DataError: a value of the wrong type, out of range or not one of the choices
@@ -63,6 +64,10 @@ class Options:
     """
 
     def __post_init__(self):
+        for f in fields(self):  # text (or a sequence) of a parsed field becomes its values, once
+            value = getattr(self, f.name)
+            if f.metadata.get("parse") is not None and value is not None:
+                object.__setattr__(self, f.name, f.metadata["parse"](value, f.name))
         check_options(self)
 
 

@@ -54,24 +54,25 @@ class ReplicationsOption(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
-    """``tune`` (:class:`~nbest_rescore.api.TuneJob` checks them)."""
+class SearchOptions(DecoderWeights, ReplicationsOption):
+    """The weight search of ``tune`` (:func:`nbest_rescore.api.tune`, the searches of
+    :mod:`nbest_rescore.evaluation.tuning`), each value checked once, on construction:
+    a grid given as text or numbers becomes a tuple of floats. ``lm_weight`` (the line
+    search's start delta) and ``seed`` (its restarts and the bootstrap; the global
+    ``--seed``) are not options of their own. Raises DataError."""
 
-    ref: str = option(help="References (Kaldi text '<utterance-id> words...').", path=_FILE)
-    nn_cost: Tuple[str, ...] = option((), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for "
-                                      "several neural LMs (named by the part after 'nn_cost.', else 'nn'). Without it "
-                                      "only lambda = 1 (n-gram only) is searched.", multiple=True, path=_FILE)
     search: Optional[str] = option(
         None, "grid: every point of the grids (for K LMs the weights on the simplex at the --interps spacing); line: "
               "Och's exact line search (MERT). Default: grid for up to two LMs, else line.", choices=SEARCHES)
     restarts: int = option(5, "Line search: random restarts around the start point (seeded by the global --seed).",
                            kind="int", range=">= 0")
     interps: str = option("0:1:0.1", "Interpolation weight lambda grid: start:stop:step (inclusive) or a,b,c; values "
-                                     "in [0, 1].", parse=parse_grid, range="[0, 1]")
+                                     "in [0, 1].", parse=parse_grid, kind="float", range="[0, 1]")
     lm_weights: str = option("5:14:0.5", "LM weight (grammar scale) delta grid: start:stop:step or a,b,c.",
-                             parse=parse_grid)
+                             parse=parse_grid, kind="float")
     word_ins_penalties: Optional[str] = option(None, "Word insertion penalty grid in nats per word (default: only "
-                                               "--word-ins-penalty).", parse=parse_grid, unit="nats per word")
+                                               "--word-ins-penalty).", parse=parse_grid, kind="float",
+                                               unit="nats per word")
     folds: int = option(0, "K >= 2: also K-fold cross-validation by documents: each fold's 1-best at the weights the "
                            "same search finds on the other folds; their pooled WER is the cross-validated WER (0 or "
                            "1: none).", kind="int", range=">= 0")
@@ -83,15 +84,28 @@ class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
               "tuned weights; with --folds, each fold's P is chosen on the other folds and the held-out WER and share "
               "scored are reported. Needs --nn-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
         unit="WER points")
-    order_cost: Tuple[str, ...] = option(
-        (), "History merging: K=PATH, the NN costs of 'score --max-ngram-order K' of the one --nn-cost LM (repeat for "
-            "several K), for --order-budget.", multiple=True)
     order_budget: Optional[float] = option(
         None, "History merging (score --max-ngram-order K): find the smallest order K of the --order-cost files whose "
               "WER is at most B points (absolute, percent) above exact scoring at the tuned weights; with --folds, "
               "each fold's K is chosen on the other folds and the held-out WER is reported; tune.json records K for "
               "score --weights. Needs --order-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
         unit="WER points")
+    lm_weight: float = option(9.5, "Line search: the LM weight delta it starts from.", kind="float", range=">= 0")
+    seed: int = option(0, "Seed of the line search's restarts and of the bootstrap (checked where used: "
+                          ":func:`~nbest_rescore.api.tune_job.check_search`).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneOptions(NbestOptions, SearchOptions):
+    """``tune`` (:class:`~nbest_rescore.api.TuneJob` checks them)."""
+
+    ref: str = option(help="References (Kaldi text '<utterance-id> words...').", path=_FILE)
+    nn_cost: Tuple[str, ...] = option((), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for "
+                                      "several neural LMs (named by the part after 'nn_cost.', else 'nn'). Without it "
+                                      "only lambda = 1 (n-gram only) is searched.", multiple=True, path=_FILE)
+    order_cost: Tuple[str, ...] = option(
+        (), "History merging: K=PATH, the NN costs of 'score --max-ngram-order K' of the one --nn-cost LM (repeat for "
+            "several K), for --order-budget.", multiple=True)
     out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
                                       "folder (replaced as a whole).", path=_DIR_OUT)
 
@@ -120,7 +134,7 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
         None, "alpha in the posterior softmax(alpha * combined score) whose expected word errors are minimised "
               "(default: 1 / LM weight, as Kaldi's lattice posteriors). A grid (a,b,c or start:stop:step) needs "
               "--folds: every value is fine-tuned on every fold and each fold takes the value whose models score "
-              "the other folds best.", parse=parse_grid, range="> 0", example="0.01,0.03,0.1,0.3")
+              "the other folds best.", parse=parse_grid, kind="float", range="> 0", example="0.01,0.03,0.1,0.3")
     posterior_dropout: bool = option(False, "Compute the posterior's LM costs with dropout on, a mask per "
                                             "hypothesis (the earlier default); default: without dropout, as "
                                             "scoring computes them (dropout, if any, only in the cross-entropy term).",
