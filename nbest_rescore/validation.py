@@ -208,14 +208,22 @@ def check_choice(name: str, value, choices) -> None:
         raise DataError(_option_message(flag(name), {"choices": choices}, value))
 
 
-def check_paths(obj, names) -> None:
-    """Every path attribute ``names`` of ``obj`` that is set (one path or a sequence) exists
-    (an ``hf:PATH`` LM is checked when it is loaded).
+def input_fields(obj, exclude: typing.Sequence[str] = ()) -> typing.Tuple[str, ...]:
+    """The names of the input path options of the option dataclass ``obj``, as declared
+    (:func:`nbest_rescore.options.option`: a ``path`` not marked ``output``), in field
+    order, but ``exclude``."""
+    return tuple(f.name for f in dataclasses.fields(obj) if f.metadata.get("path") is not None
+                 and not f.metadata.get("output") and f.name not in exclude)
+
+
+def check_paths(obj, names: typing.Optional[typing.Sequence[str]] = None) -> None:
+    """Every path attribute ``names`` of ``obj`` (default: its :func:`input_fields`) that
+    is set (one path or a sequence) exists (an ``hf:PATH`` LM is checked when it is loaded).
 
     Raises:
         DataError: ``--name PATH: no such file or folder``.
     """
-    for name in names:
+    for name in input_fields(obj) if names is None else names:
         value = getattr(obj, name)
         for path in value if isinstance(value, (list, tuple)) else (value,):
             if path is not None and not str(path).startswith("hf:") and not os.path.exists(path):

@@ -43,7 +43,7 @@ from ..training.mwer import MwerLists, MwerOptions, finetune_mwer, hypothesis_co
 from ..types import NbestSet
 from ..validation import check_paths
 from ..vocab import Vocabulary
-from .inputs import PLAIN_PATHS, job_inputs, load_job_nbest, load_nbest, load_references
+from .inputs import job_inputs, load_job_nbest, load_nbest, load_references
 from .lm_loading import load_lm, seed_everything, set_threads
 from .score_job import job_weights
 
@@ -144,7 +144,7 @@ class FinetuneJob(FinetuneOptions):
             raise DataError(f"--lm {self.lm}: finetune takes a word-level checkpoint (.pt) written by 'nbest-rescore "
                             f"train', not a Hugging Face model ('score --lm hf:...' scores one; it is not fine-tuned "
                             f"here); give such a .pt checkpoint")
-        check_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest", "eval_ref", *PLAIN_PATHS))
+        check_paths(self)
         if (self.eval_nbest is None) != (self.eval_ref is None):
             raise DataError("--eval-nbest and --eval-ref go together: give the other lists and their references")
         if self.eval_nbest is not None and self.folds >= 2:
@@ -153,8 +153,7 @@ class FinetuneJob(FinetuneOptions):
         if len(grid) > 1 and self.folds < 2:
             raise DataError(f"--posterior-scale {','.join(f'{a:g}' for a in grid)}: a grid of {len(grid)} values is "
                             f"chosen by folds; add --folds 2 (or more), or give one value")
-        check_outside_inputs(self.out, job_inputs(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
-                                                         "eval_ref", *PLAIN_PATHS)))
+        check_outside_inputs(self.out, job_inputs(self))
         check_output_dir(self.out, self._outputs(grid))
 
     def weights(self) -> Weights:

@@ -28,7 +28,7 @@ from ..names import unique_names
 from ..types import NbestSet
 from ..options import SPAN_HYPS, SearchOptions, TuneOptions
 from ..validation import check_option, check_paths
-from .inputs import PLAIN_PATHS, job_inputs, load_references, open_job_nbest, run_settings
+from .inputs import job_inputs, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
 Grid = Union[str, Sequence[float]]
@@ -258,15 +258,14 @@ class TuneJob(TuneOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
+        check_paths(self)
         orders = self.order_paths
         for order, path in orders:
             if not os.path.exists(path):
                 raise DataError(f"--order-cost {order}={path}: no such file or folder")
         check_search(self, len(self.cost_paths), [k for k, _ in orders])
         if self.out is not None:
-            check_outside_inputs(self.out, job_inputs(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
-                                 + [("--order-cost", p) for _, p in orders])
+            check_outside_inputs(self.out, job_inputs(self) + [("--order-cost", p) for _, p in orders])
             check_output_dir(self.out, TUNE_OUTPUTS)
 
     def run(self) -> AssessedTune:

@@ -37,7 +37,7 @@ class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions, Hf
              "when there are several.", multiple=True, path=LM_PATH)
     out: Optional[str] = option(None, "Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; "
                                 "nn_cost.NAME per LM with several --lm) and wer.json; replaced as a whole. Without it "
-                                "the new 1-best is printed to stdout (Kaldi text).", path=_DIR_OUT)
+                                "the new 1-best is printed to stdout (Kaldi text).", path=_DIR_OUT, output=True)
     ref: Optional[str] = option(None, "References (Kaldi text '<utterance-id> words...') to report WER: rescored, "
                                       "first pass and oracle.", path=_FILE)
     ngram_arpa: Optional[str] = option(None, "Recompute the n-gram costs from this ARPA file (kenlm) instead of the "
@@ -107,7 +107,7 @@ class TuneOptions(NbestOptions, SearchOptions):
         (), "History merging: K=PATH, the NN costs of 'score --max-ngram-order K' of the one --nn-cost LM (repeat for "
             "several K), for --order-budget.", multiple=True)
     out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
-                                      "folder (replaced as a whole).", path=_DIR_OUT)
+                                      "folder (replaced as a whole).", path=_DIR_OUT, output=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +123,7 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
                            "with --folds K, fold_K.pt per fold and mwer/nn_cost (each fold's costs from the model "
                            "fine-tuned on the other folds) beside base/nn_cost (the checkpoint's), both for tune; "
                            "with --eval-nbest, its lists' mwer/nn_cost and base/nn_cost.",
-                      path=_DIR_OUT)
+                      path=_DIR_OUT, output=True)
     epochs: int = option(2, "Passes over the training lists.", kind="int", range=">= 1")
     lr: float = option(1e-4, "Adam's learning rate.", kind="float", range="> 0")
     top_n: Optional[int] = option(None, "Hypotheses of each list in the loss: the first-pass top N (default: every "
@@ -163,7 +163,7 @@ class TrainOptions(DeviceOption, ThreadsOption):
     config: str = option(help="YAML training config (see examples/ and recipes/abc-nbest/conf/).", path=_FILE)
     out: str = option(help="Checkpoint to write (.pt): the best weights, rewritten after every epoch; the resumable "
                            "state goes beside it as <name>.last.pt. With model: hf a folder (save_pretrained files "
-                           "and the tokenizer; the state goes to <folder>.last.pt).", path={})
+                           "and the tokenizer; the state goes to <folder>.last.pt).", path={}, output=True)
     max_words: Optional[int] = option(None, "Train on the first N words of the training text (overrides "
                                             "data.max_words).", kind="int", range=">= 1", unit="words")
     max_epochs: Optional[int] = option(None, "Override optim.max_epochs.", kind="int", range=">= 1")
@@ -191,7 +191,7 @@ class PrepareTextOptions(Options):
     config: str = option(help="YAML training config: its data (train, valid, max_words, max_valid_words), vocab and "
                               "hf.tokenizer sections say what to prepare and how.", path=_FILE)
     out: str = option(help="The token store (a folder; written as a whole, reused when it is up to date). Give it "
-                           "as data.train of the config that trains on it.", path=_DIR_OUT)
+                           "as data.train of the config that trains on it.", path=_DIR_OUT, output=True)
     text: Optional[str] = option(None, "The training text instead of the config's data.train: a file, or a Kaldi "
                                        "rnnlm-style data directory (NAME.txt per source, dev.txt for validation).",
                                  path={"exists": True})
@@ -222,7 +222,8 @@ class AnalyzeOptions(TextOptions, DeviceOption):
     """``analyze``."""
 
     lm: str = option(help="Checkpoint (.pt) of an amn, attention, key-value or key-value-predict model.", path=_FILE)
-    out: str = option(help="Output folder for analysis.json and the PNG plots (replaced as a whole).", path=_DIR_OUT)
+    out: str = option(help="Output folder for analysis.json and the PNG plots (replaced as a whole).", path=_DIR_OUT,
+                      output=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,7 +246,7 @@ class KaldiScoreOptions(Options):
                                              "scoring_kaldi/test_filt.txt (default: none, i.e. cat).")
     out: str = option(help="DIR (the decode folder): receives wer_LMWT_WIP and scoring_kaldi/ as score_kaldi.sh "
                            "writes them; other files there are left alone, except old-style wer_?, wer_?? (and "
-                           "cer_), which score_kaldi.sh removes too.", path=_DIR_OUT)
+                           "cer_), which score_kaldi.sh removes too.", path=_DIR_OUT, output=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,7 +266,7 @@ class ConvertOptions(NbestOptions):
                           "utt_ids, utt2doc) or jsonl (one file, one utterance per line; gzip-compressed when --out ends in "
                           ".gz).", choices=NBEST_FORMATS)
     out: str = option(help="Output: a folder for kaldi and plain (replaced as a whole), a file for jsonl (written "
-                           "atomically).", path={})
+                           "atomically).", path={}, output=True)
     drop_scores: bool = option(False, "Write what --to cannot keep without it (refused otherwise): JSON Lines input "
                                       "whose hypotheses carry scores beyond ac_cost, lm_cost and graph_cost is "
                                       "written without them (no format written here keeps them); lists with one total "
@@ -278,7 +279,8 @@ class MergeOptions(Options):
     """``merge``."""
 
     out: str = option(help="Output folder for the merged text, nn_cost (jobs of several LMs: each nn_cost.NAME, "
-                           "merged per name) and (with --ref) wer.json; replaced as a whole.", path=_DIR_OUT)
+                           "merged per name) and (with --ref) wer.json; replaced as a whole.", path=_DIR_OUT,
+                      output=True)
     ref: Optional[str] = option(None, "References (Kaldi text) to compute the WER of the merged 1-best.", path=_FILE)
 
 
@@ -300,7 +302,7 @@ class CurvesOptions(Options):
     """``curves``."""
 
     out: str = option(help="The PNG to write (atomically): validation perplexity against training words and "
-                           "against CPU minutes, one line per run.", path={})
+                           "against CPU minutes, one line per run.", path={}, output=True)
     label: Tuple[str, ...] = option((), "Legend name of each run, in order (default: the file names).",
                                     multiple=True)
     title: Optional[str] = option(None, "First title line: what the runs are (e.g. the benchmark and budget).")
