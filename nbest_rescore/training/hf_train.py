@@ -2,8 +2,9 @@
 (docs/training.md "Training a Hugging Face model").
 
 :class:`HfFamily` holds the steps in which such a run differs from a word-level one
-(:class:`~.trainer.WordFamily`); everything else (document order, streams, budgets,
-schedule, validation, best epoch, ``--resume``) is the trainer's.
+(:class:`~.word_family.WordFamily`) of the :class:`~.family.TrainFamily` interface;
+everything else (document order, streams, budgets, schedule, validation, best epoch,
+``--resume``) is the trainer's.
 
 * Ids: :class:`~nbest_rescore.models.hf.HfText`. A document is ``start_ids`` followed by
   each sentence's tokens and its EOS, the layout scoring reads; its targets are every
@@ -50,6 +51,7 @@ from ..models.base import LanguageModel, Output
 from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,
                          load_tokenizer, write_metadata)
 from . import checkpointing
+from .family import TrainFamily
 from .text_store import HfEncoding
 
 log = logging.getLogger(__name__)
@@ -143,9 +145,8 @@ def _tokenizer_facts(text: HfText) -> dict:
     return {"size": len(text.tokenizer), **text.settings()}
 
 
-class HfFamily:
-    """The family-dependent steps of a ``model: hf`` run (the methods of
-    :class:`~.trainer.WordFamily`; module docstring)."""
+class HfFamily(TrainFamily):
+    """The family of a ``model: hf`` run (module docstring)."""
 
     subword = True
 

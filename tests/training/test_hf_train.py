@@ -163,12 +163,12 @@ def test_sigterm_mid_epoch_and_resume_auto_end_on_the_uninterrupted_weights(unin
     import os
     import signal
 
-    from nbest_rescore.training import trainer
+    from nbest_rescore.training import epoch
 
     a, _ = uninterrupted
     cfg = write_config(tmp_path / "c.yaml", DATA, bpe)
     b = tmp_path / "gpt"
-    calls, plain = [], trainer.set_lr
+    calls, plain = [], epoch.set_lr
 
     def set_lr(opt, lr):
         calls.append(lr)
@@ -176,12 +176,12 @@ def test_sigterm_mid_epoch_and_resume_auto_end_on_the_uninterrupted_weights(unin
             os.kill(os.getpid(), signal.SIGTERM)
         plain(opt, lr)
 
-    monkeypatch.setattr(trainer, "set_lr", set_lr)
+    monkeypatch.setattr(epoch, "set_lr", set_lr)
     res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(b), "--no-progress"])
     assert res.exit_code == 75 and "training stopped by SIGTERM in epoch 1 before step 4" in res.output, res.output
     position = load_checkpoint(last_path(b))["resume"]["position"]
     assert position["segments"] == 4 and not b.exists()
-    monkeypatch.setattr(trainer, "set_lr", plain)
+    monkeypatch.setattr(epoch, "set_lr", plain)
     assert cli_train(cfg, b, "--resume", "auto")["epochs"] == 2
     wa, wb = (load_checkpoint(last_path(p))["state_dict"] for p in (a, b))
     assert all(torch.allclose(wa[k], wb[k], atol=1e-6, rtol=0) for k in wa)

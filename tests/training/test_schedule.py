@@ -6,7 +6,7 @@ import pytest
 
 from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig
 from nbest_rescore.errors import DataError
-from nbest_rescore.training import trainer as trainer_mod
+from nbest_rescore.training import trainer as trainer_mod, word_family
 from nbest_rescore.training.schedule import LRSchedule
 from nbest_rescore.training.trainer import train
 
@@ -88,7 +88,7 @@ def test_bfloat16_training_on_cpu_names_cuda(DATA, tmp_path, monkeypatch):
                       optim=OptimConfig(dtype="bfloat16", max_epochs=1))
     work = []  # fails before any data is read or model built, whatever the machine's load
     monkeypatch.setattr(trainer_mod, "load_train_data", lambda *a, **k: work.append(("read", a)))
-    monkeypatch.setattr(trainer_mod, "build_model", lambda *a, **k: work.append(("build", a)))
+    monkeypatch.setattr(word_family, "build_model", lambda *a, **k: work.append(("build", a)))
     with pytest.raises(DataError, match="CUDA") as err:
         train(cfg, tmp_path / "m.pt", device="cpu", progress=False)
     assert "bfloat16" in str(err.value)
