@@ -1,13 +1,7 @@
-"""The epoch loop of a run (docs/training.md, "What ``train`` does"): one epoch's
-updates over freshly dealt streams (:func:`~.passes.train_segments`), the learning rate
-of the schedule before each, the time budget, validation points every
-``optim.valid_every`` and early stopping, mid-epoch checkpoints (when due, and on
-SIGTERM/SIGINT) and the epoch's end: its history entry and the best weights.
-
-What a run's epochs share is a :class:`Training` of small parts (the learner, the
-training text, the validation text, the saves); what changes from epoch to epoch is
-the :class:`~.checkpointing.RunState`.
-"""
+"""The epoch loop of a run (docs/training.md, "What ``train`` does"): an epoch's
+updates (:func:`train_epoch`), the control between them and the epoch's end
+(:class:`_Epoch`). A run's epochs share a :class:`Training` of small parts; what
+changes from epoch to epoch is the :class:`~.checkpointing.RunState`."""
 from __future__ import annotations
 
 import contextlib
@@ -106,10 +100,9 @@ class Training(NamedTuple):
 
 
 def train_epoch(t: Training, run: checkpointing.RunState, epoch: int, start: Clocks) -> EpochStats:
-    """The updates of one epoch over freshly dealt streams, controlled by an
-    :class:`_Epoch`; unless the time was spent before the epoch began (no step) or a
-    signal stopped it, :meth:`_Epoch.end`. A resumed mid-epoch ``run.position``
-    continues this epoch."""
+    """The updates of one epoch over freshly dealt streams (a resumed mid-epoch
+    ``run.position`` continues it), controlled by an :class:`_Epoch`, then its end
+    unless no step was made (the time was spent) or a signal stopped it."""
     o, learner = t.cfg.optim, t.learner
     position, run.position = run.position, None  # (a resumed mid-epoch state: this epoch's)
     learner.world.seed_epoch(o.seed, epoch)
@@ -131,9 +124,8 @@ def train_epoch(t: Training, run: checkpointing.RunState, epoch: int, start: Clo
 
 
 class _Epoch:
-    """Epoch ``epoch`` of a run: its learning-rate schedule (planned over
-    ``run.planned_steps``) and the ranks' clock, and what the pass calls before each
-    update (:meth:`before_step`) and at a pause (:meth:`on_pause`)."""
+    """Epoch ``epoch`` of a run: its learning-rate schedule and the ranks' clock, and
+    what the pass calls before each update and at a pause."""
 
     def __init__(self, t: Training, run: checkpointing.RunState, epoch: int, start: Clocks):
         self.t, self.run, self.epoch, self.start = t, run, epoch, start
@@ -141,12 +133,10 @@ class _Epoch:
         self.clock = distributed.Clock(t.learner.world, start.wall, t.cfg.optim.log_interval)  # K ranks: rank 0's
 
     def before_step(self, step: int, tokens: int, sums: Callable) -> Optional[object]:
-        """Before global update ``step`` (``tokens`` of the epoch so far; ``sums()`` their
-        NLL and auxiliary loss): True to stop when ``optim.max_seconds`` is spent or
-        early stopping ends the run at a validation point due here (:meth:`point`);
-        else set the learning rate and the model's progress, and ask for a mid-epoch
-        checkpoint when one is due (:attr:`Pause.SAVE`) or a signal came
-        (:attr:`Pause.PREEMPT`)."""
+        """``before_step`` of :func:`~.passes.train_segments`: stop (True) when
+        ``optim.max_seconds`` is spent or a validation point due here ends the run
+        early; else set the learning rate and the model's progress, and pause for a
+        mid-epoch checkpoint when one is due (SAVE) or a signal came (PREEMPT)."""
         t, run, o = self.t, self.run, self.t.cfg.optim
         elapsed, signalled = self.clock(step, t.saves.signals.received is not None)
         if o.max_seconds and elapsed > o.max_seconds:

@@ -1,9 +1,4 @@
-"""The family interface: the steps of a training run that depend on the model family
-(the ids of the words, the model, its outputs). :class:`~.word_family.WordFamily`
-implements it for the models of the registry, :class:`~.hf_train.HfFamily` for
-``model: hf``; the run, its epochs, streams, schedule, budgets, validation and resuming
-(:mod:`.trainer`, :mod:`.epoch`) are shared.
-"""
+"""The family interface: the steps of a training run that depend on the model family."""
 from __future__ import annotations
 
 from typing import Optional, Protocol
@@ -14,7 +9,11 @@ from .data import TrainData
 
 
 class TrainFamily(Protocol):
-    """What :func:`~.trainer.train` asks of a model family, in the order it asks.
+    """What :func:`~.trainer.train` asks of a model family (the ids of the words, the
+    model, its outputs), in the order it asks; :class:`~.word_family.WordFamily`
+    implements it for the models of the registry, :class:`~.hf_train.HfFamily` for
+    ``model: hf``. The epochs, streams, schedule, budgets, validation and resuming are
+    shared.
 
     ``text`` is what maps words to ids (a :class:`~nbest_rescore.vocab.Vocabulary`,
     or the tokenizer's convention); ``loaded`` a :class:`~.checkpointing.Loaded` of

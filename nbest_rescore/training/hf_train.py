@@ -36,9 +36,8 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -122,22 +121,6 @@ class HfTrainModel(nn.Module):
     on_progress, on_epoch_end = LanguageModel.on_progress, LanguageModel.on_epoch_end
     begin_diagnostics, end_diagnostics = LanguageModel.begin_diagnostics, LanguageModel.end_diagnostics
     supports_cuda_graph, graph_safe = LanguageModel.supports_cuda_graph, False
-
-
-def encode_documents(docs: Sequence[Sequence[Sequence[str]]], text: HfText) -> List[np.ndarray]:
-    """int64 arrays, one per document: its single start token, then every sentence's
-    tokens and EOS (:meth:`HfText.sentences`; one tokenizer call for all sentences)."""
-    if len(text.start_ids) != 1:
-        raise DataError(f"the tokenizer starts a document with {len(text.start_ids)} tokens {text.start_ids}; "
-                        f"training needs one (a tokenizer with a bos_token or eos_token)")
-    flat = [s for d in docs for s in d]
-    ids = text.sentences(flat) if flat else []
-    out, k = [], 0
-    for d in docs:
-        parts = [text.start_ids] + ids[k:k + len(d)]
-        out.append(np.asarray([i for p in parts for i in p], dtype=np.int64))
-        k += len(d)
-    return out
 
 
 def _tokenizer_facts(text: HfText) -> dict:
@@ -290,4 +273,4 @@ def _positions(conf) -> Optional[int]:
     return value if isinstance(value, int) and value > 0 else None
 
 
-__all__ = ["HfTrainModel", "HfFamily", "encode_documents", "new_model"]
+__all__ = ["HfTrainModel", "HfFamily", "new_model"]

@@ -70,7 +70,6 @@ def epoch_streams(documents, batch_size: int, bptt: int, seed: Optional[int]) ->
     return streams
 
 
-
 _GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 

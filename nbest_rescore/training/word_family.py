@@ -1,8 +1,4 @@
-"""The word-level family (:class:`~.family.TrainFamily`) of the models of the registry:
-ids of a vocabulary built from the training text (or a checkpoint's), the model of
-``cfg.model`` with its adaptive softmax's cutoffs filled in, ``.pt`` checkpoints
-(:mod:`.checkpointing`).
-"""
+"""The word-level family of training (:class:`WordFamily`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +23,10 @@ EVAL_BPTT = 64
 
 
 class WordFamily(TrainFamily):
-    """The family of the word-level models of the registry (module docstring); a
-    ``--init-from`` run keeps the checkpoint's vocabulary as it is."""
+    """The :class:`~.family.TrainFamily` of the word-level models of the registry: ids
+    of a vocabulary built from the training text (``--init-from``: the checkpoint's, as
+    it is), the model of ``cfg.model`` with its adaptive softmax's cutoffs filled in,
+    ``.pt`` checkpoints (:mod:`.checkpointing`)."""
 
     subword = False
 

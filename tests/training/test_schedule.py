@@ -94,3 +94,16 @@ def test_bfloat16_training_on_cpu_names_cuda(DATA, tmp_path, monkeypatch):
     assert "bfloat16" in str(err.value)
     assert work == []
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_both_families_implement_the_whole_family_interface():
+    """WordFamily and HfFamily declare TrainFamily and define each of its members
+    themselves (none falls back to the Protocol's empty body)."""
+    from nbest_rescore.training.family import TrainFamily
+    from nbest_rescore.training.hf_train import HfFamily
+
+    members = {n for n in vars(TrainFamily) if not n.startswith("_")} | set(TrainFamily.__annotations__)
+    assert members >= {"subword", "check", "load_start", "encoding", "text", "build", "save", "eval_bptt"}
+    for family in (word_family.WordFamily, HfFamily):
+        assert TrainFamily in family.__mro__
+        assert not [n for n in members if n not in vars(family)], family
