@@ -132,7 +132,7 @@ class _Epoch:
         self.schedule = LRSchedule(t.cfg.optim, run.planned_steps)
         self.clock = distributed.Clock(t.learner.world, start.wall, t.cfg.optim.log_interval)  # K ranks: rank 0's
 
-    def before_step(self, step: int, tokens: int, sums: Callable) -> Optional[object]:
+    def before_step(self, step: int, tokens: int, sums: Callable) -> bool | Pause | None:
         """``before_step`` of :func:`~.passes.train_segments`: stop (True) when
         ``optim.max_seconds`` is spent or a validation point due here ends the run
         early; else set the learning rate and the model's progress, and pause for a
