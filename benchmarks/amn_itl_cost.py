@@ -28,7 +28,8 @@ from train_speed import time_ours  # noqa: E402
 from nbest_rescore.corpus import encode_document  # noqa: E402
 from nbest_rescore.io.lm_text import read_lm_text  # noqa: E402
 from nbest_rescore.models import build_model  # noqa: E402
-from nbest_rescore.training.trainer import StepOptions, epoch_streams, make_optimizer  # noqa: E402
+from nbest_rescore.training.passes import epoch_streams  # noqa: E402
+from nbest_rescore.training.step import StepOptions, make_optimizer  # noqa: E402
 from nbest_rescore.config import OptimConfig  # noqa: E402
 from nbest_rescore.vocab import Vocabulary  # noqa: E402
 from collections import Counter  # noqa: E402

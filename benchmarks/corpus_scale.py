@@ -28,7 +28,7 @@ is reused. Then, one after the other (nothing else of this script runs meanwhile
   (60 s: a few hundred updates on this model; train has no step limit, so the run is cut
   by its time budget and the updates made are counted). It runs in a small runner
   process (written to ``--work``) that wraps
-  :func:`nbest_rescore.training.trainer.train_step` to count the updates and note when the
+  :func:`nbest_rescore.training.step.train_step` (as the pass engine calls it) to count the updates and note when the
   first one returns, then calls the CLI (``nbest_rescore.cli.main``) in-process. "s to
   first step" is wall time from just before this script starts the runner (interpreter
   start and imports included) to the end of the first optimiser step; peak RSS is the
@@ -79,8 +79,11 @@ RUNNER = r'''
 import json, os, resource, sys, time
 T0 = float(os.environ.get("CORPUS_SCALE_T0") or time.time())
 import nbest_rescore
-from nbest_rescore.training import trainer
-plain = trainer.train_step
+try:  # (the module whose train_step the pass calls: the trainer's before issue 47, as at --old)
+    from nbest_rescore.training import passes as engine
+except ImportError:
+    from nbest_rescore.training import trainer as engine
+plain = engine.train_step
 marks = {"steps": 0, "first": None, "imported": time.time()}
 
 def train_step(*args, **kwargs):
@@ -90,7 +93,7 @@ def train_step(*args, **kwargs):
         marks["first"] = time.time()
     return out
 
-trainer.train_step = train_step
+engine.train_step = train_step
 from nbest_rescore.cli import main
 rc = 0
 try:

@@ -2,9 +2,9 @@
 """Training speed (words/s) of the LM zoo, or of the toolkit's loop against a plain PyTorch loop.
 
 Both modes time the toolkit's own hot loop
-(:func:`nbest_rescore.training.trainer.train_segments`: document streams aligned to
+(:func:`nbest_rescore.training.passes.train_segments`: document streams aligned to
 the BPTT length, state carried across segments and reset where documents start, the
-trainer's loss, :func:`~nbest_rescore.training.trainer.make_optimizer`'s optimizer
+trainer's loss, :func:`~nbest_rescore.training.step.make_optimizer`'s optimizer
 (Adam; fused on CUDA), gradient clipping 10) on a prefix of the real LM text. For
 each repeat and model: ``--warmup`` untimed updates, then ``--steps`` timed updates,
 both from the start of the streams (the timed updates read the same segments on every
@@ -85,7 +85,8 @@ from nbest_rescore.models import build_model
 from nbest_rescore.models.amn import AMNConfig
 from nbest_rescore.models.base import LanguageModel, Output, default_adaptive_cutoffs
 from nbest_rescore.corpus import encode_document, make_streams
-from nbest_rescore.training.trainer import StepOptions, epoch_streams, make_optimizer, train_segments
+from nbest_rescore.training.passes import epoch_streams, train_segments
+from nbest_rescore.training.step import StepOptions, make_optimizer
 from nbest_rescore.vocab import Vocabulary
 
 TEXT = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "abc-nbest" / "lm" / "lm_train.txt")

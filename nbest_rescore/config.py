@@ -149,7 +149,7 @@ class OptimConfig:
     max_seconds: Optional[float] = option(None, kind="float", range="> 0", example=3600)
     seed: int = option(0, kind="int", range=">= 0")
     threads: Optional[int] = option(None, kind="int", range=">= 1", example=4)
-    # alpha, see trainer.segment_loss; 0 = plain cross-entropy
+    # alpha, see training.step.segment_loss; 0 = plain cross-entropy
     self_norm_weight: float = option(0.0, kind="float", range=">= 0 (0 = off)", example=0.1)
     optimizer: str = option("adam", kind="str", choices=OPTIMIZERS)
     weight_decay: float = option(0.0, kind="float", range=">= 0")

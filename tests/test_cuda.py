@@ -77,7 +77,8 @@ def test_cuda_graph_training_equals_eager(name):
     """The captured training step (optim.cuda_graph) gives the eager step's losses and
     weights (float32, TF32 off): the warm-up before capture leaves no trace."""
     from nbest_rescore.config import OptimConfig
-    from nbest_rescore.training.trainer import StepOptions, make_optimizer, train_segments
+    from nbest_rescore.training.passes import train_segments
+    from nbest_rescore.training.step import StepOptions, make_optimizer
 
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     streams = _random_streams()
@@ -99,7 +100,8 @@ def test_cuda_graph_falls_back_for_the_adaptive_softmax(caplog):
     """A step that reads back to the host (the adaptive softmax selects the rows of
     each tail cluster) is not captured: training goes on eagerly, with a warning."""
     from nbest_rescore.config import OptimConfig
-    from nbest_rescore.training.trainer import StepOptions, make_optimizer, train_segments
+    from nbest_rescore.training.passes import train_segments
+    from nbest_rescore.training.step import StepOptions, make_optimizer
 
     streams = _random_streams()
     torch.manual_seed(0)

@@ -64,10 +64,10 @@ class RunState:
     best_ppl: float = math.inf
     bad_epochs: int = 0  # validations (epoch ends and optim.valid_every points) since the best
     history: list = field(default_factory=list)
-    curve: list = field(default_factory=list)  # every validation point (trainer._progress_entry)
+    curve: list = field(default_factory=list)  # every validation point (epoch._Epoch.entry)
     cpu_seconds: float = 0.0
     best_state: Optional[dict] = None
-    # a mid-epoch state (trainer.EpochPosition as a dict) of epoch ``epoch`` + 1
+    # a mid-epoch state (passes.EpochPosition as a dict) of epoch ``epoch`` + 1
     position: Optional[dict] = None
 
     @property
@@ -102,7 +102,7 @@ def save_last(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict
               position: Optional[dict] = None) -> None:
     """Write the resumable state (the current weights, :func:`resume_state`) to
     :func:`last_path`, atomically; ``position``: written mid-epoch (a
-    :class:`~.trainer.EpochPosition` as a dict).
+    :class:`~.passes.EpochPosition` as a dict).
 
     Raises:
         DataError: the file cannot be written (no space, read-only file system,

@@ -6,7 +6,7 @@ aligned to the BPTT length) the step (as docs/training.md, ``cuda_graph``, lists
 and the running NLL) is recorded once and replayed per segment: the host copies the
 segment's ids into static buffers and launches one graph. The optimiser must be
 capturable with a tensor learning rate
-(:func:`~nbest_rescore.training.trainer.make_optimizer` with ``capturable=True``).
+(:func:`~nbest_rescore.training.step.make_optimizer` with ``capturable=True``).
 
 Warm-up runs needed before capture (cuDNN plans, optimiser state) are undone: the
 weights, optimiser state and random state are restored in place, so training starts
@@ -30,7 +30,7 @@ class GraphedStep:
         batch, bptt: B and T of every segment.
         step_fn: ``step_fn(state, inputs, targets, mask, reset) -> (new_state,
             SegmentLoss)`` doing forward, loss, backward, clipping and the update
-            (the trainer's ``train_step`` with its options bound).
+            (:func:`~.step.train_step` with its options bound).
     """
 
     def __init__(self, model, opt, batch: int, bptt: int, step_fn):

@@ -2,8 +2,9 @@
 (docs/training.md "Training a Hugging Face model").
 
 :class:`HfFamily` holds the steps in which such a run differs from a word-level one
-(:class:`~.trainer.WordFamily`); everything else (document order, streams, budgets,
-schedule, validation, best epoch, ``--resume``) is the trainer's.
+(:class:`~.word_family.WordFamily`) of the :class:`~.family.TrainFamily` interface;
+everything else (document order, streams, budgets, schedule, validation, best epoch,
+``--resume``) is the trainer's.
 
 * Ids: :class:`~nbest_rescore.models.hf.HfText`. A document is ``start_ids`` followed by
   each sentence's tokens and its EOS, the layout scoring reads; its targets are every
@@ -35,9 +36,8 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -50,6 +50,7 @@ from ..models.base import LanguageModel, Output
 from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,
                          load_tokenizer, write_metadata)
 from . import checkpointing
+from .family import TrainFamily
 from .text_store import HfEncoding
 
 log = logging.getLogger(__name__)
@@ -122,30 +123,13 @@ class HfTrainModel(nn.Module):
     supports_cuda_graph, graph_safe = LanguageModel.supports_cuda_graph, False
 
 
-def encode_documents(docs: Sequence[Sequence[Sequence[str]]], text: HfText) -> List[np.ndarray]:
-    """int64 arrays, one per document: its single start token, then every sentence's
-    tokens and EOS (:meth:`HfText.sentences`; one tokenizer call for all sentences)."""
-    if len(text.start_ids) != 1:
-        raise DataError(f"the tokenizer starts a document with {len(text.start_ids)} tokens {text.start_ids}; "
-                        f"training needs one (a tokenizer with a bos_token or eos_token)")
-    flat = [s for d in docs for s in d]
-    ids = text.sentences(flat) if flat else []
-    out, k = [], 0
-    for d in docs:
-        parts = [text.start_ids] + ids[k:k + len(d)]
-        out.append(np.asarray([i for p in parts for i in p], dtype=np.int64))
-        k += len(d)
-    return out
-
-
 def _tokenizer_facts(text: HfText) -> dict:
     """What a resumed run checks of the tokenizer."""
     return {"size": len(text.tokenizer), **text.settings()}
 
 
-class HfFamily:
-    """The family-dependent steps of a ``model: hf`` run (the methods of
-    :class:`~.trainer.WordFamily`; module docstring)."""
+class HfFamily(TrainFamily):
+    """The family of a ``model: hf`` run (module docstring)."""
 
     subword = True
 
@@ -289,4 +273,4 @@ def _positions(conf) -> Optional[int]:
     return value if isinstance(value, int) and value > 0 else None
 
 
-__all__ = ["HfTrainModel", "HfFamily", "encode_documents", "new_model"]
+__all__ = ["HfTrainModel", "HfFamily", "new_model"]

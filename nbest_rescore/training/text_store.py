@@ -209,7 +209,7 @@ def prepare_text(sources: Tuple[TextSource, ...], encoding, out, budgets: Budget
                  for s in sources]
         counts = sum((s.counts for s in scans if s.source.role == "train"), Counter())
         vocab = encoding.vocabulary(counts) if encoding.kind == "words" else None
-        size = len(vocab) if vocab is not None else _tokenizer_size(encoding)
+        size = len(vocab) if vocab is not None else len(_hf_text(encoding.tokenizer).tokenizer)
         dtype = id_dtype(size)
         with atomic_dir(out, FILES, settings={"command": "prepare-text"}, option="--out") as tmp:
             facts, tokens = _encode_all(scans, encoding, vocab, dtype, tmp, jobs, options.progress)
@@ -237,17 +237,26 @@ def _up_to_date(out, settings: dict) -> bool:
 BUDGET_BYTES_PER_WORD = 16
 
 
-@contextlib.contextmanager
-def _workers(jobs: int, sources, budgets: Budgets) -> Iterator[Optional[multiprocessing.pool.Pool]]:
-    """A pool of ``jobs`` processes (:func:`_pool`), or None (work in this process) for
-    one job or when no text needs more than one chunk read (a word budget reads at most
-    about :data:`BUDGET_BYTES_PER_WORD` bytes a word)."""
+def _workers(jobs: int, sources, budgets: Budgets):
+    """:func:`_pooled` ``jobs`` processes, or one (work in this process) when no text
+    needs more than one chunk read (a word budget reads at most about
+    :data:`BUDGET_BYTES_PER_WORD` bytes a word)."""
     sizes = [min(os.path.getsize(s.path), BUDGET_BYTES_PER_WORD * budgets.of(s.role))
              if budgets.of(s.role) else os.path.getsize(s.path) for s in sources]
-    if jobs <= 1 or max(sizes, default=0) <= text_chunks.CHUNK_BYTES:
+    return _pooled(jobs if max(sizes, default=0) > text_chunks.CHUNK_BYTES else 1)
+
+
+@contextlib.contextmanager
+def _pooled(jobs: int, init: Optional[Callable] = None,
+            args: tuple = ()) -> Iterator[Optional[multiprocessing.pool.Pool]]:
+    """A pool of ``jobs`` processes (:func:`_pool`), ended on exit; or None for one job
+    (``init`` run in this process)."""
+    if jobs <= 1:
+        if init is not None:
+            init(*args)
         yield None
         return
-    pool = _pool(jobs)
+    pool = _pool(jobs, init, args)
     try:
         yield pool
     finally:
@@ -338,28 +347,19 @@ def _add(scan: _Scan, found: text_chunks.ChunkCounts) -> None:
 def init_hf_worker(tokenizer: str, dtype: str) -> None:
     """Pool initializer: the encoder of the tokenizer folder ``tokenizer``
     (:func:`~nbest_rescore.io.text_chunks.hf_encoder`; imports transformers)."""
+    text_chunks.init_encoder(text_chunks.hf_encoder(_hf_text(tokenizer), np.dtype(dtype)))
+
+
+def _hf_text(tokenizer: str):
+    """The :class:`~nbest_rescore.models.hf.HfText` of the tokenizer folder ``tokenizer``,
+    which must start a document with one token."""
     from ..models.hf import HfText, import_transformers, load_tokenizer
 
     text = HfText(load_tokenizer(import_transformers(), "hf.tokenizer", tokenizer))
-    text_chunks.init_encoder(text_chunks.hf_encoder(text, np.dtype(dtype)))
-
-
-def _tokenizer_size(encoding: HfEncoding) -> int:
-    from ..models.hf import HfText, import_transformers, load_tokenizer
-
-    text = HfText(load_tokenizer(import_transformers(), "hf.tokenizer", encoding.tokenizer))
     if len(text.start_ids) != 1:
         raise DataError(f"the tokenizer starts a document with {len(text.start_ids)} tokens {text.start_ids}; "
                         f"training needs one (a tokenizer with a bos_token or eos_token)")
-    return len(text.tokenizer)
-
-
-def _start_id(encoding) -> int:
-    if encoding.kind == "words":
-        return 0
-    from ..models.hf import HfText, import_transformers, load_tokenizer
-
-    return HfText(load_tokenizer(import_transformers(), "hf.tokenizer", encoding.tokenizer)).start_ids[0]
+    return text
 
 
 def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype, folder: Path, jobs: int,
@@ -370,31 +370,22 @@ def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype
         init, args = text_chunks.init_word_worker, (vocab.words, dtype.name)
     else:
         init, args = init_hf_worker, (encoding.tokenizer, dtype.name)
-    start = _start_id(encoding)
+    start = 0 if encoding.kind == "words" else _hf_text(encoding.tokenizer).start_ids[0]
     sizes = [s.limit if s.limit is not None else os.path.getsize(s.source.path) for s in scans]
-    parallel = jobs > 1 and max(sizes) > text_chunks.CHUNK_BYTES
-    pool = _pool(jobs, init, args) if parallel else None
-    if pool is None:
-        init(*args)
     facts, pos, docs = [], 0, 0
-    try:
-        with open(folder / IDS, "wb") as ids_f, open(folder / DOCS, "wb") as docs_f:
-            for scan in scans:
-                n_pos, n_docs, sentences = _encode_source(scan, start, dtype, pool, ids_f, docs_f, pos, progress)
-                if n_docs == docs:
-                    raise DataError(f"{scan.source.path}: no sentences (the file is empty or holds only blank "
-                                    f"lines); expected one sentence per line")
-                st = os.stat(scan.source.path)
-                facts.append(SourceFacts(scan.source.name, os.path.abspath(scan.source.path), scan.source.role,
-                                         st.st_size, st.st_mtime_ns, scan.checksum,
-                                         scan.read,
-                                         (docs, n_docs), n_pos - pos, scan.words, sentences))
-                pos, docs = n_pos, n_docs
-            np.asarray([pos], dtype=np.int64).tofile(docs_f)
-    finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+    with (_pooled(jobs if max(sizes) > text_chunks.CHUNK_BYTES else 1, init, args) as pool,
+          open(folder / IDS, "wb") as ids_f, open(folder / DOCS, "wb") as docs_f):
+        for scan in scans:
+            n_pos, n_docs, sentences = _encode_source(scan, start, dtype, pool, ids_f, docs_f, pos, progress)
+            if n_docs == docs:
+                raise DataError(f"{scan.source.path}: no sentences (the file is empty or holds only blank "
+                                f"lines); expected one sentence per line")
+            st = os.stat(scan.source.path)
+            facts.append(SourceFacts(scan.source.name, os.path.abspath(scan.source.path), scan.source.role,
+                                     st.st_size, st.st_mtime_ns, scan.checksum, scan.read,
+                                     (docs, n_docs), n_pos - pos, scan.words, sentences))
+            pos, docs = n_pos, n_docs
+        np.asarray([pos], dtype=np.int64).tofile(docs_f)
     return facts, pos
 
 

@@ -16,7 +16,8 @@ from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import MODEL_REGISTRY, build_model, load_model, save_model
 from nbest_rescore.models.base import default_adaptive_cutoffs
 from nbest_rescore.corpus import encode_document
-from nbest_rescore.training.trainer import segment_loss, train
+from nbest_rescore.training.step import segment_loss
+from nbest_rescore.training.trainer import train
 from nbest_rescore.vocab import Vocabulary
 
 from tiny_models import EXTRA, SMALL  # noqa: E402

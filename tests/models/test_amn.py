@@ -155,7 +155,7 @@ def test_training_loss_and_gradients_equal_straightforward_version(DATA):
     segments with document resets, carried state and the ITL."""
     from nbest_rescore.io.references import read_references
     from nbest_rescore.corpus import encode_document, make_streams, run_segment, segments
-    from nbest_rescore.training.trainer import segment_loss
+    from nbest_rescore.training.step import segment_loss
     from nbest_rescore.vocab import Vocabulary
 
     refs = list(read_references(DATA / "ci" / "ref.txt").values())
@@ -475,7 +475,7 @@ def test_itl_and_balance_leave_padding_out():
 
 
 def test_trainer_passes_the_padding_mask_to_the_model():
-    from nbest_rescore.training.trainer import segment_forward
+    from nbest_rescore.training.step import segment_forward
 
     torch.manual_seed(7)
     m = build_model("amn", {**CFG, "itl_weight": 1.0, "itl_reduction": "sum-token"}, 30).train()
@@ -576,7 +576,7 @@ def test_experts_itl_equals_its_definition_and_trains_the_controller():
 
 
 def test_trainer_adds_the_experts_itl_to_the_loss():
-    from nbest_rescore.training.trainer import segment_forward
+    from nbest_rescore.training.step import segment_forward
 
     torch.manual_seed(2)
     x, y = torch.randint(0, 30, (2, 5)), torch.randint(0, 30, (2, 5))

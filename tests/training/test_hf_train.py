@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -17,7 +18,6 @@ pytest.importorskip("transformers")
 
 from nbest_rescore.cli import main  # noqa: E402
 from nbest_rescore.config import load_train_config  # noqa: E402
-from nbest_rescore.errors import DataError  # noqa: E402
 from nbest_rescore.io.checkpoint import load_checkpoint  # noqa: E402
 from nbest_rescore.io.lm_text import read_lm_text  # noqa: E402
 from nbest_rescore.models.hf import METADATA_FILE, load_hf_lm  # noqa: E402
@@ -163,12 +163,12 @@ def test_sigterm_mid_epoch_and_resume_auto_end_on_the_uninterrupted_weights(unin
     import os
     import signal
 
-    from nbest_rescore.training import trainer
+    from nbest_rescore.training import epoch
 
     a, _ = uninterrupted
     cfg = write_config(tmp_path / "c.yaml", DATA, bpe)
     b = tmp_path / "gpt"
-    calls, plain = [], trainer.set_lr
+    calls, plain = [], epoch.set_lr
 
     def set_lr(opt, lr):
         calls.append(lr)
@@ -176,12 +176,12 @@ def test_sigterm_mid_epoch_and_resume_auto_end_on_the_uninterrupted_weights(unin
             os.kill(os.getpid(), signal.SIGTERM)
         plain(opt, lr)
 
-    monkeypatch.setattr(trainer, "set_lr", set_lr)
+    monkeypatch.setattr(epoch, "set_lr", set_lr)
     res = CliRunner().invoke(main, ["train", "--config", str(cfg), "--out", str(b), "--no-progress"])
     assert res.exit_code == 75 and "training stopped by SIGTERM in epoch 1 before step 4" in res.output, res.output
     position = load_checkpoint(last_path(b))["resume"]["position"]
     assert position["segments"] == 4 and not b.exists()
-    monkeypatch.setattr(trainer, "set_lr", plain)
+    monkeypatch.setattr(epoch, "set_lr", plain)
     assert cli_train(cfg, b, "--resume", "auto")["epochs"] == 2
     wa, wb = (load_checkpoint(last_path(p))["state_dict"] for p in (a, b))
     assert all(torch.allclose(wa[k], wb[k], atol=1e-6, rtol=0) for k in wa)
@@ -279,19 +279,30 @@ def test_train_bpe_script(DATA, tmp_path):
     assert not (tmp_path / "b2").exists()
 
 
-def test_encode_documents_lays_out_start_and_sentence_ends(bpe):
+def encode_documents(docs, text):
+    """The reference layout of a ``model: hf`` document (what the store must hold):
+    int64 arrays, one per document: its single start token, then every sentence's
+    tokens and EOS."""
+    flat = [s for d in docs for s in d]
+    ids = text.sentences(flat) if flat else []
+    out, k = [], 0
+    for d in docs:
+        parts = [text.start_ids] + ids[k:k + len(d)]
+        out.append(np.asarray([i for p in parts for i in p], dtype=np.int64))
+        k += len(d)
+    return out
+
+
+def test_the_reference_layout_has_the_start_and_sentence_ends(bpe):
     import transformers
 
     text = hf_train.HfText(transformers.AutoTokenizer.from_pretrained(str(bpe)))
     docs = [[("the", "cat"), ()], [], [("a",)]]
-    enc = hf_train.encode_documents(docs, text)
+    enc = encode_documents(docs, text)
     eos = text.end_ids[0]
     assert [list(e[:1]) for e in enc] == [text.start_ids] * 3
     assert list(enc[1]) == text.start_ids
     assert list(enc[0][1:]) == text.sentences([("the", "cat")])[0] + [eos]
-    with pytest.raises(DataError, match="start"):
-        text.start_ids = [eos, eos]
-        hf_train.encode_documents(docs, text)
 
 
 def test_recipe_gpt_conf_has_the_gru_budget_and_validates(repo_data, bpe, tmp_path):
@@ -312,8 +323,7 @@ def test_recipe_gpt_conf_has_the_gru_budget_and_validates(repo_data, bpe, tmp_pa
 def test_an_hf_store_prepared_by_worker_processes_holds_the_trainer_s_ids(DATA, bpe, tmp_path, monkeypatch):
     """``prepare-text`` of a ``model: hf`` config: chunks encoded by two worker
     processes (each loading the tokenizer) give every document as
-    :func:`~nbest_rescore.training.hf_train.encode_documents` encodes it."""
-    import numpy as np
+    :func:`encode_documents` lays it out."""
 
     from nbest_rescore.io import text_chunks
     from nbest_rescore.io.token_store import open_store
@@ -332,7 +342,7 @@ def test_an_hf_store_prepared_by_worker_processes_holds_the_trainer_s_ids(DATA, 
     assert store.kind == "hf" and store.ids.dtype == np.uint16
     hf_text = HfText(load_tokenizer(import_transformers(), "tokenizer", str(bpe)))
     docs = read_lm_text(corpus)
-    want = hf_train.encode_documents(docs, hf_text)
+    want = encode_documents(docs, hf_text)
     train = store.role("train")[0]
     got = [np.asarray(store.ids[store.docs[d]:store.docs[d + 1]]) for d in range(*train.documents)]
     assert len(got) == len(want) and all(np.array_equal(g, w) for g, w in zip(got, want))

@@ -14,7 +14,7 @@ from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.perplexity import corpus_perplexity
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import load_model
-from nbest_rescore.training import trainer
+from nbest_rescore.training import epoch
 from nbest_rescore.training.trainer import train
 
 EVERY = 1500  # training words between validation points
@@ -76,14 +76,14 @@ def test_early_stopping_within_an_epoch_after_patience_bad_points(DATA, tmp_path
     """Validation NLLs that only grow after the second point: the run stops at the
     point that makes ``patience`` bad ones, inside the first epoch, best weights kept."""
     calls = []
-    real = trainer.nll_of_streams
+    real = epoch.nll_of_streams
 
     def rising(model, streams, bptt, device, progress=None):
         real(model, streams, bptt, device, progress)
         calls.append(copy.deepcopy(model.state_dict()))
         return 1000.0 + (0.0 if len(calls) == 2 else 10.0 * len(calls))  # the 2nd point is the best
 
-    monkeypatch.setattr(trainer, "nll_of_streams", rising)
+    monkeypatch.setattr(epoch, "nll_of_streams", rising)
     res = train(config(DATA, patience=2, valid_every="500words"), tmp_path / "m.pt", progress=False)
     assert len(res.curve) == 4 and res.epochs == 1  # best at point 2, bad at 3 and 4: stop
     assert res.curve[-1]["words"] < 6000  # inside the first epoch (about 6000 words)

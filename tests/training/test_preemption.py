@@ -234,7 +234,8 @@ def test_a_pass_paused_and_continued_from_its_position_equals_one_pass(name, dev
     without one) the captured graph's carried state and sums are restored too."""
     from nbest_rescore.config import OptimConfig
     from nbest_rescore.models import build_model
-    from nbest_rescore.training.trainer import Pause, StepOptions, make_optimizer, train_segments
+    from nbest_rescore.training.passes import Pause, train_segments
+    from nbest_rescore.training.step import StepOptions, make_optimizer
 
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA device")

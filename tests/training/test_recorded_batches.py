@@ -18,7 +18,8 @@ from nbest_rescore.corpus import StoreStreams, deal, segment_tokens
 from nbest_rescore.training import distributed
 from nbest_rescore.training.data import load_train_data
 from nbest_rescore.training.text_store import PrepareOptions
-from nbest_rescore.training.trainer import EVAL_BPTT, WordFamily, epoch_streams
+from nbest_rescore.training.passes import epoch_streams
+from nbest_rescore.training.word_family import EVAL_BPTT, WordFamily
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "batches_before_store.json").read_text())
 

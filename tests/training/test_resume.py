@@ -14,7 +14,7 @@ from nbest_rescore.cli import main
 from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig, VocabConfig, with_overrides
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.checkpoint import load_checkpoint
-from nbest_rescore.training import trainer as trainer_mod
+from nbest_rescore.training import trainer as trainer_mod, word_family
 from nbest_rescore.training.checkpointing import RESUME_KEYS, VOCAB_KEYS, check_resume_config, last_path
 from nbest_rescore.training.trainer import train
 
@@ -144,7 +144,7 @@ def test_out_below_a_file_fails_before_reading_data(DATA, tmp_path, no_reading, 
     out = tmp_path / "file.txt" / "m.pt"
     cfg = with_overrides(tiny_cfg(DATA), {("data", "train"): str(tmp_path / "no_such_train.txt")})
     built = []
-    monkeypatch.setattr(trainer_mod, "build_model", lambda *a, **k: built.append(a))
+    monkeypatch.setattr(word_family, "build_model", lambda *a, **k: built.append(a))
     with pytest.raises(DataError) as err:
         train(cfg, out, progress=False)
     assert built == []  # failed before any work (no model built), whatever the machine's load

@@ -6,7 +6,7 @@ import pytest
 
 from nbest_rescore.config import DataConfig, OptimConfig, TrainConfig
 from nbest_rescore.errors import DataError
-from nbest_rescore.training import trainer as trainer_mod
+from nbest_rescore.training import trainer as trainer_mod, word_family
 from nbest_rescore.training.schedule import LRSchedule
 from nbest_rescore.training.trainer import train
 
@@ -88,9 +88,22 @@ def test_bfloat16_training_on_cpu_names_cuda(DATA, tmp_path, monkeypatch):
                       optim=OptimConfig(dtype="bfloat16", max_epochs=1))
     work = []  # fails before any data is read or model built, whatever the machine's load
     monkeypatch.setattr(trainer_mod, "load_train_data", lambda *a, **k: work.append(("read", a)))
-    monkeypatch.setattr(trainer_mod, "build_model", lambda *a, **k: work.append(("build", a)))
+    monkeypatch.setattr(word_family, "build_model", lambda *a, **k: work.append(("build", a)))
     with pytest.raises(DataError, match="CUDA") as err:
         train(cfg, tmp_path / "m.pt", device="cpu", progress=False)
     assert "bfloat16" in str(err.value)
     assert work == []
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_both_families_implement_the_whole_family_interface():
+    """WordFamily and HfFamily declare TrainFamily and define each of its members
+    themselves (none falls back to the Protocol's empty body)."""
+    from nbest_rescore.training.family import TrainFamily
+    from nbest_rescore.training.hf_train import HfFamily
+
+    members = {n for n in vars(TrainFamily) if not n.startswith("_")} | set(TrainFamily.__annotations__)
+    assert members >= {"subword", "check", "load_start", "encoding", "text", "build", "save", "eval_bptt"}
+    for family in (word_family.WordFamily, HfFamily):
+        assert TrainFamily in family.__mro__
+        assert not [n for n in members if n not in vars(family)], family

@@ -194,7 +194,7 @@ def test_epoch_streams_are_balanced_on_the_training_text(DATA):
     such a tail."""
     from nbest_rescore.corpus import segment_tokens
     from nbest_rescore.io.lm_text import read_lm_text
-    from nbest_rescore.training.trainer import epoch_streams
+    from nbest_rescore.training.passes import epoch_streams
 
     docs = read_lm_text(DATA / "lm" / "lm_train.txt", 900000)
     vocab = Vocabulary(["</s>", "<unk>"] + sorted({w for d in docs for s in d for w in s}))
