@@ -10,7 +10,7 @@ from typing import Dict
 import click
 
 from .errors import DataError
-from .validation import check_option, flag, range_bounds
+from .validation import check_option, flag, is_stream, range_bounds
 
 
 class _Checked:
@@ -42,6 +42,18 @@ class LmPath(click.ParamType):
         return click.Path(exists=True, dir_okay=False).convert(value, param, ctx)
 
 
+class NbestPath(click.ParamType):
+    """``--nbest``: a stream as given (``-`` or ``COMMAND |``, read once by the reader),
+    else an existing file or folder like ``click.Path(exists=True)``."""
+
+    name = "nbest"
+
+    def convert(self, value, param, ctx):
+        if is_stream(value):
+            return value
+        return click.Path(exists=True).convert(value, param, ctx)
+
+
 #: ``click.IntRange`` / ``click.FloatRange`` with the bounds of a range spec (``">= 1"``, ``"[0, 0.999999]"``).
 IntRange = type("IntRange", (_Checked, click.IntRange), {"base": click.INT, "kind": "int"})
 FloatRange = type("FloatRange", (_Checked, click.FloatRange), {"base": click.FLOAT, "kind": "float"})
@@ -53,7 +65,9 @@ def click_type(f: dataclasses.Field):
     if m["choices"]:
         return click.Choice(list(m["choices"]))
     if m["path"] is not None:
-        return LmPath() if m["path"].get("lm") else click.Path(**m["path"])
+        if m["path"].get("lm"):
+            return LmPath()
+        return NbestPath() if m["path"].get("stream") else click.Path(**m["path"])
     if m["kind"] in ("int", "float") and m["range"]:
         return (IntRange if m["kind"] == "int" else FloatRange)(f.name, m["range"])
     return {"int": int, "float": float}.get(m["kind"])
