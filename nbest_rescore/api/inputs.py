@@ -216,7 +216,8 @@ def format_guess(path, fmt: str) -> str:
         return f"read as a NeMo beams file: {why}"
     if fmt == "jsonl":
         name = os.fspath(path).removesuffix(GZIP_SUFFIX)
-        why = f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'"
+        why = ("a stream whose first character is '{' (or an empty one)" if is_stream(path) else
+               f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'")
         if is_gzip_name(path):
             why += f", gzip-compressed: its name ends in {GZIP_SUFFIX}"
         return f"read as JSON Lines: {why}"

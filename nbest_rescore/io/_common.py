@@ -69,7 +69,7 @@ def peek_stream(spec: str) -> bytes:
     head = _OPEN_STREAMS[spec].peek(4096)
     if not head:  # (at its end: a command that failed is said now)
         check_stream_exit(spec, _OPEN_STREAMS[spec])
-        _OPEN_STREAMS[spec] = io.BytesIO()
+        _OPEN_STREAMS[spec] = io.BufferedReader(io.BytesIO())
     return head
 
 

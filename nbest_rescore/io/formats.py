@@ -59,7 +59,7 @@ class NbestFormat:
     writer: Optional[Callable[[str], NbestWriter]]
     written: Tuple[str, ...]
     files: Callable[..., Tuple[str, ...]]
-    stream: Optional[str] = "a directory is a path"
+    stream: Optional[str] = "it is a folder"
     plain_options: bool = False
     manifest: bool = False
 

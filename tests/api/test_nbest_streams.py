@@ -61,7 +61,7 @@ def test_a_stream_gives_the_files_of_the_file(DATA, ci_jsonl, tmp_path, how):
 
 
 @pytest.mark.parametrize("command,status,guess", [
-    ("head -n 5 {f} && exit 3 |", 3, " [read as JSON Lines: its first character is '{']"),  # after 5 good lines
+    ("head -n 5 {f} && exit 3 |", 3, " [read as JSON Lines: a stream whose first character is '{' (or an empty one)]"),  # after 5 good lines
     ("gunzip -c {f}.missing.gz |", 1, "")])  # nothing: said before a format is guessed
 def test_a_command_that_fails_is_one_line_and_nothing_is_written(ci_jsonl, tmp_path, command, status, guess):
     spec = command.format(f=ci_jsonl)
@@ -86,6 +86,13 @@ def test_a_bad_line_late_in_a_stream_names_the_line_and_nothing_is_written(DATA,
         assert res.stderr.startswith(f"Error: cat {bad} |:58: invalid JSON (") and res.stderr.count("\n") == 1, \
             res.stderr
     assert not (tmp_path / "k").exists() and not (tmp_path / "t").exists()
+
+
+def test_an_empty_stream_is_empty_lists(tmp_path):
+    res = cli("convert", "--nbest", "-", "--to", "kaldi", "--out", tmp_path / "k")
+    assert res.returncode == 1 and res.stderr.startswith("Error: -: no utterances (the file is empty or blank)"), \
+        res.stderr
+    assert res.stderr.endswith(" [read as JSON Lines: a stream whose first character is '{' (or an empty one)]\n")
 
 
 def test_a_format_that_needs_a_path_says_so(DATA, tmp_path):
