@@ -5,7 +5,8 @@ constant, ``Path``) and, for text parsed into values, a callback."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict
+from functools import partial
+from typing import Callable, Dict
 
 import click
 
@@ -30,28 +31,21 @@ class _Checked:
         return number
 
 
-class LmPath(click.ParamType):
-    """``--lm``: ``hf:PATH`` as given (loading checks it), else an existing file like
-    ``click.Path(exists=True, dir_okay=False)``."""
+class PathOr(click.ParamType):
+    """An existing path (``click.Path(**path)``), or a value ``keep(value)`` accepts as
+    given for its reader to check: :data:`LmPath`, :data:`NbestPath`."""
 
-    name = "lm"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, str) and value.startswith("hf:"):
-            return value
-        return click.Path(exists=True, dir_okay=False).convert(value, param, ctx)
-
-
-class NbestPath(click.ParamType):
-    """``--nbest``: a stream as given (``-`` or ``COMMAND |``, read once by the reader),
-    else an existing file or folder like ``click.Path(exists=True)``."""
-
-    name = "nbest"
+    def __init__(self, name: str, keep: Callable[[str], bool], **path):
+        self.name, self.keep, self.path = name, keep, click.Path(**path)
 
     def convert(self, value, param, ctx):
-        if is_stream(value):
-            return value
-        return click.Path(exists=True).convert(value, param, ctx)
+        return value if self.keep(value) else self.path.convert(value, param, ctx)
+
+
+#: ``--lm``: ``hf:PATH`` as given (loading checks it), else an existing file.
+LmPath = partial(PathOr, "lm", lambda v: isinstance(v, str) and v.startswith("hf:"), exists=True, dir_okay=False)
+#: ``--nbest``: a stream as given (``-`` or ``COMMAND |``, read once), else an existing file or folder.
+NbestPath = partial(PathOr, "path", is_stream, exists=True)
 
 
 #: ``click.IntRange`` / ``click.FloatRange`` with the bounds of a range spec (``">= 1"``, ``"[0, 0.999999]"``).
