@@ -214,15 +214,23 @@ def is_stream(path) -> bool:
     return isinstance(path, str) and (path == "-" or path.rstrip().endswith("|"))
 
 
-def check_paths(obj, names) -> None:
-    """Every path attribute ``names`` of ``obj`` that is set (one path or a sequence) exists
-    (an ``hf:PATH`` LM is checked when it is loaded; ``--nbest`` may be a stream, ``-`` or
-    ``COMMAND |``, read once by its reader).
+def input_fields(obj, exclude: typing.Sequence[str] = ()) -> typing.Tuple[str, ...]:
+    """The names of the input path options of the option dataclass ``obj``, as declared
+    (:func:`nbest_rescore.options.option`: a ``path`` not marked ``output``), in field
+    order, but ``exclude``."""
+    return tuple(f.name for f in dataclasses.fields(obj) if f.metadata.get("path") is not None
+                 and not f.metadata.get("output") and f.name not in exclude)
+
+
+def check_paths(obj, names: typing.Optional[typing.Sequence[str]] = None) -> None:
+    """Every path attribute ``names`` of ``obj`` (default: its :func:`input_fields`) that
+    is set (one path or a sequence) exists (an ``hf:PATH`` LM is checked when it is loaded;
+    ``--nbest`` may be a stream, ``-`` or ``COMMAND |``, read once by its reader).
 
     Raises:
         DataError: ``--name PATH: no such file or folder``.
     """
-    for name in names:
+    for name in input_fields(obj) if names is None else names:
         value = getattr(obj, name)
         for path in value if isinstance(value, (list, tuple)) else (value,):
             if name == "nbest" and is_stream(path):

@@ -159,3 +159,24 @@ def test_jobs_take_their_options_from_the_option_classes():
         assert issubclass(job, cls)
         own = {f.name: f for f in dataclasses.fields(job)}
         assert all(own[f.name] is f for f in dataclasses.fields(cls)), job  # the job's fields are the options'
+
+
+def test_path_options_declare_their_role_and_the_jobs_read_it(tmp_path):
+    """Every path option is an input unless declared ``output`` (each ``--out``, and only
+    those); the jobs check and protect exactly the declared inputs (no hand-kept lists):
+    a TuneJob whose --out is its --nn-cost is refused naming that option."""
+    from nbest_rescore.api import TuneJob
+    from nbest_rescore.validation import input_fields
+
+    classes = [c for c in vars(opt).values() if isinstance(c, type) and dataclasses.is_dataclass(c)]
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("path") is not None:
+                assert bool(f.metadata["output"]) == (f.name == "out"), (cls.__name__, f.name)
+    assert input_fields(opt.TuneOptions) == ("nbest", "plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids",
+                                             "nemo_manifest", "ref", "nn_cost")
+    data = "../shared/data/abc-nbest/ci"
+    cost = tmp_path / "nn_cost"
+    cost.write_text("")
+    with pytest.raises(DataError, match=f"--out {cost}: is the input --nn-cost {cost}, which writing it"):
+        TuneJob(nbest=data, ref=f"{data}/ref.txt", nn_cost=str(cost), out=str(cost))

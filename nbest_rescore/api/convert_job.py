@@ -20,7 +20,7 @@ from ..io.spans import NbestIndex, NbestSource, SetSource
 from ..options import NBEST_FORMATS, SPAN_HYPS, ConvertOptions
 from ..types import NbestSet
 from ..validation import check_choice, check_paths
-from .inputs import PLAIN_PATHS, job_inputs, open_job_nbest
+from .inputs import job_inputs, open_job_nbest
 
 __all__ = ["CONVERT_SPAN_HYPS", "ConvertJob", "ConvertResult", "convert_nbest"]
 
@@ -110,8 +110,8 @@ class ConvertJob(ConvertOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("nbest", *PLAIN_PATHS))
-        check_outside_inputs(self.out, job_inputs(self, ("nbest", *PLAIN_PATHS)))
+        check_paths(self)
+        check_outside_inputs(self.out, job_inputs(self))
         _check_out(self.to, self.out)
 
     def run(self) -> ConvertResult:

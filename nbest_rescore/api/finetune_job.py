@@ -35,7 +35,6 @@ from ..io.score_ark import write_cost_ark
 from ..models import save_model
 from ..models.base import LanguageModel, State, select_state
 from ..options import FinetuneOptions
-from ..options.parse import parse_grid
 from ..rescoring.combine import Weights, flat_scores, segment_argmax
 from ..rescoring.forest_grad import forest_costs
 from ..rescoring.history import first_pass_states as history_states, rescore
@@ -44,7 +43,7 @@ from ..training.mwer import MwerLists, MwerOptions, finetune_mwer, hypothesis_co
 from ..types import NbestSet
 from ..validation import check_paths
 from ..vocab import Vocabulary
-from .inputs import PLAIN_PATHS, job_inputs, load_job_nbest, load_nbest, load_references
+from .inputs import job_inputs, load_job_nbest, load_nbest, load_references
 from .lm_loading import load_lm, seed_everything, set_threads
 from .score_job import job_weights
 
@@ -145,7 +144,7 @@ class FinetuneJob(FinetuneOptions):
             raise DataError(f"--lm {self.lm}: finetune takes a word-level checkpoint (.pt) written by 'nbest-rescore "
                             f"train', not a Hugging Face model ('score --lm hf:...' scores one; it is not fine-tuned "
                             f"here); give such a .pt checkpoint")
-        check_paths(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest", "eval_ref", *PLAIN_PATHS))
+        check_paths(self)
         if (self.eval_nbest is None) != (self.eval_ref is None):
             raise DataError("--eval-nbest and --eval-ref go together: give the other lists and their references")
         if self.eval_nbest is not None and self.folds >= 2:
@@ -154,8 +153,7 @@ class FinetuneJob(FinetuneOptions):
         if len(grid) > 1 and self.folds < 2:
             raise DataError(f"--posterior-scale {','.join(f'{a:g}' for a in grid)}: a grid of {len(grid)} values is "
                             f"chosen by folds; add --folds 2 (or more), or give one value")
-        check_outside_inputs(self.out, job_inputs(self, ("lm", "nbest", "ref", "text", "weights_file", "eval_nbest",
-                                                         "eval_ref", *PLAIN_PATHS)))
+        check_outside_inputs(self.out, job_inputs(self))
         check_output_dir(self.out, self._outputs(grid))
 
     def weights(self) -> Weights:
@@ -169,15 +167,10 @@ class FinetuneJob(FinetuneOptions):
 
     def posterior_scales(self, weights: Weights) -> Tuple[float, ...]:
         """The posterior scales alpha to fine-tune with: ``--posterior-scale`` (one
-        value or a grid), else ``1 / LM weight``. Raises DataError (a value <= 0)."""
+        value or a grid, checked on construction), else ``1 / LM weight``."""
         if self.posterior_scale is None:
             return (1.0 / weights.lm_weight if weights.lm_weight > 0 else 1.0,)
-        grid = parse_grid(self.posterior_scale, "posterior_scale") if isinstance(self.posterior_scale, str) \
-            else tuple(float(v) for v in self.posterior_scale)
-        bad = [a for a in grid if not a > 0]
-        if bad:
-            raise DataError(f"--posterior-scale must be a number > 0 (or a grid of them), got {bad[0]:g}")
-        return grid
+        return self.posterior_scale
 
     def options(self, alpha: float) -> MwerOptions:
         """The loss and update settings at posterior scale ``alpha``."""

@@ -8,7 +8,7 @@ import json
 import logging
 import os
 from functools import partial
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..io._common import UTF8_BOM, peek_stream
@@ -22,7 +22,7 @@ from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
 from ..rescoring.combine import Weights
 from ..types import NbestSet, Words
-from ..validation import check_value, flag, is_stream, named_paths
+from ..validation import check_value, flag, input_fields, is_stream, named_paths
 
 log = logging.getLogger("nbest_rescore")
 #: ``progress(done, total)`` callbacks of the jobs.
@@ -189,13 +189,15 @@ def nbest_inputs(option: str, path, **reader) -> List[tuple]:
     return [(option, f, path) for f in nbest_files(path, **reader) if f != os.fspath(path)]
 
 
-def job_inputs(job, names) -> list:
+def job_inputs(job, names: Optional[Sequence[str]] = None) -> list:
     """The inputs of ``job`` for :func:`~nbest_rescore.io.atomic.check_outside_inputs`:
-    ``(--option, path)`` of its path options ``names`` (:func:`~nbest_rescore.validation.named_paths`),
+    ``(--option, path)`` of its path options ``names`` (default: its declared inputs,
+    :func:`~nbest_rescore.validation.input_fields`; :func:`~nbest_rescore.validation.named_paths`),
     then, for each N-best option among them, every file its reader reads
     (:func:`nbest_inputs`): ``nbest`` read with the job's ``plain_*`` and
     ``nemo_manifest`` options, ``eval_nbest`` with none; a stream (``-``, ``COMMAND |``) is
     no path and is left out. Raises nothing."""
+    names = input_fields(job) if names is None else names
     pairs = [(name, path) for name, path in named_paths(job, names) if not is_stream(path)]
     for name in names:
         path = getattr(job, name)
@@ -244,8 +246,6 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
 
 #: The N-best options of the jobs (:func:`job_inputs`).
 _NBEST_FIELDS = ("nbest", "eval_nbest")
-#: The path options beside ``nbest`` a job may carry (``plain_ac`` ..., ``nemo_manifest``).
-PLAIN_PATHS = ("plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids", "nemo_manifest")
 
 
 def _reader_args(job) -> dict:

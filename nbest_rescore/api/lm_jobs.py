@@ -18,7 +18,7 @@ from ..training.checkpointing import last_path
 from ..training.trainer import TrainResult
 from ..training.trainer import train as run_training
 from ..options import AUTO_RESUME, AnalyzeOptions, PplOptions, PrepareTextOptions, TrainOptions
-from ..validation import check_input_file, check_option, check_paths, named_paths
+from ..validation import check_input_file, check_option, check_paths, input_fields, named_paths
 from .context_input import check_context_options, prompt_context
 from .inputs import Progress
 from .lm_loading import LoadedLM, load_lm, seed_everything, set_threads
@@ -62,7 +62,7 @@ class PerplexityJob(PplOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("lm", "text"))
+        check_paths(self)
         check_context_options([self.lm], self.prompt)
 
     def run(self, progress: Optional[Progress] = None) -> Tuple[PerplexityReport, Optional[dict]]:
@@ -102,7 +102,7 @@ class TrainJob(TrainOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("config", "init_from") if self.resume == AUTO_RESUME else ("config", "resume", "init_from"))
+        check_paths(self, input_fields(self, ("resume",) if self.resume == AUTO_RESUME else ()))
         check_input_file(self.config, "--config", "the YAML training config", stream=False)
         if self.checkpoint_interval is not None:
             parse_interval(self.checkpoint_interval, "--checkpoint-interval")
@@ -110,7 +110,7 @@ class TrainJob(TrainOptions):
             ("data", "max_words"), ("optim", "max_epochs"), ("optim", "max_seconds"), ("optim", "threads"),
             ("optim", "dtype"), ("optim", "seed"), ("optim", "checkpoint_interval")) if getattr(self, key) is not None})
         object.__setattr__(self, "_train_config", cfg)  # (derived once, on construction)
-        check_outside_inputs(self.out, named_paths(self, ("config", "init_from")) + [
+        check_outside_inputs(self.out, named_paths(self, input_fields(self, ("resume",))) + [
             (f"{section}.{key}", getattr(getattr(cfg, section), key)) for section, key in
             (("data", "train"), ("data", "valid"), ("data", "weights"), ("vocab", "file"), ("vocab", "restrict_to"))] + (
             [("hf.pretrained", cfg.hf.pretrained), ("hf.tokenizer", cfg.hf.tokenizer)] if cfg.hf else []))
@@ -179,8 +179,8 @@ class AnalyzeJob(AnalyzeOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_paths(self, ("lm", "text"))
-        check_outside_inputs(self.out, named_paths(self, ("lm", "text")))
+        check_paths(self)
+        check_outside_inputs(self.out, named_paths(self, input_fields(self)))
         check_output_dir(self.out, ANALYSIS_OUTPUTS)
 
     def run(self) -> Tuple[Analysis, List[str]]:

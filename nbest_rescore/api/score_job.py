@@ -29,7 +29,7 @@ from ..rescoring.scorer import check_device
 from ..types import NbestSet
 from ..validation import check_paths, check_value
 from .context_input import check_context_options, job_context
-from .inputs import (PLAIN_PATHS, Progress, job_inputs, load_references, open_job_nbest, read_tuned_order,
+from .inputs import (Progress, job_inputs, load_references, open_job_nbest, read_tuned_order,
                      read_weights_file)
 from .lm_loading import LoadedLM, lm_names, load_lm, seed_everything, set_threads
 from .score_outputs import finish, stream_score_outputs, write_score_outputs
@@ -185,16 +185,14 @@ class ScoreJob(ScoreOptions):
         super().__post_init__()
         if not self.lm_paths:
             raise DataError("--lm: no checkpoint given; give at least one --lm M.pt")
-        check_paths(self, ("weights_file",))
+        check_paths(self)
         self.weights()
         self.scorer_options()
         lm_histories(self.history, len(self.lm_paths))
         check_device(self.device, self)
         check_context_options(self.lm_paths, self.prompt, self.context_file)
-        check_paths(self, ("lm", "nbest", "ref", *PLAIN_PATHS, "ngram_arpa", "context_file"))
         if self.out is not None:
-            check_outside_inputs(self.out, job_inputs(self, ("lm", "nbest", "ref", "weights_file", *PLAIN_PATHS,
-                                                             "ngram_arpa", "context_file")))
+            check_outside_inputs(self.out, job_inputs(self))
             check_output_dir(self.out, SCORE_OUTPUTS + cost_files(self.lm_names))
 
     def scorer_options(self) -> ScorerOptions:

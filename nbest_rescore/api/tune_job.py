@@ -21,16 +21,14 @@ from ..evaluation.tune_report import AssessedTune, assess
 from ..evaluation.tune_result import TuneResult
 from ..evaluation.tuning import tune_grid, tune_line
 from ..evaluation.wer import check_references
-from ..rescoring.combine import Weights
 from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
 from ..names import unique_names
 from ..types import NbestSet
-from ..options import REPLICATIONS, SEARCHES, SPAN_HYPS, TuneOptions
-from ..options.parse import check_grid, parse_grid
-from ..validation import check_choice, check_option, check_paths, check_value
-from .inputs import PLAIN_PATHS, job_inputs, load_references, open_job_nbest, run_settings
+from ..options import SPAN_HYPS, SearchOptions, TuneOptions
+from ..validation import check_option, check_paths
+from .inputs import job_inputs, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
 Grid = Union[str, Sequence[float]]
@@ -43,21 +41,17 @@ def default_search(k: int) -> str:
 
 def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn_cost: NnCosts = None, *,
          interps: Sequence[float] = (0.0, 0.5, 1.0), lm_weights: Sequence[float] = (9.5,),
-         word_ins_penalties: Optional[Sequence[float]] = None, acoustic_scale: float = 1.0,
-         search: Optional[str] = None, names: Optional[Sequence[str]] = None, restarts: int = 5,
-         seed: int = 0, lm_weight: float = Weights.lm_weight, word_ins_penalty: Optional[float] = None,
-         labels: Optional[Sequence[str]] = None, folds: int = 0, fold_seed: int = 0,
-         replications: int = REPLICATIONS, skip_budget: Optional[float] = None,
-         total_scores: Optional[bool] = None, order_costs: Optional[OrderCosts] = None,
-         order_budget: Optional[float] = None) -> AssessedTune:
-    """Search the weights by WER (percent); the best point is ``result.best``, and
-    ``result.report`` (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`)
-    holds the per-utterance errors, the cross-validation and the bootstrap.
+         names: Optional[Sequence[str]] = None, labels: Optional[Sequence[str]] = None,
+         total_scores: Optional[bool] = None, order_costs: Optional[OrderCosts] = None, **options) -> AssessedTune:
+    """Search the weights by WER (percent), the keyword form of :func:`search_weights`:
+    the best point is ``result.best``, and ``result.report``
+    (:class:`~nbest_rescore.evaluation.tune_report.TuneReport`) holds the per-utterance
+    errors, the cross-validation and the bootstrap.
 
-    Options: the fields of :class:`~nbest_rescore.options.TuneOptions`
-    (nbest_rescore/options/commands.py), grids as sequences of numbers (penalties None:
-    the first-pass value); with K >= 2 LMs the weights run over the simplex at the
-    ``interps`` spacing.
+    Options (``interps``, ``lm_weights`` and ``**options``): the fields of
+    :class:`~nbest_rescore.options.SearchOptions`, grids as sequences of numbers or text
+    (``word_ins_penalties`` None: ``word_ins_penalty`` alone); with K >= 2 LMs the
+    weights run over the simplex at the ``interps`` spacing.
 
     Args:
         nbest: the lists, or their :class:`~nbest_rescore.evaluation.tune_data.TuneData`
@@ -67,46 +61,38 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
             ``nn_cost`` ark), or a sequence of K such maps (one per neural LM); None
             searches ``interp = 1`` (n-gram only) alone.
         names: the LM names (for tune.json's weights block); default ``nn``, ``nn_2`` ...
-        seed, lm_weight, word_ins_penalty: line search: the seed of the restarts (also
-            of the bootstrap), the start LM weight and penalty (None: first-pass value).
         total_scores: one total score per hypothesis, no n-gram term (None: the set's
             flag): the grid of one LM fixes ``interp`` at 0 (docs/scoring.md).
-        order_costs, order_budget: history merging (``--order-cost``, ``--order-budget``):
-            the one LM's costs at several ``score --max-ngram-order`` values, aligned with
-            ``nbest`` (a TuneData), and the WER budget of the order chosen by folds
-            (:func:`~nbest_rescore.evaluation.history_orders.tune_order`).
+        order_costs: history merging (``--order-cost``, with ``order_budget``): the one
+            LM's costs at several ``score --max-ngram-order`` values, aligned with
+            ``nbest`` (a TuneData; :func:`~nbest_rescore.evaluation.history_orders.tune_order`).
     Raises:
-        DataError: an empty or non-finite grid, interp outside [0, 1], an unknown
-            search, restarts < 0, folds or replications < 0, more folds than documents,
+        DataError: an option out of its declared range (an empty or non-finite grid,
+            interp outside [0, 1], an unknown search ...), more folds than documents,
             references missing or empty, NN costs missing for some hypotheses, a
             ``skip_budget`` without NN costs or folds, an ``order_budget`` without
-            ``order_costs`` of one LM or folds.
+            ``order_costs`` of one LM or folds (:func:`check_search`).
     """
+    options = SearchOptions(interps=interps, lm_weights=lm_weights, **options)
     k, no_nn = _lm_count(nbest, nn_cost)
-    check_skip_budget(skip_budget, folds, 0 if no_nn else k)
-    check_order_budget(order_budget, folds, 0 if no_nn else k, () if order_costs is None else order_costs.orders)
-    search = search or default_search(k)
-    check_choice("search", search, SEARCHES)
-    check_option("acoustic_scale", acoustic_scale, "float")
-    check_report_options(folds, fold_seed, replications, seed)
-    if search == "line":
-        check_option("restarts", restarts, "int", ">= 0")
-        check_option("seed", seed, "int", ">= 0")
-        check_option("lm_weight", lm_weight, "float", ">= 0")
-        check_option("word_ins_penalty", word_ins_penalty, "float", nullable=True)
-        run = partial(tune_line, refs=None, nn_cost=None, lm_weight=lm_weight, word_ins_penalty=word_ins_penalty,
-                      acoustic_scale=acoustic_scale, restarts=restarts, seed=seed)
-    else:
-        interps = _interps(interps, no_nn, k, getattr(nbest, "total_scores", False) if total_scores is None
-                           else total_scores)
-        check_grid("interps", interps, 0.0, 1.0)
-        check_grid("lm_weights", lm_weights)
-        if word_ins_penalties is not None:
-            check_grid("word_ins_penalties", word_ins_penalties)
-        run = partial(tune_grid, refs=None, nn_cost=None, interps=interps, lm_weights=lm_weights,
-                      word_ins_penalties=word_ins_penalties, acoustic_scale=acoustic_scale)
+    check_search(options, 0 if no_nn else k, () if order_costs is None else order_costs.orders)
     data = tune_data(nbest, refs, nn_cost, names, labels)
-    return assess(run(data), data, run, folds, fold_seed, replications, seed, skip_budget, order_costs, order_budget)
+    total = getattr(nbest, "total_scores", False) if total_scores is None else total_scores
+    return search_weights(data, options, total, order_costs)
+
+
+def search_weights(data: TuneData, options: SearchOptions, total_scores: bool = False,
+                   order_costs: Optional[OrderCosts] = None) -> AssessedTune:
+    """The search of ``options`` (``grid`` or ``line``, default :func:`default_search`)
+    over ``data``, assessed (:func:`~nbest_rescore.evaluation.tune_report.assess`).
+    Checks nothing: ``options`` are checked on construction, against the data by
+    :func:`check_search`. ``total_scores``: lists of one total score per hypothesis."""
+    k = len(data.names)
+    if (options.search or default_search(k)) == "line":
+        run = partial(tune_line, options=options)
+    else:
+        run = partial(tune_grid, options=options, interps=_interps(options.interps, data.nn is None, k, total_scores))
+    return assess(run(data), data, run, options, order_costs)
 
 
 def _interps(interps: Sequence[float], no_nn: bool, k: int, total_scores: bool) -> Sequence[float]:
@@ -118,33 +104,27 @@ def _interps(interps: Sequence[float], no_nn: bool, k: int, total_scores: bool) 
     return (0.0,) if total_scores and k == 1 else interps
 
 
-def check_skip_budget(skip_budget: Optional[float], folds: int, k: int) -> None:
-    """``--skip-budget`` is a number >= 0 given with NN costs (``k`` LMs) and folds.
-    Raises DataError."""
-    if skip_budget is None:
-        return
-    check_value(TuneOptions, "skip_budget", skip_budget)
-    if k == 0 or folds < 2:
-        need = "--nn-cost (the costs of 'score' without --skip-confident)" if k == 0 else "--folds K >= 2"
-        raise DataError(f"--skip-budget {skip_budget:g} needs {need}: the threshold is chosen on the other folds of "
-                        f"each fold; e.g. --folds 2")
-
-
-def check_order_budget(order_budget: Optional[float], folds: int, k: int, orders: Sequence[int]) -> None:
-    """``--order-budget`` and ``--order-cost`` come together, with the NN costs of one
-    LM (``k``) and folds. Raises DataError."""
-    if order_budget is None and not orders:
-        return
-    if order_budget is None:
+def check_search(options: SearchOptions, k: int, orders: Sequence[int]) -> None:
+    """The options that need something of the data: ``--order-budget`` and
+    ``--order-cost`` come together, with the NN costs of one LM (``k`` LMs) and folds;
+    ``--skip-budget`` needs NN costs and folds; the seed is an integer >= 0 where it
+    is used (a line search, a bootstrap). Raises DataError."""
+    budget, folds = options.order_budget, options.folds
+    if options.replications or (options.search or default_search(k)) == "line":
+        check_option("seed", options.seed, "int", ">= 0")
+    if budget is None and orders:
         raise DataError("--order-cost is read for --order-budget B (the WER budget of the history-merging order): "
                         "add e.g. --order-budget 0.05 --folds 2")
-    check_value(TuneOptions, "order_budget", order_budget)
-    if not orders or k != 1 or folds < 2:
+    if budget is not None and (not orders or k != 1 or folds < 2):
         need = ("--order-cost K=PATH (the costs of 'score --max-ngram-order K')" if not orders else
                 "exactly one --nn-cost (the exact costs of the LM scored with --max-ngram-order)" if k != 1 else
                 "--folds K >= 2")
-        raise DataError(f"--order-budget {order_budget:g} needs {need}: the order is chosen on the other folds of "
+        raise DataError(f"--order-budget {budget:g} needs {need}: the order is chosen on the other folds of "
                         f"each fold; e.g. --nn-cost exact/nn_cost --order-cost 4=k4/nn_cost --folds 2")
+    if options.skip_budget is not None and (k == 0 or folds < 2):
+        need = "--nn-cost (the costs of 'score' without --skip-confident)" if k == 0 else "--folds K >= 2"
+        raise DataError(f"--skip-budget {options.skip_budget:g} needs {need}: the threshold is chosen on the other "
+                        f"folds of each fold; e.g. --folds 2")
 
 
 def parse_order_costs(items: Sequence[str]) -> Tuple[Tuple[int, str], ...]:
@@ -168,15 +148,6 @@ def _lm_count(nbest: Union[NbestSet, TuneData], nn_cost: NnCosts) -> Tuple[int, 
     if isinstance(nbest, TuneData):
         return len(nbest.names), nbest.nn is None
     return 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost)), nn_cost is None
-
-
-def check_report_options(folds, fold_seed, replications, seed) -> None:
-    """The options of the cross-validation and the bootstrap: ``folds``,
-    ``fold_seed`` and ``replications`` integers >= 0, and ``seed`` too when there
-    are replications (it seeds them). Raises DataError."""
-    for option, value in (("folds", folds), ("fold_seed", fold_seed), ("replications", replications),
-                          ("seed", seed if replications else 0)):
-        check_option(option, value, "int", ">= 0")
 
 
 def _column_rows(columns: Sequence[CostColumn], keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
@@ -268,20 +239,12 @@ def write_tune_outputs(result: TuneResult, out_dir, title: Optional[str] = None)
     return [os.path.join(out_dir, n) for n in names]
 
 
-def _grid(option: str, value: Optional[Grid]) -> Optional[Tuple[float, ...]]:
-    if value is None:
-        return None
-    return parse_grid(value, option) if isinstance(value, str) else tuple(float(v) for v in value)
-
-
 @dataclass(frozen=True, kw_only=True)
 class TuneJob(TuneOptions):
     """``nbest-rescore tune`` as a value; options checked on construction (DataError).
     Fields: :class:`~nbest_rescore.options.TuneOptions`; grids may also be sequences of
     numbers, ``nn_cost`` one path or a sequence of paths (one per neural LM; names from
-    :func:`cost_file_names`); ``seed``: the line search's restarts and the bootstrap."""
-
-    seed: int = 0
+    :func:`cost_file_names`)."""
 
     @property
     def order_paths(self) -> Tuple[Tuple[int, str], ...]:
@@ -295,23 +258,14 @@ class TuneJob(TuneOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_grid("interps", _grid("interps", self.interps), 0.0, 1.0)
-        check_grid("lm_weights", _grid("lm_weights", self.lm_weights))
-        if self.word_ins_penalties is not None:
-            check_grid("word_ins_penalties", _grid("word_ins_penalties", self.word_ins_penalties))
-        check_paths(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
+        check_paths(self)
         orders = self.order_paths
         for order, path in orders:
             if not os.path.exists(path):
                 raise DataError(f"--order-cost {order}={path}: no such file or folder")
-        check_order_budget(self.order_budget, self.folds, len(self.cost_paths), [k for k, _ in orders])
-        if (self.search or default_search(len(self.cost_paths))) == "line":
-            check_option("seed", self.seed, "int", ">= 0")
-        check_report_options(self.folds, self.fold_seed, self.replications, self.seed)
-        check_skip_budget(self.skip_budget, self.folds, len(self.cost_paths))
+        check_search(self, len(self.cost_paths), [k for k, _ in orders])
         if self.out is not None:
-            check_outside_inputs(self.out, job_inputs(self, ("nbest", "ref", *PLAIN_PATHS, "nn_cost"))
-                                 + [("--order-cost", p) for _, p in orders])
+            check_outside_inputs(self.out, job_inputs(self) + [("--order-cost", p) for _, p in orders])
             check_output_dir(self.out, TUNE_OUTPUTS)
 
     def run(self) -> AssessedTune:
@@ -331,12 +285,7 @@ class TuneJob(TuneOptions):
         if orders:
             order_costs = OrderCosts(tuple(k for k, _ in orders), data.nn[len(paths):])
             data = replace(data, nn=data.nn[:len(paths)], names=data.names[:len(paths)])
-        wips = _grid("word_ins_penalties", self.word_ins_penalties) or (self.word_ins_penalty,)
-        res = tune(data, refs, interps=_grid("interps", self.interps), lm_weights=_grid("lm_weights", self.lm_weights),
-                   word_ins_penalties=wips, acoustic_scale=self.acoustic_scale, search=self.search,
-                   restarts=self.restarts, seed=self.seed, word_ins_penalty=self.word_ins_penalty, folds=self.folds,
-                   fold_seed=self.fold_seed, replications=self.replications, skip_budget=self.skip_budget,
-                   total_scores=source.index.total_scores, order_costs=order_costs, order_budget=self.order_budget)
+        res = search_weights(data, self, source.index.total_scores, order_costs)
         if self.out is not None:
             write_tune_outputs(res, self.out, plot_title(self.nbest, self.cost_paths or None))
         return res

@@ -99,7 +99,7 @@ class CrossValidation:
 
 def cross_validate(data: TuneData, search: Search, folds: int, seed: int = 0) -> CrossValidation:
     """K-fold cross-validation of ``search`` (run on each fold's complement, e.g.
-    ``lambda d: tune_grid(d, None, None, interps, lm_weights)``) over ``data`` by
+    ``lambda d: tune_grid(d, options)``) over ``data`` by
     documents, ``folds`` K >= 2 dealt with ``seed``; WERs in percent.
 
     Raises DataError: K < 2, K above the number of documents, or the other folds of

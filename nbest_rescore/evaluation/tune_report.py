@@ -10,6 +10,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import DataError
+from ..options import SearchOptions
 from .bootstrap import BootstrapWer, bootstrap_wer, improvement_probability
 from .folds import CrossValidation, Search, cross_validate
 from .history_orders import OrderCosts, OrderTune, tune_order
@@ -128,19 +129,19 @@ class AssessedTune(TuneResult):
         return d
 
 
-def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, fold_seed: int = 0,
-           replications: int = 0, seed: int = 0, skip_budget: Optional[float] = None,
-           order_costs: Optional[OrderCosts] = None, order_budget: Optional[float] = None) -> AssessedTune:
+def assess(result: TuneResult, data: TuneData, search: Search, options: SearchOptions,
+           order_costs: Optional[OrderCosts] = None) -> AssessedTune:
     """``result`` (what ``search(data)`` returned) with its :class:`TuneReport`, as an
-    :class:`AssessedTune`: ``folds`` K >= 2 cross-validates
+    :class:`AssessedTune`, by ``options``: ``folds`` K >= 2 cross-validates
     (:func:`~.folds.cross_validate`, dealt by ``fold_seed``); ``replications`` > 0
     bootstraps (seeded by ``seed``); ``skip_budget`` (with folds) tunes selective
     rescoring (:func:`~.selective.tune_skip`); ``order_costs`` with ``order_budget``
     (and folds) the history-merging order (:func:`~.history_orders.tune_order`).
     Raises DataError as :func:`~.folds.cross_validate`."""
+    folds, replications, seed = options.folds, options.replications, options.seed
     systems = {"dev_tuned": data.errors[data.one_best(result.best_weights())],
                "first_pass": data.errors[data.first_pass()]}
-    cv = cross_validate(data, search, folds, fold_seed) if folds >= 2 else None
+    cv = cross_validate(data, search, folds, options.fold_seed) if folds >= 2 else None
     if cv is not None:
         systems["cross_validated"] = cv.utt_errors
     drawn = systems.items() if replications > 0 else ()  # (no replications: no bootstrap)
@@ -149,11 +150,12 @@ def assess(result: TuneResult, data: TuneData, search: Search, folds: int = 0, f
               for k, e in drawn if k != "first_pass"}
     utts = UtteranceErrors(data.utt_ids, data.utt_ref_words, systems)
     selective = ()
-    if skip_budget is not None and cv is not None:
-        selective = tuple(tune_skip(data, result.best_weights(), cv, skip_budget, replications, seed, rule)
+    if options.skip_budget is not None and cv is not None:
+        selective = tuple(tune_skip(data, result.best_weights(), cv, options.skip_budget, replications, seed, rule)
                           for rule in RULES)
     merging = None
-    if order_costs is not None and order_budget is not None and cv is not None:
-        merging = tune_order(data, order_costs, result.best_weights(), cv, order_budget, replications, seed)
+    if order_costs is not None and options.order_budget is not None and cv is not None:
+        merging = tune_order(data, order_costs, result.best_weights(), cv, options.order_budget, replications,
+                             seed)
     report = TuneReport(utts, cv, boots, better, selective, merging)
     return AssessedTune(**{f.name: getattr(result, f.name) for f in fields(TuneResult)}, report=report)

@@ -7,7 +7,7 @@ from them (:mod:`nbest_rescore.cli_options`). Imports neither torch nor click.""
 from .base import Options, default_of, option
 from .commands import (AUTO_RESUME, NBEST_FORMATS, REPLICATIONS, SEARCHES, TRAIN_DTYPES, AnalyzeOptions, ConvertOptions,
                        CurvesOptions, FinetuneOptions, InfoOptions, KaldiScoreOptions, MergeOptions, PplOptions, PrepareTextOptions, ReplicationsOption, ScoreOptions,
-                       SplitOptions, TableOptions, TrainOptions, TuneOptions)
+                       SearchOptions, SplitOptions, TableOptions, TrainOptions, TuneOptions)
 from .parse import MAX_GRID_POINTS, check_grid, float_spec, parse_grid, parse_nn_weights, parse_number_list
 from .score import (DTYPES, HISTORY_MODES, OUTPUTS, QUANTIZE, SCORING_MODES, SOFTMAX_IMPLS, SPAN_HYPS,
                     CONTEXT_TOKENS, HYP_ROOM, WEIGHT_SUM_TOL, CacheOptions, ContextFileOption, DecoderWeights,

@@ -19,7 +19,7 @@ def option(default=MISSING, help: str = "", *, kind: Optional[str] = None, range
            choices: Optional[Sequence[str]] = None, unit: Optional[str] = None, flag: Optional[str] = None,
            path: Optional[dict] = None, multiple: bool = False, is_flag: bool = False,
            parse: Optional[Callable] = None, nullable: Optional[bool] = None, example=None,
-           default_factory=MISSING):
+           output: bool = False, default_factory=MISSING):
     """A dataclass field declaring one command option.
 
     Args:
@@ -34,28 +34,35 @@ def option(default=MISSING, help: str = "", *, kind: Optional[str] = None, range
         choices: the allowed strings (a constant tuple, shared with the code using it).
         unit: the unit of a number (documentation: nats per word, hypotheses, ...).
         flag: the command-line name when it is not ``--field-name`` (``--weights``).
-        path: click.Path arguments (``exists``, ``dir_okay``, ``file_okay``).
+        path: click.Path arguments (``exists``, ``dir_okay``, ``file_okay``); a path
+            option is an input (checked to exist, :func:`~nbest_rescore.validation.check_paths`,
+            and never written over, :func:`~nbest_rescore.validation.input_fields`) unless
+            ``output``.
         multiple: the option may be repeated (the value is a tuple; a config key: a
             list), each item checked.
         is_flag: a boolean switch.
-        parse: ``parse(text, field_name)``: turns the command-line text into the value
-            (raises DataError), run by click at parse time.
+        parse: ``parse(value, field_name)``: turns the command-line text (or, from
+            Python, text or a sequence) into the value (raises DataError), run by click at
+            parse time and by the dataclass on construction.
         nullable: None is a valid value (default: when the default is None).
         example: a valid value for the ``e.g.`` of a config key's message (default:
             the default).
+        output: the path option names what the command writes (``--out``).
         default_factory: as :func:`dataclasses.field` (instead of ``default``).
     Raises:
         nothing; the values are checked by :func:`~nbest_rescore.validation.check_options`.
     """
     meta = {"help": help, "kind": kind, "range": range, "choices": tuple(choices) if choices else None,
             "unit": unit, "flag": flag, "path": path, "multiple": multiple, "is_flag": is_flag, "parse": parse,
-            "nullable": default is None if nullable is None else nullable, "example": example}
+            "nullable": default is None if nullable is None else nullable, "example": example,
+            "output": output}
     return field(default=default, default_factory=default_factory, metadata=meta)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    """Base of the option dataclasses: every declared field is checked on construction.
+    """Base of the option dataclasses: every declared field is checked on construction,
+    a field declared with ``parse`` first turned into its values (a tuple).
 
     Raises:
         DataError: a value of the wrong type, out of range or not one of the choices
@@ -63,6 +70,10 @@ class Options:
     """
 
     def __post_init__(self):
+        for f in fields(self):  # text (or a sequence) of a parsed field becomes its values, once
+            value = getattr(self, f.name)
+            if f.metadata.get("parse") is not None and value is not None:
+                object.__setattr__(self, f.name, f.metadata["parse"](value, f.name))
         check_options(self)
 
 

@@ -37,7 +37,7 @@ class ScoreOptions(NbestOptions, WeightOptions, ScoringOptions, CacheOptions, Hf
              "when there are several.", multiple=True, path=LM_PATH)
     out: Optional[str] = option(None, "Output folder for text (new 1-best), nn_cost (per-hypothesis NN costs; "
                                 "nn_cost.NAME per LM with several --lm) and wer.json; replaced as a whole. Without it "
-                                "the new 1-best is printed to stdout (Kaldi text).", path=_DIR_OUT)
+                                "the new 1-best is printed to stdout (Kaldi text).", path=_DIR_OUT, output=True)
     ref: Optional[str] = option(None, "References (Kaldi text '<utterance-id> words...') to report WER: rescored, "
                                       "first pass and oracle.", path=_FILE)
     ngram_arpa: Optional[str] = option(None, "Recompute the n-gram costs from this ARPA file (kenlm) instead of the "
@@ -54,24 +54,25 @@ class ReplicationsOption(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
-    """``tune`` (:class:`~nbest_rescore.api.TuneJob` checks them)."""
+class SearchOptions(DecoderWeights, ReplicationsOption):
+    """The weight search of ``tune`` (:func:`nbest_rescore.api.tune`, the searches of
+    :mod:`nbest_rescore.evaluation.tuning`), each value checked once, on construction:
+    a grid given as text or numbers becomes a tuple of floats. ``lm_weight`` (the line
+    search's start delta) and ``seed`` (its restarts and the bootstrap; the global
+    ``--seed``) are not options of their own. Raises DataError."""
 
-    ref: str = option(help="References (Kaldi text '<utterance-id> words...').", path=_FILE)
-    nn_cost: Tuple[str, ...] = option((), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for "
-                                      "several neural LMs (named by the part after 'nn_cost.', else 'nn'). Without it "
-                                      "only lambda = 1 (n-gram only) is searched.", multiple=True, path=_FILE)
     search: Optional[str] = option(
         None, "grid: every point of the grids (for K LMs the weights on the simplex at the --interps spacing); line: "
               "Och's exact line search (MERT). Default: grid for up to two LMs, else line.", choices=SEARCHES)
     restarts: int = option(5, "Line search: random restarts around the start point (seeded by the global --seed).",
                            kind="int", range=">= 0")
     interps: str = option("0:1:0.1", "Interpolation weight lambda grid: start:stop:step (inclusive) or a,b,c; values "
-                                     "in [0, 1].", parse=parse_grid, range="[0, 1]")
+                                     "in [0, 1].", parse=parse_grid, kind="float", range="[0, 1]")
     lm_weights: str = option("5:14:0.5", "LM weight (grammar scale) delta grid: start:stop:step or a,b,c.",
-                             parse=parse_grid)
+                             parse=parse_grid, kind="float")
     word_ins_penalties: Optional[str] = option(None, "Word insertion penalty grid in nats per word (default: only "
-                                               "--word-ins-penalty).", parse=parse_grid, unit="nats per word")
+                                               "--word-ins-penalty).", parse=parse_grid, kind="float",
+                                               unit="nats per word")
     folds: int = option(0, "K >= 2: also K-fold cross-validation by documents: each fold's 1-best at the weights the "
                            "same search finds on the other folds; their pooled WER is the cross-validated WER (0 or "
                            "1: none).", kind="int", range=">= 0")
@@ -83,17 +84,30 @@ class TuneOptions(NbestOptions, DecoderWeights, ReplicationsOption):
               "tuned weights; with --folds, each fold's P is chosen on the other folds and the held-out WER and share "
               "scored are reported. Needs --nn-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
         unit="WER points")
-    order_cost: Tuple[str, ...] = option(
-        (), "History merging: K=PATH, the NN costs of 'score --max-ngram-order K' of the one --nn-cost LM (repeat for "
-            "several K), for --order-budget.", multiple=True)
     order_budget: Optional[float] = option(
         None, "History merging (score --max-ngram-order K): find the smallest order K of the --order-cost files whose "
               "WER is at most B points (absolute, percent) above exact scoring at the tuned weights; with --folds, "
               "each fold's K is chosen on the other folds and the held-out WER is reported; tune.json records K for "
               "score --weights. Needs --order-cost and --folds >= 2.", kind="float", range=">= 0", example=0.05,
         unit="WER points")
+    lm_weight: float = option(9.5, "Line search: the LM weight delta it starts from.", kind="float", range=">= 0")
+    seed: int = option(0, "Seed of the line search's restarts and of the bootstrap (checked where used: "
+                          ":func:`~nbest_rescore.api.tune_job.check_search`).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneOptions(NbestOptions, SearchOptions):
+    """``tune`` (:class:`~nbest_rescore.api.TuneJob` checks them)."""
+
+    ref: str = option(help="References (Kaldi text '<utterance-id> words...').", path=_FILE)
+    nn_cost: Tuple[str, ...] = option((), "NN costs written by 'score' (OUT/nn_cost or OUT/nn_cost.NAME); repeat for "
+                                      "several neural LMs (named by the part after 'nn_cost.', else 'nn'). Without it "
+                                      "only lambda = 1 (n-gram only) is searched.", multiple=True, path=_FILE)
+    order_cost: Tuple[str, ...] = option(
+        (), "History merging: K=PATH, the NN costs of 'score --max-ngram-order K' of the one --nn-cost LM (repeat for "
+            "several K), for --order-budget.", multiple=True)
     out: Optional[str] = option(None, "Write tune.json and (one LM, grid) the WER heat map tune_wer.png into this "
-                                      "folder (replaced as a whole).", path=_DIR_OUT)
+                                      "folder (replaced as a whole).", path=_DIR_OUT, output=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +123,7 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
                            "with --folds K, fold_K.pt per fold and mwer/nn_cost (each fold's costs from the model "
                            "fine-tuned on the other folds) beside base/nn_cost (the checkpoint's), both for tune; "
                            "with --eval-nbest, its lists' mwer/nn_cost and base/nn_cost.",
-                      path=_DIR_OUT)
+                      path=_DIR_OUT, output=True)
     epochs: int = option(2, "Passes over the training lists.", kind="int", range=">= 1")
     lr: float = option(1e-4, "Adam's learning rate.", kind="float", range="> 0")
     top_n: Optional[int] = option(None, "Hypotheses of each list in the loss: the first-pass top N (default: every "
@@ -120,7 +134,7 @@ class FinetuneOptions(NbestOptions, WeightOptions, ThreadsOption, ReplicationsOp
         None, "alpha in the posterior softmax(alpha * combined score) whose expected word errors are minimised "
               "(default: 1 / LM weight, as Kaldi's lattice posteriors). A grid (a,b,c or start:stop:step) needs "
               "--folds: every value is fine-tuned on every fold and each fold takes the value whose models score "
-              "the other folds best.", parse=parse_grid, range="> 0", example="0.01,0.03,0.1,0.3")
+              "the other folds best.", parse=parse_grid, kind="float", range="> 0", example="0.01,0.03,0.1,0.3")
     posterior_dropout: bool = option(False, "Compute the posterior's LM costs with dropout on, a mask per "
                                             "hypothesis (the earlier default); default: without dropout, as "
                                             "scoring computes them (dropout, if any, only in the cross-entropy term).",
@@ -149,7 +163,7 @@ class TrainOptions(DeviceOption, ThreadsOption):
     config: str = option(help="YAML training config (see examples/ and recipes/abc-nbest/conf/).", path=_FILE)
     out: str = option(help="Checkpoint to write (.pt): the best weights, rewritten after every epoch; the resumable "
                            "state goes beside it as <name>.last.pt. With model: hf a folder (save_pretrained files "
-                           "and the tokenizer; the state goes to <folder>.last.pt).", path={})
+                           "and the tokenizer; the state goes to <folder>.last.pt).", path={}, output=True)
     max_words: Optional[int] = option(None, "Train on the first N words of the training text (overrides "
                                             "data.max_words).", kind="int", range=">= 1", unit="words")
     max_epochs: Optional[int] = option(None, "Override optim.max_epochs.", kind="int", range=">= 1")
@@ -177,7 +191,7 @@ class PrepareTextOptions(Options):
     config: str = option(help="YAML training config: its data (train, valid, max_words, max_valid_words), vocab and "
                               "hf.tokenizer sections say what to prepare and how.", path=_FILE)
     out: str = option(help="The token store (a folder; written as a whole, reused when it is up to date). Give it "
-                           "as data.train of the config that trains on it.", path=_DIR_OUT)
+                           "as data.train of the config that trains on it.", path=_DIR_OUT, output=True)
     text: Optional[str] = option(None, "The training text instead of the config's data.train: a file, or a Kaldi "
                                        "rnnlm-style data directory (NAME.txt per source, dev.txt for validation).",
                                  path={"exists": True})
@@ -208,7 +222,8 @@ class AnalyzeOptions(TextOptions, DeviceOption):
     """``analyze``."""
 
     lm: str = option(help="Checkpoint (.pt) of an amn, attention, key-value or key-value-predict model.", path=_FILE)
-    out: str = option(help="Output folder for analysis.json and the PNG plots (replaced as a whole).", path=_DIR_OUT)
+    out: str = option(help="Output folder for analysis.json and the PNG plots (replaced as a whole).", path=_DIR_OUT,
+                      output=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,7 +246,7 @@ class KaldiScoreOptions(Options):
                                              "scoring_kaldi/test_filt.txt (default: none, i.e. cat).")
     out: str = option(help="DIR (the decode folder): receives wer_LMWT_WIP and scoring_kaldi/ as score_kaldi.sh "
                            "writes them; other files there are left alone, except old-style wer_?, wer_?? (and "
-                           "cer_), which score_kaldi.sh removes too.", path=_DIR_OUT)
+                           "cer_), which score_kaldi.sh removes too.", path=_DIR_OUT, output=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,7 +266,7 @@ class ConvertOptions(NbestOptions):
                           "utt_ids, utt2doc) or jsonl (one file, one utterance per line; gzip-compressed when --out ends in "
                           ".gz).", choices=NBEST_FORMATS)
     out: str = option(help="Output: a folder for kaldi and plain (replaced as a whole), a file for jsonl (written "
-                           "atomically).", path={})
+                           "atomically).", path={}, output=True)
     drop_scores: bool = option(False, "Write what --to cannot keep without it (refused otherwise): JSON Lines input "
                                       "whose hypotheses carry scores beyond ac_cost, lm_cost and graph_cost is "
                                       "written without them (no format written here keeps them); lists with one total "
@@ -264,7 +279,8 @@ class MergeOptions(Options):
     """``merge``."""
 
     out: str = option(help="Output folder for the merged text, nn_cost (jobs of several LMs: each nn_cost.NAME, "
-                           "merged per name) and (with --ref) wer.json; replaced as a whole.", path=_DIR_OUT)
+                           "merged per name) and (with --ref) wer.json; replaced as a whole.", path=_DIR_OUT,
+                      output=True)
     ref: Optional[str] = option(None, "References (Kaldi text) to compute the WER of the merged 1-best.", path=_FILE)
 
 
@@ -286,7 +302,7 @@ class CurvesOptions(Options):
     """``curves``."""
 
     out: str = option(help="The PNG to write (atomically): validation perplexity against training words and "
-                           "against CPU minutes, one line per run.", path={})
+                           "against CPU minutes, one line per run.", path={}, output=True)
     label: Tuple[str, ...] = option((), "Legend name of each run, in order (default: the file names).",
                                     multiple=True)
     title: Optional[str] = option(None, "First title line: what the runs are (e.g. the benchmark and budget).")

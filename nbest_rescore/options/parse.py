@@ -4,7 +4,7 @@ is one DataError line naming the option and showing a valid example."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 from ..errors import DataError
 from ..validation import check_option, flag
@@ -32,15 +32,22 @@ def check_grid(option: str, values: Optional[Sequence[float]], lo: float = -math
 MAX_GRID_POINTS = 10000
 
 
-def parse_grid(spec: str, option: str) -> Tuple[float, ...]:
+def parse_grid(spec: Union[str, Sequence[float]], option: str) -> Tuple[float, ...]:
     """A tuning grid from ``"start:stop:step"`` (inclusive, ``start <= stop``,
-    ``step > 0``) or ``"x,y,z"``; every value finite.
+    ``step > 0``), ``"x,y,z"`` or a sequence of numbers; every value finite.
 
     Raises:
         DataError: a malformed, empty, reversed or non-finite grid, or one with more
             than :data:`MAX_GRID_POINTS` points (the message shows a valid example).
     """
     head, example = f"{flag(option)} {spec!r}:", f"{flag(option)} 0:1:0.1 or {flag(option)} 0.5,0.8"
+    if not isinstance(spec, str):
+        try:
+            values = tuple(float(v) for v in spec)
+        except (TypeError, ValueError):
+            raise DataError(f"{head} expected a sequence of numbers; e.g. {example}") from None
+        check_grid(option, values)
+        return values
     text = str(spec).strip()
     parts = text.split(":") if ":" in text else [x for x in text.split(",") if x.strip()]
     try:

@@ -104,7 +104,6 @@ class WeightOptions(DecoderWeights):
                                          "ones): replaces the weight options.", flag="--weights", path=_FILE)
 
     def __post_init__(self):
-        object.__setattr__(self, "nn_weights", parse_nn_weights(self.nn_weights))
         super().__post_init__()
         if self.weights_file is None and self.nn_weights is not None:
             check_weight_sum(self.interp, self.nn_weights)

@@ -12,7 +12,7 @@ import pytest
 import nbest_rescore as nr
 from nbest_rescore.api import TuneJob
 from nbest_rescore.api.inputs import open_nbest
-from nbest_rescore.api.tune_job import _grid, cost_file_names, plot_title, read_tune_data, write_tune_outputs
+from nbest_rescore.api.tune_job import cost_file_names, plot_title, read_tune_data, write_tune_outputs
 from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.tune_data import tune_data
 from nbest_rescore.io.score_ark import read_cost_ark, write_cost_ark
@@ -68,7 +68,7 @@ def test_tune_json_as_from_the_lists_in_memory(kw, ci_nbest, costs, DATA, tmp_pa
                   else paths[0], out=str(tmp_path / "job"), **kw)
     res = job.run()
     direct = nr.tune(ci_nbest, nr.load_references(DATA / "ci" / "ref.txt"), nn if len(nn) > 1 else nn[0],
-                     interps=_grid("interps", job.interps), lm_weights=_grid("lm_weights", job.lm_weights),
+                     interps=job.interps, lm_weights=job.lm_weights,
                      word_ins_penalties=(job.word_ins_penalty,), search=job.search, names=cost_file_names(paths),
                      restarts=job.restarts, seed=job.seed, word_ins_penalty=job.word_ins_penalty)
     write_tune_outputs(direct, tmp_path / "direct", plot_title(job.nbest, job.nn_cost))

@@ -9,6 +9,7 @@ import pytest
 
 from nbest_rescore.api import tune
 from nbest_rescore.errors import DataError
+from nbest_rescore.options import SearchOptions
 from nbest_rescore.evaluation.folds import cross_validate, document_folds
 from nbest_rescore.evaluation.tune_data import TuneData, tune_data
 from nbest_rescore.evaluation.tuning import tune_grid, tune_line
@@ -58,12 +59,13 @@ def test_grid_folds_on_dev_equal_a_hand_made_split(dev, own_argmax, edit_distanc
     res = tune(nbest, refs, nn, **GRID, folds=k, fold_seed=seed, replications=0)
     cv = res.report.cross_validation
     assert (cv.folds, cv.seed, len(cv.per_fold)) == (k, seed, k)
-    _check_against_hand_split(nbest, refs, nn, cv, k, seed, lambda d: tune_grid(d, refs, nn, **GRID), own_argmax,
+    _check_against_hand_split(nbest, refs, nn, cv, k, seed, lambda d: tune_grid(tune_data(d, refs, nn), SearchOptions(**GRID)),
+                             own_argmax,
                               edit_distance)
     d = res.to_dict()
     assert d["cross_validation"] == cv.to_dict() and d["cross_validation"]["wer"] == cv.wer
     assert d["utterance_errors"]["cross_validated"] == cv.utt_errors.tolist()
-    assert res.best == tune_grid(nbest, refs, nn, **GRID).best  # the dev-tuned search is unchanged
+    assert res.best == tune_grid(tune_data(nbest, refs, nn), SearchOptions(**GRID)).best  # the dev-tuned search is unchanged
 
 
 def test_line_search_folds_of_two_lms_equal_a_hand_made_split(ci, own_argmax, edit_distance):
@@ -71,7 +73,7 @@ def test_line_search_folds_of_two_lms_equal_a_hand_made_split(ci, own_argmax, ed
     nn = [_noisy(nbest, 1), _noisy(nbest, 2, 0.95, 1.5)]
     res = tune(nbest, refs, nn, search="line", restarts=1, seed=4, folds=2, fold_seed=5, replications=0)
     _check_against_hand_split(nbest, refs, nn, res.report.cross_validation, 2, 5,
-                              lambda d: tune_line(d, refs, nn, restarts=1, seed=4), own_argmax, edit_distance)
+                              lambda d: tune_line(tune_data(d, refs, nn), SearchOptions(restarts=1, seed=4)), own_argmax, edit_distance)
 
 
 def test_dealing_rule_and_errors():
@@ -90,7 +92,7 @@ def test_more_folds_than_documents_is_one_data_error(ci):
     data = tune_data(nbest, refs)
     n_docs = len({u.doc_id for u in nbest.utterances})
     with pytest.raises(DataError) as exc:
-        cross_validate(data, lambda d: tune_grid(d, None, None, [1.0], [9.5]), n_docs + 1)
+        cross_validate(data, lambda d: tune_grid(d, SearchOptions(interps=[1.0], lm_weights=[9.5])), n_docs + 1)
     assert "--folds" in str(exc.value) and f"{n_docs} documents" in str(exc.value) and "\n" not in str(exc.value)
 
 

@@ -7,11 +7,24 @@ import numpy as np
 import pytest
 
 from nbest_rescore.errors import DataError
+from nbest_rescore.options import SearchOptions
 from nbest_rescore.evaluation.plots import plot_wer_heatmap
 from nbest_rescore.evaluation.tune_result import TunePoint, TuneResult
+from nbest_rescore.evaluation.tune_data import tune_data
 from nbest_rescore.evaluation.tuning import tune_grid, tune_line
 from nbest_rescore.evaluation.wer import compute_wer
 from nbest_rescore.rescoring.combine import Weights, combine
+
+
+def grid_of(nbest, refs, nn_cost, **options):
+    """:func:`tune_grid` of the lists, references and NN costs at ``options``."""
+    return tune_grid(tune_data(nbest, refs, nn_cost), SearchOptions(**options))
+
+
+def line_of(nbest, refs, nn_cost, **options):
+    """:func:`tune_line` of the lists, references and NN costs at ``options``."""
+    return tune_line(tune_data(nbest, refs, nn_cost), SearchOptions(**options))
+
 
 @pytest.fixture(scope="module")
 def nn_cost(ci):
@@ -39,27 +52,27 @@ def _loop_choice(nbest, weights, nn_cost=None):
 
 def test_first_pass_point(ci, edit_distance):
     nbest, refs = ci
-    res = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
+    res = grid_of(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
                     word_ins_penalties=[-0.629606], acoustic_scale=1.0)
     assert len(res.points) == 1 and res.best == res.points[0]
     dp = sum(edit_distance(refs[u.utt_id], u.hyps[0]) for u in nbest.utterances)
     ref_words = sum(len(refs[u.utt_id]) for u in nbest.utterances)
     assert res.best.wer == pytest.approx(dp / ref_words * 100, abs=1e-12)
     # the same ranking with every weight divided by 9.5 (acoustic scale 1/9.5, delta 1)
-    res2 = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[1.0], word_ins_penalties=[-0.629606 / 9.5],
+    res2 = grid_of(nbest, refs, None, interps=[1.0], lm_weights=[1.0], word_ins_penalties=[-0.629606 / 9.5],
                      acoustic_scale=1 / 9.5)
     assert res2.best.wer == pytest.approx(res.best.wer, abs=1e-12)
     # the default penalty is 0, not the benchmark's
-    default = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5])
+    default = grid_of(nbest, refs, None, interps=[1.0], lm_weights=[9.5])
     assert default.best.word_ins_penalty == 0.0
-    assert default.best.wer == tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
+    assert default.best.wer == grid_of(nbest, refs, None, interps=[1.0], lm_weights=[9.5],
                                          word_ins_penalties=[0.0]).best.wer
 
 
 def test_lm_weight_sweep_matches_loop(ci):
     nbest, refs = ci
     lws = np.arange(0.0, 20.01, 0.5)
-    res = tune_grid(nbest, refs, None, interps=[1.0], lm_weights=lws,
+    res = grid_of(nbest, refs, None, interps=[1.0], lm_weights=lws,
                     word_ins_penalties=[-0.629606])
     assert [p.lm_weight for p in res.points] == pytest.approx(list(lws))
     for p in res.points:
@@ -75,7 +88,7 @@ def test_lm_weight_sweep_matches_loop(ci):
 
 def test_synthetic_nn_best_matches_loop(ci, nn_cost):
     nbest, refs = ci
-    res = tune_grid(nbest, refs, nn_cost, interps=[0.0, 0.25, 0.5, 0.75, 1.0],
+    res = grid_of(nbest, refs, nn_cost, interps=[0.0, 0.25, 0.5, 0.75, 1.0],
                     lm_weights=[6.0, 8.0, 9.5, 11.0, 13.0],
                     word_ins_penalties=[-1.5, -0.629606, 0.0])
     assert len(res.points) == 5 * 5 * 3
@@ -102,23 +115,23 @@ def test_synthetic_nn_best_matches_loop(ci, nn_cost):
 
 def test_tune_grid_errors(ci, nn_cost):
     nbest, refs = ci
-    with pytest.raises(ValueError, match="nn_cost"):
-        tune_grid(nbest, refs, None, interps=[0.5], lm_weights=[9.5])
+    with pytest.raises(DataError, match="NN costs are needed"):
+        grid_of(nbest, refs, None, interps=[0.5], lm_weights=[9.5])
     partial = dict(nn_cost)
     gone = nbest.utterances[3].keys[:2]
     for k in gone:
         del partial[k]
     with pytest.raises(DataError, match=gone[0]):
-        tune_grid(nbest, refs, partial, interps=[0.5], lm_weights=[9.5])
-    with pytest.raises(ValueError):
-        tune_grid(nbest, refs, nn_cost, interps=[1.5], lm_weights=[9.5])
-    with pytest.raises(ValueError):
-        tune_grid(nbest, refs, None, interps=[1.0], lm_weights=[])
+        grid_of(nbest, refs, partial, interps=[0.5], lm_weights=[9.5])
+    with pytest.raises(DataError, match=r"--interps must be a finite number in \[0, 1\], got 1.5"):
+        grid_of(nbest, refs, nn_cost, interps=[1.5], lm_weights=[9.5])
+    with pytest.raises(DataError, match="--lm-weights: the grid is empty"):
+        grid_of(nbest, refs, None, interps=[1.0], lm_weights=[])
 
 
 def test_heatmap_png(ci, nn_cost, tmp_path):
     nbest, refs = ci
-    res = tune_grid(nbest, refs, nn_cost, interps=[0.0, 0.5, 1.0], lm_weights=[7.0, 9.5, 12.0],
+    res = grid_of(nbest, refs, nn_cost, interps=[0.0, 0.5, 1.0], lm_weights=[7.0, 9.5, 12.0],
                     word_ins_penalties=[-0.629606, 0.0])
     out = tmp_path / "heat.png"
     ret = plot_wer_heatmap(res, out)
@@ -176,7 +189,7 @@ def test_one_lm_grid_output_frozen(ci, nn_cost):
     import json
 
     nbest, refs = ci
-    res = tune_grid(nbest, refs, nn_cost, interps=[round(0.1 * i, 10) for i in range(11)],
+    res = grid_of(nbest, refs, nn_cost, interps=[round(0.1 * i, 10) for i in range(11)],
                     lm_weights=[5.0, 7.5, 9.5, 12.0], word_ins_penalties=[-1.0, -0.629606, 0.0])
     assert hashlib.sha256(res.table().encode()).hexdigest() == (
         "389543d72d9a004d82f70a2ec6f1baa661e7284c8f7b901f136f7e3a7c6fb0a1")
@@ -194,9 +207,9 @@ def test_one_lm_grid_output_frozen(ci, nn_cost):
 def test_line_search_at_least_as_good_as_grid(ci, nn_cost, k):
     nbest, refs = ci
     costs = [nn_cost, _noisy(nbest, 99, 0.95, 1.5)][:k]
-    grid = tune_grid(nbest, refs, costs, interps=[round(0.1 * i, 10) for i in range(11)],
+    grid = grid_of(nbest, refs, costs, interps=[round(0.1 * i, 10) for i in range(11)],
                      lm_weights=np.arange(5.0, 14.01, 0.5), word_ins_penalties=[-0.629606])
-    line = tune_line(nbest, refs, costs, restarts=3, seed=0)
+    line = line_of(nbest, refs, costs, restarts=3, seed=0)
     assert line.best.wer <= grid.best.wer
     assert line.search == "line" and line.seed == 0 and len(line.points) == 4 and line.evaluations > 0
     # the reported WER is the combination's at the reported (normalised) weights

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from nbest_rescore.errors import DataError
+from nbest_rescore.options import SearchOptions
 from nbest_rescore.evaluation.kaldi_scoring import kaldi_wers
+from nbest_rescore.evaluation.tune_data import tune_data
 from nbest_rescore.evaluation.tuning import tune_grid
 from nbest_rescore.evaluation.wer import (WerReport, check_references, compute_wer, hyp_errors, nbest_errors,
                                           oracle_choice)
@@ -158,7 +160,7 @@ def test_empty_references_in_nbest_errors_oracle_and_tuning():
     assert errors.tolist() == [2, 0, 2, 0, 1] and ref_words == 3  # empty reference: errors = words
     assert oracle_choice(nbest, refs) == {"a": ("x", "y", "z"), "b": ()}
     # the acoustic cost ranks hypothesis 1 first: 2 + 2 errors over 3 reference words
-    res = tune_grid(nbest, refs, None, [1.0], [0.0], [0.0])
+    res = tune_grid(tune_data(nbest, refs), SearchOptions(interps=[1.0], lm_weights=[0.0], word_ins_penalties=[0.0]))
     assert res.best.wer == pytest.approx(400 / 3)
     # only when every reference is empty is the WER undefined
     for call in (lambda: check_references(nbest, {"a": (), "b": ()}, "ref.txt"),

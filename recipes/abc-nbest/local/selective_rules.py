@@ -38,6 +38,7 @@ from nbest_rescore.api.inputs import load_references, open_nbest
 from nbest_rescore.api.tune_job import read_tune_data
 from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.tuning import tune_grid
+from nbest_rescore.options import SearchOptions
 from nbest_rescore.rescoring.combine import flat_scores
 from nbest_rescore.rescoring.selective import _outside, fill_unscored, hypothesis_posteriors
 
@@ -101,8 +102,8 @@ def disagree(data, w, p1):
 
 def cascade(data, cheap):
     def rule(data_, w, p1):
-        wc = tune_grid(cheap, None, None, interps=INTERPS, lm_weights=LM_WEIGHTS,
-                       word_ins_penalties=(w.word_ins_penalty,)).best_weights()
+        wc = tune_grid(cheap, SearchOptions(interps=INTERPS, lm_weights=LM_WEIGHTS,
+                                            word_ins_penalty=w.word_ins_penalty)).best_weights()
         for t, e in itertools.product((0.5, 1.0, 2.0, 4.0), MASSES):
             yield f"T={t} E={e}", _outside(posteriors(cheap, wc, cheap.nn[0], t * wc.lm_weight), data.offsets, e)
     return rule
@@ -131,8 +132,8 @@ def main():
     both = read_tune_data(open_nbest(args.nbest), refs, paths, [f"lm{i}" for i in range(len(paths))], paths)
     rows = [replace(both, nn=both.nn[i:i + 1], names=(both.names[i],)) for i in range(len(paths))]
     data = rows[0]
-    w = tune_grid(data, None, None, interps=INTERPS, lm_weights=LM_WEIGHTS,
-                  word_ins_penalties=(args.word_ins_penalty,)).best_weights()
+    w = tune_grid(data, SearchOptions(interps=INTERPS, lm_weights=LM_WEIGHTS,
+                                      word_ins_penalty=args.word_ins_penalty)).best_weights()
     p1 = hypothesis_posteriors(data, w)
     every = outcome(data, w, np.zeros(len(data), dtype=bool))[1]
     print(f"weights {w}; every hypothesis scored: WER {every:.2f}")
