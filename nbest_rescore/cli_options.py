@@ -5,12 +5,13 @@ constant, ``Path``) and, for text parsed into values, a callback."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict
+from functools import partial
+from typing import Callable, Dict
 
 import click
 
 from .errors import DataError
-from .validation import check_option, flag, range_bounds
+from .validation import check_option, flag, is_stream, range_bounds
 
 
 class _Checked:
@@ -30,16 +31,21 @@ class _Checked:
         return number
 
 
-class LmPath(click.ParamType):
-    """``--lm``: ``hf:PATH`` as given (loading checks it), else an existing file like
-    ``click.Path(exists=True, dir_okay=False)``."""
+class PathOr(click.ParamType):
+    """An existing path (``click.Path(**path)``), or a value ``keep(value)`` accepts as
+    given for its reader to check: :data:`LmPath`, :data:`NbestPath`."""
 
-    name = "lm"
+    def __init__(self, name: str, keep: Callable[[str], bool], **path):
+        self.name, self.keep, self.path = name, keep, click.Path(**path)
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value.startswith("hf:"):
-            return value
-        return click.Path(exists=True, dir_okay=False).convert(value, param, ctx)
+        return value if self.keep(value) else self.path.convert(value, param, ctx)
+
+
+#: ``--lm``: ``hf:PATH`` as given (loading checks it), else an existing file.
+LmPath = partial(PathOr, "lm", lambda v: isinstance(v, str) and v.startswith("hf:"), exists=True, dir_okay=False)
+#: ``--nbest``: a stream as given (``-`` or ``COMMAND |``, read once), else an existing file or folder.
+NbestPath = partial(PathOr, "path", is_stream, exists=True)
 
 
 #: ``click.IntRange`` / ``click.FloatRange`` with the bounds of a range spec (``">= 1"``, ``"[0, 0.999999]"``).
@@ -53,7 +59,9 @@ def click_type(f: dataclasses.Field):
     if m["choices"]:
         return click.Choice(list(m["choices"]))
     if m["path"] is not None:
-        return LmPath() if m["path"].get("lm") else click.Path(**m["path"])
+        if m["path"].get("lm"):
+            return LmPath()
+        return NbestPath() if m["path"].get("stream") else click.Path(**m["path"])
     if m["kind"] in ("int", "float") and m["range"]:
         return (IntRange if m["kind"] == "int" else FloatRange)(f.name, m["range"])
     return {"int": int, "float": float}.get(m["kind"])

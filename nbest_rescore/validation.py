@@ -208,6 +208,12 @@ def check_choice(name: str, value, choices) -> None:
         raise DataError(_option_message(flag(name), {"choices": choices}, value))
 
 
+def is_stream(path) -> bool:
+    """Whether ``path`` names a stream read once, as Kaldi's rxspecifiers and kaldiio's
+    ``open_like_kaldi`` do: ``-`` (standard input) or ``COMMAND |`` (its standard output)."""
+    return isinstance(path, str) and (path == "-" or path.rstrip().endswith("|"))
+
+
 def input_fields(obj, exclude: typing.Sequence[str] = ()) -> typing.Tuple[str, ...]:
     """The names of the input path options of the option dataclass ``obj``, as declared
     (:func:`nbest_rescore.options.option`: a ``path`` not marked ``output``), in field
@@ -218,7 +224,8 @@ def input_fields(obj, exclude: typing.Sequence[str] = ()) -> typing.Tuple[str, .
 
 def check_paths(obj, names: typing.Optional[typing.Sequence[str]] = None) -> None:
     """Every path attribute ``names`` of ``obj`` (default: its :func:`input_fields`) that
-    is set (one path or a sequence) exists (an ``hf:PATH`` LM is checked when it is loaded).
+    is set (one path or a sequence) exists (an ``hf:PATH`` LM is checked when it is loaded;
+    ``--nbest`` may be a stream, ``-`` or ``COMMAND |``, read once by its reader).
 
     Raises:
         DataError: ``--name PATH: no such file or folder``.
@@ -226,6 +233,8 @@ def check_paths(obj, names: typing.Optional[typing.Sequence[str]] = None) -> Non
     for name in input_fields(obj) if names is None else names:
         value = getattr(obj, name)
         for path in value if isinstance(value, (list, tuple)) else (value,):
+            if name == "nbest" and is_stream(path):
+                continue
             if path is not None and not str(path).startswith("hf:") and not os.path.exists(path):
                 raise DataError(f"{flag(name)} {path}: no such file or folder")
 

@@ -15,13 +15,12 @@ from typing import Optional, Tuple, Union
 from ..errors import DataError
 from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
 from ..io.formats import FORMATS
-from ..io.jsonl_nbest import other_score_names
 from ..io.nbest_writer import NbestWriter
-from ..io.spans import NbestSource, SetSource
+from ..io.spans import NbestIndex, NbestSource, SetSource
 from ..options import NBEST_FORMATS, SPAN_HYPS, ConvertOptions
 from ..types import NbestSet
 from ..validation import check_choice, check_paths
-from .inputs import job_inputs, nbest_format, open_job_nbest
+from .inputs import job_inputs, open_job_nbest
 
 __all__ = ["CONVERT_SPAN_HYPS", "ConvertJob", "ConvertResult", "convert_nbest"]
 
@@ -80,8 +79,7 @@ def convert_nbest(nbest: Union[NbestSet, NbestSource], to: str, out,
         DataError: an unknown format; ``out`` unusable (a file where a folder is
             needed or the reverse, a folder holding other files); a set the format
             cannot hold (plain: a graph cost; plain and jsonl: keys other than
-            ``<utt_id>-1 .. <utt_id>-N``); the input changed while it was read. Nothing
-            is written then.
+            ``<utt_id>-1 .. <utt_id>-N``). Nothing is written then.
     """
     _check_out(to, out)
     source = SetSource(nbest) if isinstance(nbest, NbestSet) else nbest
@@ -117,34 +115,32 @@ class ConvertJob(ConvertOptions):
         _check_out(self.to, self.out)
 
     def run(self) -> ConvertResult:
-        """Open the lists (:func:`~.inputs.open_job_nbest`: a checking pass) and write
-        them span by span (:func:`convert_nbest`); returns the :class:`ConvertResult`.
+        """Read the lists once (:func:`~.inputs.open_job_nbest`) and write them span by
+        span (:func:`convert_nbest`); returns the :class:`ConvertResult`.
 
         Raises DataError: without ``drop_scores``, scores that ``to`` cannot keep
-        (:meth:`check_scores_kept`, before the lists are read); as the reader and
+        (:meth:`check_scores_kept`, before anything is written); as the reader and
         :func:`convert_nbest`."""
+        source = open_job_nbest(self)
         if not self.drop_scores:
-            self.check_scores_kept()
-        return convert_nbest(open_job_nbest(self), self.to, self.out)
+            self.check_scores_kept(source.index)
+        return convert_nbest(source, self.to, self.out)
 
-    def check_scores_kept(self) -> None:
-        """Refuse, before the lists are read, input whose scores ``to`` would not keep as
-        they are: JSON Lines scores other than ac_cost, lm_cost and graph_cost (no format
-        writes them); one total score per hypothesis (NeMo, ESPnet, JSON Lines
-        ``total_cost``: :data:`~nbest_rescore.io.formats.FORMATS`' ``total``) for a
-        format other than jsonl, which would hold the total as the acoustic cost.
+    def check_scores_kept(self, index: NbestIndex) -> None:
+        """Refuse input whose scores ``to`` would not keep as they are (``index``: of the
+        lists read): JSON Lines scores other than ac_cost, lm_cost and graph_cost (no
+        format writes them); one total score per hypothesis (NeMo, ESPnet, JSON Lines
+        ``total_cost``) for a format other than jsonl, which would hold the total as the
+        acoustic cost.
 
         Raises DataError: one line naming ``--nbest``, what is lost and the fix
         (``--to jsonl`` or ``--drop-scores``)."""
-        fmt = nbest_format(self.nbest)
-        if fmt == "jsonl":
-            other = other_score_names(self.nbest)
-            if other:
-                names = ", ".join(f"{n!r} (first on line {line})" for n, line in other.items())
-                raise DataError(f"--nbest {self.nbest}: the hypotheses carry scores that convert cannot keep: {names}; "
-                                f"every format writes only ac_cost, lm_cost and graph_cost: pass --drop-scores to "
-                                f"write the lists without them")
-        if self.to not in KEEPS_TOTALS and FORMATS[fmt].total(self.nbest):
+        if index.other_scores:
+            names = ", ".join(f"{n!r} (first on line {line})" for n, line in index.other_scores)
+            raise DataError(f"--nbest {self.nbest}: the hypotheses carry scores that convert cannot keep: {names}; "
+                            f"every format writes only ac_cost, lm_cost and graph_cost: pass --drop-scores to "
+                            f"write the lists without them")
+        if self.to not in KEEPS_TOTALS and index.total_scores:
             raise DataError(f"--nbest {self.nbest}: each hypothesis has one total score, but --to {self.to} writes "
                             f"separate acoustic and n-gram costs: the total would become the acoustic cost and the "
                             f"n-gram cost 0; use --to jsonl to keep it as total_cost, or pass --drop-scores to write "

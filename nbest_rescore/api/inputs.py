@@ -11,6 +11,7 @@ from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
+from ..io._common import UTF8_BOM, peek_stream
 from ..io.atomic import RUN_MARKER
 from ..io.formats import FORMATS
 from ..io.espnet_nbest import ESPNET_FIRST, is_espnet_dir
@@ -21,7 +22,7 @@ from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
 from ..rescoring.combine import Weights
 from ..types import NbestSet, Words
-from ..validation import check_value, flag, input_fields, named_paths
+from ..validation import check_value, flag, input_fields, is_stream, named_paths
 
 log = logging.getLogger("nbest_rescore")
 #: ``progress(done, total)`` callbacks of the jobs.
@@ -60,10 +61,11 @@ _GZ_HINT = f" (JSON Lines may stay gzip-compressed in a file named *{JSONL_SUFFI
 
 
 def check_nbest_input(path) -> None:
-    """Refuse N-best input that the readers cannot take, before any is read: a pipe or
-    another file that is not a regular one (every reader reads its input twice: a
-    checking pass, then the lists), or a compressed file (by its first bytes) other than
-    gzip in a file named ``*.gz`` (read as JSON Lines, :func:`nbest_format`).
+    """Refuse N-best input that the readers cannot take, before any is read: a named pipe
+    or another file that is not a regular one (a format is told from its first bytes,
+    then it is read: give a pipe as ``-`` or ``COMMAND |``), or a compressed file (by its
+    first bytes) other than gzip in a file named ``*.gz`` (read as JSON Lines,
+    :func:`nbest_format`).
 
     Raises:
         DataError: one line naming the path, what it is and the fix.
@@ -72,15 +74,25 @@ def check_nbest_input(path) -> None:
     if os.path.isdir(path):
         return
     if os.path.exists(path) and not os.path.isfile(path):
-        raise DataError(f"{path}: is a pipe or device, not a file; N-best input is read twice (a checking pass, "
-                        f"then the lists): write it to a file first (e.g. ... > nbest.jsonl) and give that")
+        raise DataError(f"{path}: is a pipe or device, not a file; give a stream of N-best lists as standard input "
+                        f"(--nbest - < {path}) or as a command's output (--nbest 'cat {path} |'), or write it to a "
+                        f"file first")
     try:
         with open(path, "rb") as fh:
             head = fh.read(6)
     except OSError:
         return  # (the reader names a missing or unreadable file)
+    _refuse_compressed(path, head, is_gzip_name(path))
+
+
+def _refuse_compressed(path: str, head: bytes, gzip_name: bool) -> None:
+    """DataError when ``head`` starts as a compressed file (:data:`COMPRESSED`) other than
+    gzip in a file named ``*.gz`` (``gzip_name``)."""
     for magic, (name, command) in COMPRESSED.items():
-        if head.startswith(magic) and not (name == "gzip" and is_gzip_name(path)):
+        if head.startswith(magic) and not (name == "gzip" and gzip_name):
+            if is_stream(path):
+                raise DataError(f"{path}: gives {name}-compressed data; N-best lists are read as text: decompress "
+                                f"them in the command (e.g. --nbest '{name} -dc FILE |')")
             raise DataError(f"{path}: is {name}-compressed; N-best files are read as text: decompress it first "
                             f"({command} {path}) and give the decompressed file{_GZ_HINT}")
 
@@ -92,9 +104,17 @@ def nbest_format(path) -> str:
     (:func:`~nbest_rescore.io.nemo_nbest.is_nemo_beams`: a name ending in ``.tsv``, or a
     tab in the first line) or ``plain`` (any other file): how :func:`load_nbest` and
     :func:`open_nbest` read ``path``. A name ending in ``.gz`` is gzip-compressed JSON
-    Lines (``x.jsonl.gz``).
+    Lines (``x.jsonl.gz``). A stream (``-``, ``COMMAND |``) is told by its first bytes:
+    ``jsonl`` when empty.
     Raises DataError: a pipe or a compressed file (:func:`check_nbest_input`), a ``.gz``
     file that is not JSON Lines."""
+    if is_stream(path):
+        head = peek_stream(path)
+        _refuse_compressed(path, head, False)
+        head = head.removeprefix(UTF8_BOM)
+        if not head.strip() or head.lstrip()[:1] == b"{":
+            return "jsonl"
+        return "nemo" if b"\t" in head.split(b"\n")[0] else "plain"
     check_nbest_input(path)
     if os.path.isdir(path):
         return "espnet" if is_espnet_dir(path) else "kaldi"
@@ -122,10 +142,14 @@ def _reader(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manif
     """``(the format's ``how`` with the arguments bound, the format)``, after the checks
     of :func:`load_nbest` (DataError)."""
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if not is_stream(path) and not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi or ESPnet N-best directory, a JSON Lines "
                         f"file, a NeMo beams file or a plain N-best file")
     fmt = FORMATS[nbest_format(path)]
+    if is_stream(path) and fmt.stream is not None:
+        raise DataError(f"{path}: {fmt.stream}, so {fmt.what} is given as a path, not as a stream; give the file's "
+                        f"path, or JSON Lines (nbest-rescore convert --to jsonl), which can come from standard input "
+                        f"or a command [{format_guess(path, fmt.name)}]")
     if manifest is not None and not fmt.manifest:
         raise DataError(f"{path} is {fmt.what}: --nemo-manifest applies to NeMo beams files only (named .tsv, or "
                         f"'text<TAB>score' lines); drop it [{format_guess(path, fmt.name)}]")
@@ -146,8 +170,10 @@ def nbest_files(path, *, ac=None, ngram=None, scores_are_costs: bool = False, ut
     :func:`load_nbest`'s), found as the reader finds them (the format's ``files``,
     :data:`~nbest_rescore.io.formats.FORMATS`): a plain list's score files beside it, a
     Kaldi or ESPnet directory's files, a NeMo manifest. Empty when the input cannot be
-    read: the reader then raises its DataError before any output is written.
-    Raises nothing."""
+    read (the reader then raises its DataError before any output is written) and for a
+    stream (``-``, ``COMMAND |``: no file). Raises nothing."""
+    if is_stream(path):
+        return ()
     try:
         files, _ = _reader("files", path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
         return files()
@@ -169,12 +195,13 @@ def job_inputs(job, names: Optional[Sequence[str]] = None) -> list:
     :func:`~nbest_rescore.validation.input_fields`; :func:`~nbest_rescore.validation.named_paths`),
     then, for each N-best option among them, every file its reader reads
     (:func:`nbest_inputs`): ``nbest`` read with the job's ``plain_*`` and
-    ``nemo_manifest`` options, ``eval_nbest`` with none. Raises nothing."""
+    ``nemo_manifest`` options, ``eval_nbest`` with none; a stream (``-``, ``COMMAND |``) is
+    no path and is left out. Raises nothing."""
     names = input_fields(job) if names is None else names
-    pairs = named_paths(job, names)
+    pairs = [(name, path) for name, path in named_paths(job, names) if not is_stream(path)]
     for name in names:
         path = getattr(job, name)
-        if name in _NBEST_FIELDS and path is not None:
+        if name in _NBEST_FIELDS and path is not None and not is_stream(path):
             pairs += nbest_inputs(flag(name), path, **(_reader_args(job) if name == "nbest" else {}))
     return pairs
 
@@ -191,7 +218,8 @@ def format_guess(path, fmt: str) -> str:
         return f"read as a NeMo beams file: {why}"
     if fmt == "jsonl":
         name = os.fspath(path).removesuffix(GZIP_SUFFIX)
-        why = f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'"
+        why = ("a stream whose first character is '{' (or an empty one)" if is_stream(path) else
+               f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'")
         if is_gzip_name(path):
             why += f", gzip-compressed: its name ends in {GZIP_SUFFIX}"
         return f"read as JSON Lines: {why}"
@@ -202,12 +230,14 @@ def format_guess(path, fmt: str) -> str:
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
                utt_ids=None, manifest=None) -> NbestSource:
     """The N-best lists as a source read one span of whole documents at a time
-    (:class:`nbest_rescore.io.spans.StreamSource`): its ``index`` (one entry per
-    utterance) comes from one checking pass over the files now, which reports any
-    error before long work starts; its ``spans(max_hyps)`` read the files again, one
-    utterance at a time (:func:`~nbest_rescore.io.kaldi_nbest.iter_kaldi_nbest`,
+    (:class:`nbest_rescore.io.spans.StreamSource`): the input (files, or a stream ``-``
+    or ``COMMAND |``) is read once now, every list checked as it comes, so any error is
+    reported before long work starts (the readers:
+    :func:`~nbest_rescore.io.kaldi_nbest.iter_kaldi_nbest`,
     :func:`~nbest_rescore.io.jsonl_nbest.iter_jsonl_nbest`,
-    :func:`~nbest_rescore.io.plain_nbest.iter_plain_nbest`).
+    :func:`~nbest_rescore.io.plain_nbest.iter_plain_nbest`); its ``index`` has one entry
+    per utterance, its ``spans(max_hyps)`` are read back from a temporary file
+    (:func:`~nbest_rescore.io.spans.open_stream`).
 
     Arguments, checks and errors as :func:`load_nbest`.
     """

@@ -206,8 +206,8 @@ class ScoreJob(ScoreOptions):
     def run(self, progress: Optional[Progress] = None) -> ScoreResult:
         """Read, score and (with ``out``) write, one span of whole documents of at most
         ``span_hyps`` hypotheses at a time (:func:`~nbest_rescore.io.spans.plan_spans`):
-        the lists are checked in one cheap pass first (:func:`~nbest_rescore.api.inputs.open_nbest`),
-        then read, scored and written span by span into the hidden folder that becomes
+        the lists are read and checked once first (:func:`~nbest_rescore.api.inputs.open_nbest`),
+        then scored and written span by span into the hidden folder that becomes
         ``out`` at the end (:func:`~nbest_rescore.io.atomic.atomic_dir`).
 
         Returns:

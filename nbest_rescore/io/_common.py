@@ -4,6 +4,7 @@ check (:class:`DocumentOrder`)."""
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import os
 import re
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import IO, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from ..errors import DataError, format_location
+from ..validation import is_stream
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -52,9 +54,43 @@ def is_gzip_name(path) -> bool:
     return os.fspath(path).endswith(GZIP_SUFFIX)
 
 
+#: The streams opened (:func:`peek_stream`) and not yet read: spec -> handle.
+_OPEN_STREAMS: dict = {}
+
+
+def peek_stream(spec: str) -> bytes:
+    """The first bytes of the stream ``spec`` (:func:`is_stream`), opened once and kept
+    for :func:`open_text_input`: ``b""`` when it is empty. Raises DataError: the command
+    gave nothing and failed (:func:`check_stream_exit`)."""
+    if spec not in _OPEN_STREAMS:
+        from kaldiio import open_like_kaldi
+
+        _OPEN_STREAMS[spec] = open_like_kaldi(spec, "rb")
+    head = _OPEN_STREAMS[spec].peek(4096)
+    if not head:  # (at its end: a command that failed is said now)
+        check_stream_exit(spec, _OPEN_STREAMS[spec])
+        _OPEN_STREAMS[spec] = io.BufferedReader(io.BytesIO())
+    return head
+
+
+def check_stream_exit(spec: str, fh) -> None:
+    """Close the stream ``spec``; for a command, wait for it. Raises DataError: it exited
+    with a non-zero status or was killed."""
+    status = fh.close()  # (kaldiio: the command's exit status << 8, or None)
+    if status:
+        code = status >> 8
+        how = f"exited with status {code}" if code > 0 else f"was killed by signal {-code}"
+        raise DataError(f"{spec}: the command {spec.rstrip()[:-1].strip()!r} {how}, so what it gave is not the whole "
+                        f"input (its own message, if any, is above); run it alone to check it")
+
+
 def open_text_input(path) -> IO[bytes]:
     """``path`` open for reading bytes, decompressed on the fly when its name ends in
-    ``.gz`` (:func:`is_gzip_name`). Raises DataError: missing or unreadable."""
+    ``.gz`` (:func:`is_gzip_name`); a stream (:func:`is_stream`) opened by kaldiio's
+    ``open_like_kaldi``. Raises DataError: missing or unreadable."""
+    if is_stream(path):
+        peek_stream(path)
+        return _OPEN_STREAMS.pop(path)
     try:
         return gzip.open(path, "rb") if is_gzip_name(path) else open(path, "rb")
     except FileNotFoundError:
@@ -87,6 +123,8 @@ def _raw_lines(path) -> Iterator[Tuple[int, bytes]]:
             if not isinstance(fh, gzip.GzipFile):
                 raise
             raise _gzip_error(path, line_no, e) from None
+    if is_stream(path):
+        check_stream_exit(path, fh)
 
 
 def iter_lines(path) -> Iterator[Tuple[int, str]]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-from functools import partial
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataError, format_location
@@ -142,11 +141,10 @@ def _utterance(ranks: List[_Rank], utt: str, words: Words, score: float) -> Nbes
     return total_list(utt, utt, hyps, [-s for s in scores])
 
 
-def iter_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None,
-                      quiet: bool = False) -> Iterator[NbestList]:
+def iter_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
     """Read an ESPnet N-best directory one utterance at a time, each list yielded once
     its lines are checked. Order, units and errors as :func:`read_espnet_nbest`; the
-    log line comes after the last list (none when ``quiet``)."""
+    log line comes after the last list."""
     dirs = rank_dirs(path)
     ranks = [_Rank(d) for d in dirs]
     first = ranks[0]
@@ -166,10 +164,9 @@ def iter_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None,
         rank.check_done(seen)
     if not seen:
         raise DataError(f"{first.text}: no utterances (the file is empty)")
-    if not quiet:
-        (log if log is not None else logger.info)(
-            f"{os.fspath(path)}: {len(seen)} utterances, {n_hyps} hypotheses (ESPnet, {len(ranks)} ranks); one total "
-            f"score per hypothesis (no n-gram term); one document per utterance")
+    (log if log is not None else logger.info)(
+        f"{os.fspath(path)}: {len(seen)} utterances, {n_hyps} hypotheses (ESPnet, {len(ranks)} ranks); one total "
+        f"score per hypothesis (no n-gram term); one document per utterance")
 
 
 def read_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> NbestSet:
@@ -193,8 +190,7 @@ def read_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> N
 
 
 def open_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of an ESPnet N-best directory as a span source
-    (:class:`~.spans.StreamSource`): one checking pass now, then a quiet read per pass.
-    Raises DataError as :func:`read_espnet_nbest`."""
-    return open_stream(partial(iter_espnet_nbest, path, log=log), "none", os.fspath(path),
-                       f"{path}: the ESPnet N-best files changed while they were read", total_scores=True)
+    """The lists of an ESPnet N-best directory read once into a span source
+    (:func:`~.spans.open_stream`). Raises DataError as :func:`read_espnet_nbest`."""
+    return open_stream(iter_espnet_nbest(path, log=log), os.fspath(path),
+                       lambda: {"doc_source": "none", "total_scores": True})

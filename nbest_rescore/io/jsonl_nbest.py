@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import zlib
-from functools import partial
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -39,8 +38,8 @@ from .nbest_writer import NbestWriter, write_whole
 from .spans import StreamSource, open_stream
 from .total_scores import TOTAL_COST, check_total_scores
 
-__all__ = ["GZIP_SUFFIX", "JSONL_SUFFIX", "JsonlNbestWriter", "has_total_costs", "is_gzip_name", "is_jsonl", "iter_jsonl_nbest", "jsonl_line", "open_jsonl_nbest", "other_score_names",
-           "read_jsonl_nbest", "write_jsonl_nbest"]
+__all__ = ["GZIP_SUFFIX", "JSONL_SUFFIX", "JsonlNbestWriter", "is_gzip_name", "is_jsonl", "iter_jsonl_nbest",
+           "jsonl_line", "open_jsonl_nbest", "read_jsonl_nbest", "write_jsonl_nbest"]
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +214,29 @@ class _Lines:
         self.has_docs: Optional[Tuple[bool, int]] = None  # (documents?, the first line) once decided
         self.total: Optional[Tuple[bool, int]] = None  # (total_cost?, the first line) once decided
         self.order = DocumentOrder(self.path, self.path)
+        self.other: Dict[str, int] = {}  # score names beyond the known ones -> the first line with each
+
+    def lists(self, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
+        """The lists of the file, each yielded once its line is checked (:func:`iter_jsonl_nbest`)."""
+        if os.path.isdir(self.path):
+            raise DataError(f"{self.path}: is a folder; expected a JSON Lines file (one utterance per line)")
+        n_utts = n_hyps = 0
+        for line_no, line in iter_lines(self.path):
+            if not line.strip():
+                continue
+            u = self.nbest_list(line_no, line)
+            yield u
+            n_utts, n_hyps = n_utts + 1, n_hyps + len(u)
+        if not n_utts:
+            raise DataError(f"{self.path}: no utterances (the file is empty or blank); expected one JSON object per "
+                            f"line, e.g. {_EXAMPLE}")
+        (log if log is not None else logger.info)(self.describe(n_utts, n_hyps))
+
+    def meta(self) -> dict:
+        """What the lists read hold (:class:`~.spans.NbestIndex`): ``doc_source``
+        (``document fields`` or ``none``), ``total_scores``, ``other_scores``."""
+        return {"doc_source": DOC_SOURCE if self.has_docs and self.has_docs[0] else "none",
+                "total_scores": bool(self.total and self.total[0]), "other_scores": tuple(self.other.items())}
 
     def nbest_list(self, line_no: int, line: str) -> NbestList:
         """The list of one line, every check of :func:`read_jsonl_nbest` done."""
@@ -233,6 +255,8 @@ class _Lines:
         hyps = _hypotheses(obj, loc)
         words, ac, lm, graph, total = zip(*hyps)
         self._kind(total, line_no, loc)
+        for name in (n for hyp in obj["hypotheses"] for n in hyp["scores"] if n not in _SPLIT + _TOTAL):
+            self.other.setdefault(name, line_no)
         return NbestList(utt_id=utt, doc_id=doc, keys=tuple(f"{utt}-{n}" for n in range(1, len(hyps) + 1)),
                          hyps=words, ac_cost=np.array(ac, dtype=np.float64), lm_cost=np.array(lm, dtype=np.float64),
                          graph_cost=np.array(graph, dtype=np.float64))
@@ -268,55 +292,12 @@ class _Lines:
         return f"{self.path}: {n_utts} utterances, {n_hyps} hypotheses (JSON Lines); {docs}{kind}"
 
 
-def iter_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None,
-                     quiet: bool = False) -> Iterator[NbestList]:
+def iter_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
     """Read a JSON Lines N-best file one line (utterance) at a time, each
     :class:`~nbest_rescore.types.NbestList` yielded once its line is checked. Order,
     units and errors (raised when the iteration reaches them) as
-    :func:`read_jsonl_nbest`; the log line comes after the last list (none when ``quiet``)."""
-    if os.path.isdir(os.fspath(path)):
-        raise DataError(f"{path}: is a folder; expected a JSON Lines file (one utterance per line)")
-    lines = _Lines(path)
-    n_utts = n_hyps = 0
-    for line_no, line in iter_lines(path):
-        if not line.strip():
-            continue
-        u = lines.nbest_list(line_no, line)
-        yield u
-        n_utts, n_hyps = n_utts + 1, n_hyps + len(u)
-    if not n_utts:
-        raise DataError(f"{path}: no utterances (the file is empty or blank); expected one JSON object per line, "
-                        f"e.g. {_EXAMPLE}")
-    if not quiet:
-        (log if log is not None else logger.info)(lines.describe(n_utts, n_hyps))
-
-
-def _first_line(path) -> dict:
-    """The object of the first non-blank line ({} when it does not parse: the reader says why)."""
-    try:
-        for _, line in iter_lines(path):
-            if line.strip():
-                obj = json.loads(line)
-                return obj if isinstance(obj, dict) else {}
-    except (DataError, ValueError, TypeError):
-        pass
-    return {}
-
-
-def _doc_source(path) -> str:
-    """``document fields`` when the first non-blank line has a ``document`` field
-    (every line then has one, as the reader checks), else ``none``."""
-    return DOC_SOURCE if "document" in _first_line(path) else "none"
-
-
-def has_total_costs(path) -> bool:
-    """Whether the first hypothesis of the JSON Lines file ``path`` has ``total_cost``
-    (every one then has, as the reader checks): told from the first line, before the
-    file is read. False when it does not parse (the reader says why)."""
-    try:
-        return TOTAL_COST in _first_line(path)["hypotheses"][0]["scores"]
-    except (KeyError, IndexError, TypeError):
-        return False
+    :func:`read_jsonl_nbest`; the log line comes after the last list."""
+    return _Lines(path).lists(log)
 
 
 def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> NbestSet:
@@ -342,38 +323,19 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
             a document whose utterances are not consecutive (where it reappears and where it
             was last seen); no utterances.
     """
-    lists = tuple(iter_jsonl_nbest(path, log=log))
-    return NbestSet(utterances=lists, doc_source=_doc_source(path), source=os.fspath(path),
-                    total_scores=has_total_costs(path))
-
-
-def other_score_names(path) -> Dict[str, int]:
-    """The score names of the file's hypotheses beyond ``ac_cost``, ``lm_cost`` and
-    ``graph_cost`` (which the reader checks and then ignores), each with the first line
-    that has it; {} when there are none. Lines that do not parse are skipped (the
-    reader reports them). Raises DataError: the file unreadable or not UTF-8."""
-    known, found = set(_SPLIT + _TOTAL), {}
-    for line_no, line in iter_lines(path):
-        try:
-            obj = json.loads(line) if line.strip() else {}
-        except ValueError:
-            continue
-        hyps = obj.get("hypotheses") if isinstance(obj, dict) else None
-        for hyp in hyps if isinstance(hyps, list) else ():
-            scores = hyp.get("scores") if isinstance(hyp, dict) else None
-            for name in scores if isinstance(scores, dict) else ():
-                if name not in known:
-                    found.setdefault(name, line_no)
-    return found
+    lines = _Lines(path)
+    lists = tuple(lines.lists(log))
+    meta = lines.meta()
+    return NbestSet(utterances=lists, doc_source=meta["doc_source"], source=os.fspath(path),
+                    total_scores=meta["total_scores"])
 
 
 def open_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of a JSON Lines file as a source read span by span
-    (:class:`~.spans.StreamSource`): one checking pass now (:func:`iter_jsonl_nbest`,
-    which logs its line), and a quiet read of the file per pass over the spans.
-    Raises DataError as :func:`read_jsonl_nbest`."""
-    return open_stream(partial(iter_jsonl_nbest, path, log=log), _doc_source(path), os.fspath(path),
-                       f"{path}: the JSON Lines file changed while it was read", has_total_costs(path))
+    """The lists of a JSON Lines file (or stream: ``-``, ``COMMAND |``) read once into a
+    source read span by span (:func:`~.spans.open_stream`); its index also says which
+    other scores the lists carry. Raises DataError as :func:`read_jsonl_nbest`."""
+    lines = _Lines(path)
+    return open_stream(lines.lists(log), os.fspath(path), lines.meta)
 
 
 def jsonl_line(u: NbestList, total: bool = False) -> str:

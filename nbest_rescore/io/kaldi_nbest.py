@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from functools import partial
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -22,9 +21,9 @@ import numpy as np
 
 from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import DocumentOrder, check_key, iter_lines, iter_pairs, split_fields
+from ._common import DocumentOrder, check_key, iter_pairs
 from .cost_column import CostColumn
-from .kaldi_text import iter_kaldi_text, kaldi_text_lines
+from .kaldi_text import iter_int_words, iter_kaldi_text, kaldi_text_lines, read_symbol_table
 from .nbest_writer import NbestWriter, open_files, write_whole
 from .score_ark import cost_ark_lines
 from .spans import StreamSource, open_stream
@@ -73,44 +72,6 @@ def split_hyp_key(key: str) -> Tuple[str, int]:
     return utt, int(rank)
 
 
-def read_symbol_table(path) -> Dict[int, str]:
-    """``words.txt`` (``<sym> <id>``) as ``{id: sym}``. Raises DataError for a
-    malformed line or an id used twice (``file:line``)."""
-    table: Dict[int, str] = {}
-    for _, loc, sym, sid in iter_pairs(path, "expected '<symbol> <integer id>', found {n} fields"):
-        if not (sid.isascii() and sid.isdigit()):
-            raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not a non-negative "
-                            f"integer (ASCII digits only, e.g. 42)")
-        i = int(sid)
-        if i in table:
-            raise DataError(f"{loc}: id {i} is used twice ({table[i]!r} and {sym!r})")
-        table[i] = sym
-    return table
-
-
-def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tuple[int, str, Words]]:
-    """Stream ``words`` (``<key> id id ...``; bare key = empty) mapped through the
-    symbol table of ``words.txt`` (:func:`read_symbol_table`): ``(line_no, key,
-    words)`` per line. Duplicate keys are the caller's to find.
-
-    Raises:
-        DataError: a blank line, a key holding an invisible character, a word id that
-            is not a non-negative integer or not in the table (``file:line``).
-    """
-    for line_no, line in iter_lines(words_path):
-        fields, loc = split_fields(line), format_location(words_path, line_no)
-        if not fields:
-            raise DataError(f"{loc}: blank line; expected '<key> [id ...]'")
-        key = fields[0] if fields[0].isascii() else check_key(fields[0], loc)
-        for tok in fields[1:]:
-            if not (tok.isascii() and tok.isdigit()):
-                raise DataError(f"{loc}: key {key!r}: word id {tok!r} is not a non-negative integer (ASCII "
-                                f"digits only, e.g. 42)")
-            if int(tok) not in table:
-                raise DataError(f"{loc}: key {key!r}: word id {tok} is not in {table_path}")
-        yield line_no, key, tuple(table[int(tok)] for tok in fields[1:])
-
-
 @dataclass(frozen=True)
 class KaldiFiles:
     """The file names found in ``directory`` (:func:`kaldi_files`): ``lm`` minus ``graph``
@@ -154,8 +115,7 @@ class KaldiFiles:
 def is_regular_file(path: str, role: str) -> bool:
     """Whether ``path`` is a regular file (False when nothing is there). Raises DataError
     when something else is (a directory, a named pipe, a device), naming it and ``role``:
-    it must not be skipped silently, and the lists are read twice (a checking pass, then
-    the spans), which a pipe cannot give."""
+    it must not be skipped silently, and a reader's message reads its files again."""
     import stat
 
     from ..os_errors import file_kind
@@ -332,12 +292,11 @@ def _nbest_list(files: KaldiFiles, docs: _Documents, group: list) -> NbestList:
 
 
 def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
-                     lm_cost_name: Optional[str] = None, quiet: bool = False) -> Iterator[NbestList]:
+                     lm_cost_name: Optional[str] = None) -> Iterator[NbestList]:
     """Read an N-best directory one utterance at a time (see the module docstring),
     each :class:`~nbest_rescore.types.NbestList` yielded once its lines are read and
     checked. Arguments, order, units and errors (raised when the iteration reaches
-    them) as :func:`read_kaldi_nbest_dir`; the log line comes after the last list
-    (none when ``quiet``)."""
+    them) as :func:`read_kaldi_nbest_dir`; the log line comes after the last list."""
     files = kaldi_files(path, lm_cost_name)
     docs = _Documents(files)
     n_utts = n_hyps = 0
@@ -345,10 +304,9 @@ def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
         group = list(rows)
         yield _nbest_list(files, docs, group)
         n_utts, n_hyps = n_utts + 1, n_hyps + len(group)
-    if not quiet:
-        (log if log is not None else logger.info)(
-            f"{files.directory}: {n_utts} utterances, {n_hyps} hypotheses; words {files.words}, "
-            f"acoustic {files.ac}, n-gram {files.lm_desc}; {docs.desc()}")
+    (log if log is not None else logger.info)(
+        f"{files.directory}: {n_utts} utterances, {n_hyps} hypotheses; words {files.words}, "
+        f"acoustic {files.ac}, n-gram {files.lm_desc}; {docs.desc()}")
 
 
 def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
@@ -385,13 +343,12 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
 
 def open_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
                      lm_cost_name: Optional[str] = None) -> StreamSource:
-    """The lists of an N-best directory as a source read span by span
-    (:class:`~.spans.StreamSource`): one checking pass now (:func:`iter_kaldi_nbest`,
-    which logs its line), and a quiet read of the files per pass over the spans.
+    """The lists of an N-best directory read once (:func:`iter_kaldi_nbest`, which logs
+    its line) into a source read span by span (:func:`~.spans.open_stream`).
     Raises DataError as :func:`read_kaldi_nbest_dir`."""
     files = kaldi_files(path, lm_cost_name)
-    return open_stream(partial(iter_kaldi_nbest, path, log=log, lm_cost_name=lm_cost_name), files.doc_source,
-                       files.directory, f"{files.directory}: the N-best files changed while they were read")
+    return open_stream(iter_kaldi_nbest(path, log=log, lm_cost_name=lm_cost_name), files.directory,
+                       lambda: {"doc_source": files.doc_source})
 
 
 #: Every file :func:`write_kaldi_nbest_files` may write.

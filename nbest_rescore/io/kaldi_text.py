@@ -1,4 +1,5 @@
-"""Kaldi ``text`` files: ``<key> w1 w2 ...``, one entry per line.
+"""Kaldi ``text`` files: ``<key> w1 w2 ...``, one entry per line; and a symbol table
+``words.txt`` (``<sym> <id>``) with integer ``words`` files mapped through it.
 
 A line holding only the key (with or without trailing spaces) is a valid *empty*
 word sequence. Fields are separated by ASCII white space, as in Kaldi. A UTF-8
@@ -11,9 +12,10 @@ from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
 from ..types import Words
-from ._common import check_key, iter_lines, keyed_lines, split_fields, write_keyed
+from ._common import check_key, iter_lines, iter_pairs, keyed_lines, split_fields, write_keyed
 
-__all__ = ["iter_kaldi_text", "kaldi_text_line", "kaldi_text_lines", "read_kaldi_text", "write_kaldi_text"]
+__all__ = ["iter_int_words", "iter_kaldi_text", "kaldi_text_line", "kaldi_text_lines", "read_kaldi_text",
+           "read_symbol_table", "write_kaldi_text"]
 
 
 def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
@@ -98,3 +100,41 @@ def kaldi_text_lines(items: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[str
     """The lines :func:`write_kaldi_text` writes for ``items``, for a writer that appends
     part after part (keys checked unique within ``items``). Raises DataError as it."""
     return keyed_lines(items, *_TEXT_LINES)
+
+
+def read_symbol_table(path) -> Dict[int, str]:
+    """``words.txt`` (``<sym> <id>``) as ``{id: sym}``. Raises DataError for a
+    malformed line or an id used twice (``file:line``)."""
+    table: Dict[int, str] = {}
+    for _, loc, sym, sid in iter_pairs(path, "expected '<symbol> <integer id>', found {n} fields"):
+        if not (sid.isascii() and sid.isdigit()):
+            raise DataError(f"{loc}: id {sid!r} of symbol {sym!r} is not a non-negative "
+                            f"integer (ASCII digits only, e.g. 42)")
+        i = int(sid)
+        if i in table:
+            raise DataError(f"{loc}: id {i} is used twice ({table[i]!r} and {sym!r})")
+        table[i] = sym
+    return table
+
+
+def iter_int_words(words_path, table: Dict[int, str], table_path) -> Iterator[Tuple[int, str, Words]]:
+    """Stream ``words`` (``<key> id id ...``; bare key = empty) mapped through the
+    symbol table of ``words.txt`` (:func:`read_symbol_table`): ``(line_no, key,
+    words)`` per line. Duplicate keys are the caller's to find.
+
+    Raises:
+        DataError: a blank line, a key holding an invisible character, a word id that
+            is not a non-negative integer or not in the table (``file:line``).
+    """
+    for line_no, line in iter_lines(words_path):
+        fields, loc = split_fields(line), format_location(words_path, line_no)
+        if not fields:
+            raise DataError(f"{loc}: blank line; expected '<key> [id ...]'")
+        key = fields[0] if fields[0].isascii() else check_key(fields[0], loc)
+        for tok in fields[1:]:
+            if not (tok.isascii() and tok.isdigit()):
+                raise DataError(f"{loc}: key {key!r}: word id {tok!r} is not a non-negative integer (ASCII "
+                                f"digits only, e.g. 42)")
+            if int(tok) not in table:
+                raise DataError(f"{loc}: key {key!r}: word id {tok} is not in {table_path}")
+        yield line_no, key, tuple(table[int(tok)] for tok in fields[1:])

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from functools import partial
 from itertools import islice
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -123,21 +122,19 @@ def beam_size(path, manifest, n_utts: int) -> int:
     return n_lines // n_utts
 
 
-def iter_nemo_nbest(path, manifest, *, log: Optional[Callable[[str], None]] = None,
-                    quiet: bool = False) -> Iterator[NbestList]:
+def iter_nemo_nbest(path, manifest, *, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
     """Read a NeMo beams file one utterance at a time (``manifest``: its manifest),
     each list yielded once its lines are checked. Order, units and errors as
-    :func:`read_nemo_nbest`; the log line comes after the last list (none when ``quiet``)."""
+    :func:`read_nemo_nbest`; the log line comes after the last list."""
     utts = read_manifest(manifest)
     n = beam_size(path, manifest, len(utts))
     rows = _beams(path)
     for utt, _ in utts:
         group = list(islice(rows, n))
         yield total_list(utt, utt, [w for _, w, _ in group], [-s for _, _, s in group])
-    if not quiet:
-        (log if log is not None else logger.info)(
-            f"{os.fspath(path)}: {len(utts)} utterances x {n} hypotheses (NeMo beams, ids from {manifest}); one total "
-            f"score per hypothesis (no n-gram term); one document per utterance")
+    (log if log is not None else logger.info)(
+        f"{os.fspath(path)}: {len(utts)} utterances x {n} hypotheses (NeMo beams, ids from {manifest}); one total "
+        f"score per hypothesis (no n-gram term); one document per utterance")
 
 
 def read_nemo_nbest(path, manifest=None, *, log: Optional[Callable[[str], None]] = None) -> NbestSet:
@@ -164,10 +161,10 @@ def _need(path, manifest):
 
 
 def open_nemo_nbest(path, manifest=None, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of a NeMo beams file as a span source (:class:`~.spans.StreamSource`):
-    one checking pass now, then a quiet read per pass. Raises DataError as :func:`read_nemo_nbest`."""
-    return open_stream(partial(iter_nemo_nbest, path, _need(path, manifest), log=log), "none", os.fspath(path),
-                       f"{path}: the NeMo beams file changed while it was read", total_scores=True)
+    """The lists of a NeMo beams file read once into a span source (:func:`~.spans.open_stream`).
+    Raises DataError as :func:`read_nemo_nbest`."""
+    return open_stream(iter_nemo_nbest(path, _need(path, manifest), log=log), os.fspath(path),
+                       lambda: {"doc_source": "none", "total_scores": True})
 
 
 def manifest_references(path) -> Dict[str, Words]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 from collections import abc
-from functools import partial
 from itertools import groupby
 from operator import itemgetter
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -313,12 +312,10 @@ def _plain_list(plain: _PlainInput, group: list, signs: List[int]) -> NbestList:
 
 
 def iter_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
-                     utt2doc=None, utt_ids=None, log: Optional[Callable[[str], None]] = None,
-                     quiet: bool = False) -> Iterator[NbestList]:
+                     utt2doc=None, utt_ids=None, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
     """Read a plain N-best file one utterance at a time (see the module docstring).
     Arguments, order, units and errors (raised when the iteration reaches them) as
-    :func:`read_plain_nbest`; the warnings and the log line come after the last list
-    (none when ``quiet``)."""
+    :func:`read_plain_nbest`; the warnings and the log line come after the last list."""
     plain = _PlainInput(path, ac_path, ngram_path, scores_are_costs, utt2doc, utt_ids)
     signs = [0, 0, 0, 0]
     n_utts = n_hyps = 0
@@ -326,10 +323,9 @@ def iter_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
         group = list(rows)
         yield _plain_list(plain, group, signs)
         n_utts, n_hyps = n_utts + 1, n_hyps + len(group)
-    if not quiet:
-        for k, score_path, desc in ((0, plain.ac, "acoustic"), (2, plain.ngram, "n-gram")):
-            warn_if_wrong_kind(signs[k], signs[k + 1], n_hyps, score_path, desc, scores_are_costs, log)
-        (log if log is not None else logger.info)(plain.describe(n_utts, n_hyps))
+    for k, score_path, desc in ((0, plain.ac, "acoustic"), (2, plain.ngram, "n-gram")):
+        warn_if_wrong_kind(signs[k], signs[k + 1], n_hyps, score_path, desc, scores_are_costs, log)
+    (log if log is not None else logger.info)(plain.describe(n_utts, n_hyps))
 
 
 def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
@@ -373,14 +369,12 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
 
 def open_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False, utt2doc=None,
                      utt_ids=None, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of a plain N-best file as a source read span by span
-    (:class:`~.spans.StreamSource`): one checking pass now (:func:`iter_plain_nbest`,
-    which warns and logs), and a quiet read of the files per pass over the spans.
+    """The lists of a plain N-best file read once (:func:`iter_plain_nbest`, which warns
+    and logs) into a source read span by span (:func:`~.spans.open_stream`).
     Arguments and errors as :func:`read_plain_nbest`."""
-    read = partial(iter_plain_nbest, path, ac_path, ngram_path, scores_are_costs=scores_are_costs,
-                   utt2doc=utt2doc, utt_ids=utt_ids, log=log)
-    return open_stream(read, "file" if utt2doc is None else "utt2doc", os.fspath(path),
-                       f"{path}: the plain N-best files changed while they were read")
+    lists = iter_plain_nbest(path, ac_path, ngram_path, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
+                             utt_ids=utt_ids, log=log)
+    return open_stream(lists, os.fspath(path), lambda: {"doc_source": "file" if utt2doc is None else "utt2doc"})
 
 
 #: The files :func:`write_plain_nbest_files` writes, in order.

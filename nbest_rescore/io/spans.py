@@ -6,15 +6,19 @@ consecutive (the readers check it), so :func:`plan_spans` can cut a set into spa
 whole documents. An N-best *source* has an :class:`NbestIndex` (``index``) and
 ``spans(max_hyps)`` yielding the spans as :class:`~nbest_rescore.types.NbestSet`:
 :class:`SetSource` for a set in memory, :class:`StreamSource` for a reader's generator
-(:func:`~.kaldi_nbest.iter_kaldi_nbest`, :func:`~.plain_nbest.iter_plain_nbest`): one
-checking pass, then one read per pass over the spans (:func:`iter_spans`).
+(:func:`~.kaldi_nbest.iter_kaldi_nbest`, :func:`~.plain_nbest.iter_plain_nbest`): the
+input read once, every list checked as it comes and kept in a temporary file, from
+which the spans are read (:func:`iter_spans`); so a stream (``-``, ``COMMAND |``) reads
+as a file does, and every error comes before long work starts.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import pickle
+import tempfile
+from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
-from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import IO, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -74,6 +78,8 @@ class NbestIndex:
         source: the path read (or a description).
         total_scores: the lists hold one total score per hypothesis
             (:class:`~nbest_rescore.types.NbestSet`).
+        other_scores: ``(name, first line)`` of the scores the lists carry beyond the
+            costs the reader keeps (JSON Lines), which no writer keeps.
     """
 
     utt_ids: Tuple[str, ...]
@@ -82,6 +88,7 @@ class NbestIndex:
     doc_source: str = "utt2doc"
     source: str = ""
     total_scores: bool = False
+    other_scores: Tuple[Tuple[str, int], ...] = ()
 
     def __len__(self) -> int:
         return len(self.utt_ids)
@@ -155,45 +162,53 @@ def iter_spans(lists: Iterable[NbestList], max_hyps: Optional[int], doc_source: 
 
 @dataclass(frozen=True)
 class StreamSource:
-    """Lists read from files, span by span: ``index`` from the checking pass, and
-    ``read(quiet=True)`` (a reader's generator function) reading the files again.
-    ``changed``: what the error says when the files no longer give the index."""
+    """Lists read once, as a reader checked them (:func:`open_stream`), kept in an unnamed
+    temporary file (``spool``: the pickled lists in order) and read back span by span."""
 
     index: NbestIndex
-    read: Callable[..., Iterator[NbestList]]
-    changed: str
+    spool: IO[bytes] = field(repr=False)
 
-    def _checked(self) -> Iterator[NbestList]:
-        ix = self.index
-        fix = "do not write them while scoring"
-        try:
-            n = 0
-            for n, u in enumerate(self.read(quiet=True), start=1):
-                if n > len(ix) or (u.utt_id, u.doc_id, len(u)) != (ix.utt_ids[n - 1], ix.doc_ids[n - 1],
-                                                                    ix.sizes[n - 1]):
-                    raise DataError(f"{self.changed} (the lists no longer match the first pass); {fix}")
-                yield u
-        except DataError as e:
-            if str(e).startswith(self.changed):
-                raise
-            raise DataError(f"{self.changed}; {fix}: {e}") from None
-        if n != len(ix):
-            raise DataError(f"{self.changed} (they end after {n} of {len(ix)} utterances); {fix}")
+    def _lists(self) -> Iterator[NbestList]:
+        pos = 0
+        for _ in range(len(self.index)):
+            self.spool.seek(pos)
+            u = pickle.load(self.spool)
+            pos = self.spool.tell()
+            yield u
 
     def spans(self, max_hyps: Optional[int]) -> Iterator[NbestSet]:
-        """The spans (:func:`iter_spans`), the files read again.
-
-        Raises:
-            DataError: the files changed since the checking pass (or became malformed).
-        """
+        """The spans (:func:`iter_spans`), read from the temporary file."""
         ix = self.index
-        return iter_spans(self._checked(), max_hyps, ix.doc_source, ix.source, ix.total_scores)
+        return iter_spans(self._lists(), max_hyps, ix.doc_source, ix.source, ix.total_scores)
 
 
-def open_stream(read: Callable[..., Iterator[NbestList]], doc_source: str, source: str, changed: str,
-                total_scores: bool = False) -> StreamSource:
-    """The checking pass: count the lists of ``read()`` (a reader's generator function,
-    which checks everything and logs its line) into the :class:`NbestIndex` of a
-    :class:`StreamSource` (``total_scores``: see :class:`NbestIndex`). Raises DataError as the reader."""
-    utts, docs, sizes = tuple(zip(*((u.utt_id, u.doc_id, len(u)) for u in read()))) or ((), (), ())
-    return StreamSource(NbestIndex(utts, docs, sizes, doc_source, source, total_scores), read, changed)
+def open_stream(lists: Iterable[NbestList], source: str, meta: Callable[[], dict]) -> StreamSource:
+    """The one pass over an input: the lists of a reader's generator (which checks
+    everything and logs its line), each kept in a temporary file as it comes, counted
+    into the :class:`NbestIndex` of a :class:`StreamSource`; ``meta()``, called after the
+    last list: the index's ``doc_source``, ``total_scores`` and ``other_scores``. Memory
+    holds the index and one list; the file takes about the lists' size on disk, in
+    ``TMPDIR``, and goes when the source does. Raises DataError as the reader, or the
+    temporary file cannot be written."""
+    spool = _spool(source, tempfile.TemporaryFile, prefix="nbest-rescore-lists-")
+    try:
+        rows = []
+        for u in lists:
+            _spool(source, pickle.dump, u, spool, protocol=pickle.HIGHEST_PROTOCOL)
+            rows.append((u.utt_id, u.doc_id, len(u)))
+        _spool(source, spool.flush)
+    except BaseException:
+        spool.close()
+        raise
+    utts, docs, sizes = tuple(zip(*rows)) or ((), (), ())
+    return StreamSource(NbestIndex(utts, docs, sizes, source=source, **meta()), spool)
+
+
+def _spool(source: str, write: Callable, *args, **kwargs):
+    """``write(*args, **kwargs)`` on the temporary file of :func:`open_stream`. Raises
+    DataError when it cannot be made or written."""
+    try:
+        return write(*args, **kwargs)
+    except OSError as exc:
+        raise DataError(f"{source}: cannot keep the lists read in a temporary file in {tempfile.gettempdir()} "
+                        f"({exc.strerror or exc}); free space there, or set TMPDIR to a folder with room") from None

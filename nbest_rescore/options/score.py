@@ -27,6 +27,8 @@ HISTORY_MODES = ("first-pass", "rescored", "interpolated", "none")
 SPAN_HYPS = 10_000
 
 _FILE = {"exists": True, "dir_okay": False}
+#: ``--nbest``: a file or folder, or a stream (click type: :class:`nbest_rescore.cli_options.NbestPath`).
+NBEST_PATH = {"stream": True}
 #: ``--lm``: a checkpoint file, or ``hf:PATH`` (click type: :class:`nbest_rescore.cli_options.LmPath`).
 LM_PATH = {"lm": True}
 #: ``--context-tokens`` by default: the history tokens an hf: LM reads before an utterance
@@ -47,8 +49,9 @@ class NbestOptions(Options):
                         "2best_recog/ ...), a JSON Lines file (NAME.jsonl, or any file starting with '{': one "
                         "utterance per line), a NeMo beams file (NAME.tsv, or a first line with a tab; with "
                         "--nemo-manifest), or a plain N-best file (lines '<utterance-index> w1 w2 ... <eos>') with its "
-                        "score files NAME.ac and NAME.ngram beside it (or --plain-ac/--plain-ngram).",
-                        path={"exists": True})
+                        "score files NAME.ac and NAME.ngram beside it (or --plain-ac/--plain-ngram). JSON Lines may "
+                        "also come from standard input (-) or a command's output ('gunzip -c x.jsonl.gz |').",
+                        path=NBEST_PATH)
     plain_ac: Optional[str] = option(None, "Plain format: acoustic log-likelihood scores, one per hypothesis line "
                                            "(default: NAME.ac beside the list).", path=_FILE)
     plain_ngram: Optional[str] = option(None, "Plain format: n-gram log-probability scores, one per hypothesis "
