@@ -52,7 +52,7 @@ class OutputLayer(nn.Module):
         self.project = project
 
     def inputs(self, features: Tensor) -> Tensor:
-        """What the scoring layer reads: the features after dropout and projection."""
+        """The features after dropout and projection."""
         h = self.drop(features)
         return self.project(h) if self.project is not None else h
 
@@ -61,13 +61,11 @@ class OutputLayer(nn.Module):
         return False
 
     def logits(self, features: Tensor) -> Tensor:
-        """Scores float [..., V] from features [..., D]: their log-softmax gives the
-        natural-log probabilities (unnormalised logits, or normalised log-probabilities)."""
+        """Scores float [..., V] from features [..., D] whose log-softmax is the log-probabilities."""
         raise NotImplementedError
 
     def target_log_probs(self, features: Tensor, targets: Tensor) -> Tensor:
-        """Exact natural-log probabilities float32 [...] of ``targets`` int64 [...] (valid
-        ids, also at padding) after ``features`` float [..., D]."""
+        """Exact natural-log probabilities float32 [...] of ``targets`` int64 [...] (valid ids)."""
         logp = torch.log_softmax(self.logits(features).float(), dim=-1)
         return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
@@ -84,13 +82,11 @@ class OutputLayer(nn.Module):
         return logp[rows.to(dev), targets.to(dev)]
 
     def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
-        """The score of each target word only, float [B, T] from features [B, T, D] and
-        targets int64 [B, T] (``logits(features)`` gathered, up to summation order)."""
+        """``logits(features)`` [B, T, D] gathered at ``targets`` [B, T] (up to summation order)."""
         return self.logits(features).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
     def to_bfloat16(self) -> None:
-        """Run the scoring product in bfloat16 from now on (inference; in place);
-        DataError for a layer without one (the neural cache's)."""
+        """The scoring product in bfloat16 from now on (in place); DataError without one."""
         raise DataError(f"a bfloat16 output layer needs the full or the adaptive softmax, not {self.kind} "
                         f"features (the neural cache): score in float32")
 
@@ -100,8 +96,7 @@ class OutputLayer(nn.Module):
 
 
 class SoftmaxOutput(OutputLayer):
-    """``nn.Linear`` to V and the softmax (see the module docstring); the decoder's
-    weight is ``tie``'s when given (tied weights)."""
+    """``nn.Linear`` to V and the softmax; the decoder's weight is ``tie``'s when given."""
 
     kind = "softmax"
 
@@ -149,8 +144,7 @@ class SoftmaxOutput(OutputLayer):
         return -F.cross_entropy(logits, tgt, reduction="none").view(targets.shape)
 
     def log_probs_at(self, features: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
-        """Through :func:`~.fused_output.fused_log_probs_at` (no [N, V] tensor) when
-        :meth:`fused`, else the log-softmax of the whole product gathered."""
+        """:func:`~.fused_output.fused_log_probs_at` (no [N, V] tensor) when :meth:`fused`."""
         if not self.fused():
             return super().log_probs_at(features, rows, targets)
         dev = features.device
@@ -158,8 +152,7 @@ class SoftmaxOutput(OutputLayer):
         return fused_log_probs_at(self.inputs(pad_rows(features)), w, b, rows.to(dev), targets.to(dev))
 
     def target_logits(self, features: Tensor, targets: Tensor) -> Tensor:
-        """features . W[target] + b[target] without the [B, T, V] product (the full
-        product for an int8 decoder)."""
+        """features . W[target] + b[target] without the [B, T, V] product (but int8)."""
         if self.int8:
             return super().target_logits(features, targets)
         h = self.inputs(features)
@@ -179,9 +172,8 @@ class SoftmaxOutput(OutputLayer):
 
 
 class AdaptiveOutput(OutputLayer):
-    """The adaptive softmax (``nn.AdaptiveLogSoftmaxWithLoss``) over ``cutoffs``, tail
-    cluster i with D / div_value**(i+1) units. DataError for cutoffs outside
-    [1, V - 1] or a tail cluster without units."""
+    """``nn.AdaptiveLogSoftmaxWithLoss`` over ``cutoffs`` (DataError outside [1, V - 1]),
+    tail cluster i with D / div_value**(i+1) units (DataError for none)."""
 
     kind = "adaptive"
     graph_safe = False  # rows selected per tail cluster
