@@ -7,7 +7,8 @@ from .base import LanguageModel, Output, State, cat_states, expand_state, reset_
 from .registry import MODEL_REGISTRY, build_model, get_model_class, register
 
 
-_INFRASTRUCTURE = {"base", "registry", "loading", "cache", "quantize", "adaptive_output", "fused_output", "rows"}
+_INFRASTRUCTURE = {"base", "registry", "loading", "cache", "quantize", "fused_output", "rows",
+                   "state", "output_layer"}
 
 
 def _load_all():

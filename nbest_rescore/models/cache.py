@@ -6,7 +6,7 @@ and p = p_model while the cache is empty. The pair (h_{t-1}, w_t) enters the cac
 before w_{t+1} is predicted.
 
 :meth:`CachedLM.forward` returns as ``features`` the mixed natural-log probabilities
-float32 [B, T, V] (:meth:`CachedLM.logits` returns them unchanged). The state is the
+float32 [B, T, V] (its output layer passes them through). The state is the
 wrapped model's followed by keys float [B, S, D], word ids int64 [B, S] (oldest
 first), validity bool [B, S] (S <= M: the slots filled so far; :func:`~.base.cat_states`
 pads in front), the previous features float [B, D] and whether they exist, bool [B];
@@ -28,7 +28,9 @@ from torch import Tensor, nn
 from ..options import option
 from ..validation import check_options
 from ..errors import DataError
-from .base import LanguageModel, Output, State, pad_front, slide_window, state_row_bytes
+from .base import LanguageModel
+from .output_layer import LogProbOutput
+from .state import Output, State, pad_front, slide_window, state_row_bytes
 
 _NUM_CACHE_STATE = 5  # keys, words, valid, prev_features, has_prev
 #: the slot axis of a call's attention is a multiple of this many slots (64 float32 values
@@ -53,35 +55,27 @@ class CacheConfig:
         check_options(self)
 
 
-def _feature_dim(model: LanguageModel) -> int:
-    """D, the size of the features [B, T, D] that ``model.logits`` reads."""
-    if getattr(model, "project", None) is not None:
-        return model.project.in_features
-    return model.output_dim
+class CachedLM(nn.Module):
+    """A trained ``model`` (put in eval mode; its weights shared, not copied) with a
+    neural continuous cache of :class:`CacheConfig` ``size``, ``theta``, ``lam`` (see the
+    module docstring): a wrapper with the stateful interface of :class:`~.base.LanguageModel`
+    whose output layer is a :class:`~.output_layer.LogProbOutput`; eval mode only."""
 
-
-class CachedLM(LanguageModel):
-    """A trained ``model`` with a neural continuous cache (see the module docstring).
-
-    Args:
-        model: the wrapped language model (put in eval mode; its weights are shared,
-            not copied).
-        size, theta, lam: :class:`CacheConfig` (DataError on bad values).
-    """
-
-    Config = CacheConfig
     #: the cache's attention runs over the M + T slots of a call: rows read by length in scoring
     width_dependent = True
+    merges_histories = True
+    #: set by the N-best scorer: the cache's scores a product and a sum per slot (:meth:`_mix`)
+    row_invariant = False
 
     def __init__(self, model: LanguageModel, size: int = 500, theta: float = 0.3, lam: float = 0.1):
-        # the wrapper owns no embedding nor softmax layer: skip LanguageModel.__init__
-        nn.Module.__init__(self)
+        super().__init__()
         if isinstance(model, CachedLM):
             raise DataError("the model already has a neural cache; wrap the plain model once")
         self.config = CacheConfig(size, theta, lam)
         self.model = model.eval()
         self.vocab_size = model.vocab_size
-        self.feature_dim = _feature_dim(model)
+        self.feature_dim = model.output.in_features  # D of the wrapped model's features
+        self.output = LogProbOutput(model.vocab_size)
         nn.Module.train(self, False)
 
     @property
@@ -115,8 +109,8 @@ class CachedLM(LanguageModel):
         """The wrapped model's counts (the cache adds no parameter)."""
         return self.model.num_parameters()
 
-    def on_epoch_end(self, epoch: int) -> None:
-        """Never trained: nothing to do."""
+    def token_mask(self, mask: Optional[Tensor]) -> None:
+        """Nothing to record (the evaluation loop calls it before each segment)."""
 
     # -- state --------------------------------------------------------------------------
     def init_state(self, batch_size: int, device=None) -> State:
@@ -144,13 +138,9 @@ class CachedLM(LanguageModel):
             rows = min(rows, inner(budget_bytes))
         return max(1, int(rows))
 
-    def recur(self, x: Tensor, state: State, lengths: Optional[Tensor]) -> Output:
-        """Not used: the wrapper reads word ids (see :meth:`forward`)."""
-        raise NotImplementedError("CachedLM reads word ids through forward()")
-
     # -- scoring ------------------------------------------------------------------------
     def forward(self, tokens: Tensor, state: State, lengths: Optional[Tensor] = None) -> Output:
-        """As :meth:`LanguageModel.forward`; the ``features`` are the mixed natural-log
+        """As :meth:`~.base.LanguageModel.forward`; the ``features`` are the mixed natural-log
         probabilities float32 [B, T, V] of the next word (see the module docstring)."""
         if self.training:
             raise DataError(f"{self.name} runs in eval mode only")
@@ -238,13 +228,13 @@ class CachedLM(LanguageModel):
 
     def log_probs(self, inputs: Tensor, targets: Tensor, state: State,
                   lengths: Optional[Tensor] = None):
-        """As :meth:`LanguageModel.log_probs`, read from the mixed distribution."""
+        """As :meth:`~.base.LanguageModel.log_probs`, read from the mixed distribution."""
         out = self.forward(inputs, state, lengths)
         return out.features.gather(-1, targets.unsqueeze(-1)).squeeze(-1), out.state
 
-    def logits(self, features: Tensor) -> Tensor:
-        """The features are already natural-log probabilities [B, T, V]: unchanged."""
-        return features
+    def target_log_probs(self, features: Tensor, targets: Tensor) -> Tensor:
+        """:meth:`.OutputLayer.target_log_probs` of the mixed log-probabilities."""
+        return self.output.target_log_probs(features, targets)
 
 
 def _word_groups(words: Tensor) -> Tensor:
@@ -256,14 +246,14 @@ def _word_groups(words: Tensor) -> Tensor:
     return torch.empty_like(order).scatter_(1, order, first.long().cumsum(1) - 1)
 
 
-def with_cache(model: LanguageModel, size: int, theta: float = 0.3, lam: float = 0.1) -> LanguageModel:
+def with_cache(model: LanguageModel, size: int, theta: float = 0.3, lam: float = 0.1):
     """``model`` wrapped in a :class:`CachedLM`, or ``model`` itself when ``size`` is 0."""
     if size == 0:
         return model
     return CachedLM(model, size, theta, lam)
 
 
-def cache_settings(model: LanguageModel) -> Optional[dict]:
+def cache_settings(model) -> Optional[dict]:
     """The cache settings of ``model`` (``size``, ``theta``, ``lambda``), None without cache."""
     if not isinstance(model, CachedLM):
         return None

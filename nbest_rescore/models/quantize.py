@@ -100,16 +100,12 @@ def cpu_has_fast_bfloat16() -> bool:
 
 def bfloat16_output_layer(model: LanguageModel) -> LanguageModel:
     """A copy of ``model`` (float32, on the CPU; in eval mode) whose output product runs in
-    bfloat16, everything else in float32 (see the module docstring). Full softmax: a
-    bfloat16 copy of the decoder's weight and bias (``model.output_weights_bf16``) feeds
-    the fused output layer (:mod:`~nbest_rescore.models.fused_output`); adaptive
-    softmax: the head and tail projections in bfloat16, their log-softmax in float32.
+    bfloat16, everything else in float32 (see the module docstring), by
+    :meth:`~.output_layer.OutputLayer.to_bfloat16`: the full softmax a bfloat16 copy of the
+    decoder's weight and bias for the fused product (:mod:`~nbest_rescore.models.fused_output`),
+    the adaptive softmax its head and tail projections, their log-softmax in float32.
     Costs move by hundredths of a nat (README). Raises DataError for a model not float32."""
     _require_float32(model, "a bfloat16 output layer needs")
     model = copy.deepcopy(model).eval()
-    if model.adaptive is not None:
-        model.adaptive.to(torch.bfloat16)
-    elif model.decoder is not None and type(model.decoder) is nn.Linear:
-        model.output_weights_bf16 = (model.decoder.weight.detach().to(torch.bfloat16),
-                                     model.decoder.bias.detach().to(torch.bfloat16))
+    model.output.to_bfloat16()
     return model

@@ -14,11 +14,11 @@ states gathered from the parent nodes (:func:`~nbest_rescore.models.base.select_
 and kept only for the current frontier. A chain of nodes with one child each can be read
 as one multi-token *segment* (``max_segment`` > 1): fewer, longer calls with padding,
 for a large fixed cost per call (a GPU); ``max_segment = 1`` is the fastest on CPU.
-Only ``model(tokens, state, lengths)`` and ``model.logits`` are used (a ``logits``
-returning log-probabilities is fine).
+Only ``model(tokens, state, lengths)`` and the output layer ``model.output``
+(:mod:`~nbest_rescore.models.output_layer`) are used.
 
 Output layer (the variants: :mod:`.scorer`): only the (state, word) pairs are scored.
-The exact layers (``model.log_probs_at``) queue the features of successive levels and
+The exact layers (``model.output.log_probs_at``) queue the features of successive levels and
 score them once :data:`OUTPUT_ROWS` nodes are pending (products on hundreds of rows);
 ``softmax_impl = "plain"`` takes ``log_softmax`` of the whole [rows, V] product per
 call; ``self_normalized`` the pairs' target logits (O(D) per pair).
@@ -179,9 +179,9 @@ def frontier_rows(plans: List[List[_Chunk]]) -> int:
 
 
 def _adaptive_pairs(model: LanguageModel) -> bool:
-    """Whether the model's own output layer is the adaptive softmax (a wrapper that
-    overrides ``logits``, e.g. the neural cache, is scored through its ``logits``)."""
-    return getattr(model, "adaptive", None) is not None and type(model).logits is LanguageModel.logits
+    """Whether the pairs go through the adaptive softmax's own pair scoring (a benchmark
+    replaces this to time the full distribution per node instead)."""
+    return model.output.kind == "adaptive"
 
 
 def score_forest(model: LanguageModel, graph: ScoringGraph, states: State, eos: int,
@@ -258,7 +258,7 @@ def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized:
     call's gathered (state, word) pairs into ``buf``: :class:`_PendingOutput` for the
     adaptive or the fused full softmax (without gradient: it writes into buffers), else
     :class:`_PerCall`."""
-    fused = not self_normalized and model.fused_output_active() and not torch.is_grad_enabled()
+    fused = not self_normalized and model.output.fused() and not torch.is_grad_enabled()
     if _adaptive_pairs(model) or fused:
         return _PendingOutput(model, buf, dev)
     return _PerCall(model, buf, dev, self_normalized, max_rows)
@@ -277,9 +277,9 @@ class _PerCall:
         """Score the pairs of the call ``c`` from its features [R, 1, D] into ``buf``."""
         g_pos, g_word = self.dev(c.g_pos), self.dev(c.g_word)
         if self.self_normalized:
-            logp = self.model.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1)).squeeze(1)
+            logp = self.model.output.target_logits(feats.index_select(0, g_pos), g_word.unsqueeze(1)).squeeze(1)
         else:
-            logits = self.model.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
+            logits = self.model.output.logits(pad_rows(feats)).squeeze(1).float()  # padded: see models.rows
             if self.out is None or self.out.shape[0] < logits.shape[0] or self.out.shape[1] != logits.shape[1]:
                 self.out = torch.empty(max(logits.shape[0], self.max_rows), logits.shape[1],
                                        dtype=torch.float32, device=logits.device)
@@ -302,7 +302,7 @@ OUTPUT_ROWS = 512
 class _PendingOutput:
     """The exact output layer of :func:`score_forest` (adaptive or fused full softmax),
     deferred until :data:`OUTPUT_ROWS` rows are pending (see the module docstring),
-    through :meth:`~nbest_rescore.models.base.LanguageModel.log_probs_at`. The (node,
+    through :meth:`~nbest_rescore.models.output_layer.OutputLayer.log_probs_at`. The (node,
     word) pairs are shifted on the host; no device synchronisation."""
 
     def __init__(self, model: LanguageModel, buf: torch.Tensor, dev):
@@ -332,6 +332,6 @@ class _PendingOutput:
         pos, word, dst = (np.concatenate(x) for x in (self.pos, self.word, self.dst))
         # adaptive: head per node, tails only where needed (pairs grouped on the host); full softmax:
         # log-sum-exp per node through vocabulary blocks, logits of the pairs only
-        logp = self.model.log_probs_at(h, torch.from_numpy(pos), torch.from_numpy(word))
+        logp = self.model.output.log_probs_at(h, torch.from_numpy(pos), torch.from_numpy(word))
         self.buf[self.dev(dst)] = logp.double()
         self.feats, self.pos, self.word, self.dst, self.rows = [], [], [], [], 0

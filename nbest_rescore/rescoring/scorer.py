@@ -9,7 +9,7 @@ batches, :mod:`.batching`) and ``single`` (one hypothesis per pass, the referenc
 
 All three are exact without the [positions, V] distribution: the adaptive softmax runs
 a tail cluster only where a target lies in it
-(:meth:`~nbest_rescore.models.base.LanguageModel.adaptive_log_probs_at`), the full
+(:meth:`~nbest_rescore.models.output_layer.AdaptiveOutput.log_probs_at`), the full
 softmax goes through vocabulary blocks (``softmax_impl="fused"``,
 :mod:`~nbest_rescore.models.fused_output`; ``"plain"``: ``log_softmax`` of the whole
 product, the same costs to about 1e-6 nats). The faster, approximate options
@@ -161,7 +161,7 @@ class NnScorer:
             model, self.dtype_scope = bfloat16_output_layer(model), "output layer"
         elif runs_in != "float32":
             model, self.dtype_scope = cast_for_inference(model, dtype), "model"
-        model.softmax_impl = softmax_impl  # an attribute of the model (the last scorer's choice holds)
+        model.output.softmax_impl = softmax_impl  # an attribute of the model's output layer (the last scorer's choice holds)
         model.row_invariant = True  # costs that do not depend on the batch (models.rows)
         self.model = model
         self.output, self.quantize, self.dtype, self.softmax_impl = output, quantize, dtype, softmax_impl
@@ -239,7 +239,7 @@ class NnScorer:
     def _padded_costs(self, states: State, rows: Sequence[int], seqs, sort: bool) -> np.ndarray:
         """``padded`` mode: :func:`~.batching.make_batches`, each read through
         :func:`~.batching.invariant_forward`, the real positions scored by the output layer
-        the tree uses (``model.log_probs_at`` or the target logits), batch-invariant."""
+        the tree uses (``model.output.log_probs_at`` or the target logits), batch-invariant."""
         out = np.zeros(len(seqs), dtype=np.float64)
         self.positions += sum(len(s) + 1 for s in seqs)
         for batch in make_batches(seqs, rows, self.vocab.eos, self.batch_size, self.max_tokens, sort):
@@ -251,9 +251,9 @@ class NnScorer:
             feats = res.features.reshape(b * t, -1).index_select(0, pos.to(self.device))
             tgt = batch.targets.reshape(-1)[pos]
             if self.self_normalized:
-                logp = self.model.target_logits(feats.unsqueeze(1), tgt.to(self.device).unsqueeze(1)).squeeze(1)
+                logp = self.model.output.target_logits(feats.unsqueeze(1), tgt.to(self.device).unsqueeze(1)).squeeze(1)
             else:
-                logp = self.model.log_probs_at(feats, torch.arange(len(pos)), tgt)
+                logp = self.model.output.log_probs_at(feats, torch.arange(len(pos)), tgt)
             sums = torch.zeros(b, dtype=torch.float64, device=self.device)
             sums.index_add_(0, (pos // t).to(self.device), logp.double())
             out[batch.items.numpy()] = -sums.cpu().numpy()
@@ -297,12 +297,13 @@ class NnScorer:
         out = np.zeros(len(seqs), dtype=np.float64)
         self.positions += sum(len(s) + 1 for s in seqs)
         eos = self.vocab.eos
-        # with self-normalised output the target logits
-        log_probs = self.model.self_normalized_log_probs if self.self_normalized else self.model.log_probs
         for i, (r, s) in enumerate(zip(rows, seqs)):
             ids = torch.tensor([eos] + list(s) + [eos], device=self.device).unsqueeze(0)
             st = select_state(states, torch.tensor([int(r)], device=self.device))
-            logp, _ = log_probs(ids[:, :-1], ids[:, 1:], st)
+            if self.self_normalized:  # the target logits
+                logp = self.model.output.target_logits(self.model(ids[:, :-1], st).features, ids[:, 1:])
+            else:
+                logp, _ = self.model.log_probs(ids[:, :-1], ids[:, 1:], st)
             out[i] = -float(logp.double().sum())
         return out
 
@@ -335,11 +336,11 @@ def _scorer_options(options: Optional[ScorerOptions], knobs: dict) -> ScorerOpti
 
 def _warn_self_normalized(model: LanguageModel, info: Optional[dict]) -> None:
     """Log why self-normalised costs may be far from the exact ones."""
-    if type(model).logits is not LanguageModel.logits:
+    if model.output.kind == "log-probs":
         log.warning("--output self-normalized with %s: its output is already normalised (the neural "
                     "cache mixes probabilities), so the costs are exact and no faster", model.name)
         return
-    if getattr(model, "adaptive", None) is not None:
+    if model.output.kind == "adaptive":
         log.warning("--output self-normalized with the adaptive softmax: its output is exactly normalised, "
                     "so the costs are the exact ones (computed the same way as with --output softmax)")
         return

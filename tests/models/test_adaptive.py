@@ -225,7 +225,7 @@ def test_adaptive_log_probs_at_equals_the_full_distribution(name):
     try:
         with torch.no_grad():
             feats = m(x, m.init_state(1)).features[0]  # [7, D]
-            got = m.adaptive_log_probs_at(feats, rows, tgts)
+            got = m.output.log_probs_at(feats, rows, tgts)
     finally:
         for h in hooks:
             h.remove()
@@ -242,7 +242,7 @@ def test_adaptive_log_probs_at_43k_random_features(cutoffs, div):
     from uniform), targets drawn from every cluster and from the head only."""
     from torch import nn
 
-    from nbest_rescore.models.adaptive_output import adaptive_log_probs_at, cluster_of
+    from nbest_rescore.models.output_layer import adaptive_log_probs_at, cluster_of
 
     torch.manual_seed(0)
     v, d = 43048, 64
@@ -261,5 +261,3 @@ def test_adaptive_log_probs_at_43k_random_features(cutoffs, div):
         assert adaptive_log_probs_at(ad, h, rows[:0], tgts[:0]).shape == (0,)
     with pytest.raises(ValueError, match="expected features"):
         adaptive_log_probs_at(ad, h.unsqueeze(0), rows, tgts)
-    with pytest.raises(ValueError, match="needs output: adaptive"):
-        build_model("gru", SMALL, V).adaptive_log_probs_at(h[:, :10], rows, tgts)

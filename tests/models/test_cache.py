@@ -109,7 +109,7 @@ def test_log_probs_through_logits_match_features():
     with torch.no_grad():
         out = m(x[:, :-1], m.init_state(2))
         lp, _ = m.log_probs(x[:, :-1], x[:, 1:], m.init_state(2))
-        again = torch.log_softmax(m.logits(out.features), -1)
+        again = torch.log_softmax(m.output.logits(out.features), -1)
     assert torch.allclose(lp, out.features.gather(-1, x[:, 1:, None]).squeeze(-1), atol=1e-6)
     assert torch.allclose(again, out.features, atol=1e-6)
 

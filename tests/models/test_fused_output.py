@@ -96,14 +96,12 @@ def test_every_model_fused_equals_plain_in_tree_and_padded_modes(ci_nbest, name,
 
 
 def test_fused_path_never_builds_the_full_product(ci_nbest, monkeypatch):
-    """The fused tree path must not call the output layer on all rows (``model.logits``)."""
+    """The fused tree path must not call the output layer on all rows (``model.output.logits``)."""
     rows, hyps, vocab = _ci_setup(ci_nbest, 2)
     model = build_model("gru", dict(SMALL), len(vocab)).eval()
     calls = []
-    orig = type(model).logits
-    monkeypatch.setattr(type(model), "logits", lambda self, f: calls.append(f.shape) or orig(self, f))
-    # a patched ``logits`` counts as an override (the cache wrapper's route): restore the check
-    monkeypatch.setattr(type(model), "fused_output_active", lambda self, training=False: True)
+    orig = type(model.output).logits
+    monkeypatch.setattr(type(model.output), "logits", lambda self, f: calls.append(f.shape) or orig(self, f))
     NnScorer(model, vocab).costs(model.init_state(2), rows, hyps)
     assert calls == []
 
@@ -116,13 +114,13 @@ def test_ppl_and_training_loss_fused_equal_plain(ci_nbest):
     inp, tgt = ids[:, :-1], ids[:, 1:]
     model.eval()
     with torch.inference_mode():
-        model.softmax_impl = "plain"
+        model.output.softmax_impl = "plain"
         plain, _ = model.log_probs(inp, tgt, model.init_state(1))
-        model.softmax_impl = "fused"
+        model.output.softmax_impl = "fused"
         fused, _ = model.log_probs(inp, tgt, model.init_state(1))
     assert (plain - fused).abs().max() < TOL
     model.train()
-    model.drop_emb.p = model.drop_out.p = 0.0
+    model.drop_emb.p = model.output.drop.p = 0.0
     grads = {}
     for fused_training in (False, True):
         model.zero_grad()
@@ -163,7 +161,7 @@ def test_cpu_bfloat16_only_where_the_isa_has_it(ci_nbest, monkeypatch, caplog):
     monkeypatch.setattr(scorer_mod, "cpu_has_fast_bfloat16", lambda: True)
     sc = NnScorer(model, vocab, dtype="bfloat16")
     assert sc.settings()["dtype_scope"] == "output layer"
-    assert sc.model.output_weights_bf16[0].dtype == torch.bfloat16
+    assert sc.model.output.bf16[0].dtype == torch.bfloat16
     assert next(sc.model.parameters()).dtype == torch.float32  # the recurrence stays float32
 
 

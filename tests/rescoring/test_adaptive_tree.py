@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nbest_rescore.models import build_model
-from nbest_rescore.models.adaptive_output import cluster_of
+from nbest_rescore.models.output_layer import cluster_of
 from nbest_rescore.models.base import select_state
 from nbest_rescore.rescoring import prefix_tree
 from nbest_rescore.rescoring.history_graph import scoring_graph
@@ -110,7 +110,7 @@ def never_full(model, monkeypatch):
         raise AssertionError("the full adaptive distribution was computed")
 
     monkeypatch.setattr(model.adaptive, "log_prob", boom)
-    monkeypatch.setattr(model, "logits", boom)
+    monkeypatch.setattr(model.output, "logits", boom)
 
 
 def node_logp_of(forest, logp, i, n):
