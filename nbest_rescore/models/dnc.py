@@ -166,8 +166,8 @@ class DNCLM(LanguageModel):
         memory [B, H, W]; usage [B, H]; link [B, H, H]; precedence [B, H]; read
         weights [B, R, H]; write weights [B, H]; read vectors [B, R, W]."""
         c = self.config
-        device = device or self.interface.weight.device
-        dtype = self.interface.weight.dtype
+        device = device or self.embedding.weight.device  # (never quantised: int8 turns Linear.weight into a method)
+        dtype = self.embedding.weight.dtype
         hs, w, r, b = c.memory_slots, c.memory_width, c.read_heads, batch_size
         shapes = [(b, c.hidden_size), (b, c.hidden_size), (b, hs, w), (b, hs), (b, hs, hs),
                   (b, hs), (b, r, hs), (b, hs), (b, r, w)]

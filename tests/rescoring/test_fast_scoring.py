@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
 from nbest_rescore.io.score_ark import read_cost_ark
-from nbest_rescore.models import build_model, load_model
+from nbest_rescore.models import MODEL_REGISTRY, build_model, load_model
 from nbest_rescore.models.cache import with_cache
 from nbest_rescore.rescoring.scorer import NnScorer, check_inference_options
 from nbest_rescore.vocab import Vocabulary
@@ -159,6 +159,20 @@ def test_int8_and_bfloat16_costs_close_to_float32(ci_nbest, tiny_lm, option, mon
     sc = NnScorer(model, vocab, **option)
     nxt = sc.advance(sc.initial_state(2), [hyps[0], hyps[5]])
     assert all(s.dtype == s0.dtype for s, s0 in zip(nxt, sc.initial_state(2)))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODEL_REGISTRY if n != "hf"))
+def test_int8_scores_every_family(ci_nbest, name):
+    """Dynamic int8 quantisation scores every registered family (its Linear weights become
+    methods: no model may read ``Linear.weight`` for its state), close to float32."""
+    rows, hyps = ci_rows_hyps(ci_nbest, 3, 12)
+    vocab = small_vocab(hyps)
+    torch.manual_seed(0)
+    model = build_model(name, {"embedding_dim": 16, "hidden_size": 16}, len(vocab)).eval()
+    st = model.init_state(3)
+    ref = NnScorer(model, vocab).costs(st, rows, hyps)
+    approx = NnScorer(model, vocab, quantize="int8").costs(st, rows, hyps)
+    assert np.isfinite(approx).all() and np.abs(approx - ref).max() < 0.5, name
 
 
 def test_impossible_combinations_are_refused():
