@@ -116,11 +116,14 @@ class HfTrainModel(nn.Module):
         return {"total": total, "without_embeddings": total - sum(n for i, n in params.items() if i in emb)}
 
     # the trainer's hooks, nothing to do for a transformers model: LanguageModel's defaults
-    # (no auxiliary loss, no diagnostics; not graph_safe, so no CUDA graph)
+    # (no auxiliary loss, no diagnostics); its step is not checked to be capturable
     token_mask, target_aux_loss = LanguageModel.token_mask, LanguageModel.target_aux_loss
     on_progress, on_epoch_end = LanguageModel.on_progress, LanguageModel.on_epoch_end
     begin_diagnostics, end_diagnostics = LanguageModel.begin_diagnostics, LanguageModel.end_diagnostics
-    supports_cuda_graph, graph_safe = LanguageModel.supports_cuda_graph, False
+
+    def supports_cuda_graph(self) -> bool:
+        """False: no CUDA graph (:mod:`nbest_rescore.training.cuda_graph`)."""
+        return False
 
 
 def _tokenizer_facts(text: HfText) -> dict:
