@@ -6,35 +6,28 @@ full softmax over a 10k vocabulary, batch 30, BPTT 20) trained by the toolkit's 
 the spread form (eq. 4.32, ``mean-token``) and with the mixture-of-experts form (each
 memcell's own prediction through the shared output layer: K more output-layer passes),
 and the GRU of 125 units it is compared with. The models are interleaved within each
-repeat (load on the machine affects all alike); words/s are medians over ``--repeats``;
+repeat (load on the machine affects all alike); words/s are medians over ``--repeat``;
 the ratio is to the AMN without the ITL in the same run.
 
-    python benchmarks/amn_itl_cost.py --threads 1 --json docs/benchmarks/amn_itl_cost_cpu.json
+    python -m benchmarks.amn_itl_cost --threads 1 --json docs/benchmarks/amn_itl_cost_cpu.json
 """
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import sys
+from collections import Counter
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import run_main, write_json  # noqa: E402
-from train_speed import time_ours  # noqa: E402
-
-from nbest_rescore.corpus import encode_document  # noqa: E402
-from nbest_rescore.io.lm_text import read_lm_text  # noqa: E402
-from nbest_rescore.models import build_model  # noqa: E402
-from nbest_rescore.training.passes import epoch_streams  # noqa: E402
-from nbest_rescore.training.step import StepOptions, make_optimizer  # noqa: E402
-from nbest_rescore.config import OptimConfig  # noqa: E402
-from nbest_rescore.vocab import Vocabulary  # noqa: E402
-from collections import Counter  # noqa: E402
-
-DATA = Path(os.environ.get("ABC_NBEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data" / "abc-nbest"))
+from benchmarks.harness import DATA, add_repeat, machine, median, run_main, write_json
+from benchmarks.train_speed import time_ours
+from nbest_rescore.config import OptimConfig
+from nbest_rescore.corpus import encode_document
+from nbest_rescore.io.lm_text import read_lm_text
+from nbest_rescore.models import build_model
+from nbest_rescore.training.passes import epoch_streams
+from nbest_rescore.training.step import StepOptions, make_optimizer
+from nbest_rescore.vocab import Vocabulary
 
 
 def variants(args) -> dict:
@@ -58,7 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--bptt", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=40, help="timed updates per model and repeat")
-    p.add_argument("--repeats", type=int, default=3)
+    add_repeat(p, 3, "timed runs per model (medians reported)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--log-interval", type=int, default=50)
     p.add_argument("--json", help="write the result here")
@@ -81,13 +74,13 @@ def main(argv=None) -> dict:
         torch.manual_seed(0)
         m = build_model(model, cfg, len(vocab)).train()
         runs[name] = (m, make_optimizer(m, OptimConfig(clip=10.0)), [])
-    for _ in range(args.repeats):
+    for _ in range(args.repeat):
         for name, (m, opt, speeds) in runs.items():
             speeds.append(time_ours(m, opt, streams, args, StepOptions(clip=10.0)).words_per_s)
-    base = statistics.median(runs["amn (no ITL)"][2])
-    out = {"args": vars(args), "torch": torch.__version__, "threads": torch.get_num_threads(), "vocab_size": len(vocab),
-           "models": {name: {"words_per_s": statistics.median(s), "all_words_per_s": s,
-                             "relative_to_amn": statistics.median(s) / base} for name, (_, _, s) in runs.items()}}
+    base = median(runs["amn (no ITL)"][2])
+    out = {"args": vars(args), "machine": machine(), "vocab_size": len(vocab),
+           "models": {name: {"words_per_s": median(s), "all_words_per_s": s,
+                             "relative_to_amn": median(s) / base} for name, (_, _, s) in runs.items()}}
     print(f"{'model':<22} {'words/s':>9} {'x AMN':>7}")
     for name, r in out["models"].items():
         print(f"{name:<22} {r['words_per_s']:9.0f} {r['relative_to_amn']:7.2f}")

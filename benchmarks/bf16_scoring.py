@@ -7,20 +7,16 @@ On a CPU with bfloat16 instructions (AVX512-BF16 or AMX) only the output layer's
 product runs in bfloat16 (:func:`~nbest_rescore.models.quantize.bfloat16_output_layer`);
 elsewhere ``score`` falls back to float32 and this script says so.
 
-    python benchmarks/bf16_scoring.py --lm exp/gru.pt --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.bf16_scoring --lm exp/gru.pt --nbest ../shared/data/abc-nbest/dev \\
         --ref ../shared/data/abc-nbest/dev/ref.txt --threads 2 --json bf16.json
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import check_inputs, run_main, write_json  # noqa: E402
+from benchmarks.harness import check_inputs, clocked, machine, run_main, write_json
 
 PERCENTILES = (50, 90, 99, 100)
 
@@ -47,12 +43,11 @@ def main() -> None:
     lm = nr.load_lm(args.lm)
     words = np.concatenate([u.num_words for u in nbest.utterances]) + 1  # words + </s>
     out = {"lm": args.lm, "nbest": args.nbest, "history": args.history, "threads": torch.get_num_threads(),
+           "machine": machine(),
            "cpu_has_fast_bfloat16": cpu_has_fast_bfloat16(), "hypotheses": int(len(words)), "runs": {}}
     costs = {}
     for dtype in ("float32", "bfloat16"):
-        t0 = time.perf_counter()
-        res = nr.score(nbest, lm, refs=refs, history=args.history, dtype=dtype)
-        seconds = time.perf_counter() - t0
+        res, seconds, _ = clocked(lambda: nr.score(nbest, lm, refs=refs, history=args.history, dtype=dtype))
         costs[dtype] = res.nn_cost
         tuned = nr.tune(nbest, refs, res.nn_costs()).best
         scoring = res.settings.get("scoring")

@@ -10,7 +10,7 @@ printed for the default (5 minutes) from the measured median write.
 
 Usage (the recipe's 43k-vocabulary GRU of the CPU ablation, 90 s per run):
 
-    OMP_NUM_THREADS=1 python benchmarks/checkpoint_interval.py \\
+    OMP_NUM_THREADS=1 python -m benchmarks.checkpoint_interval \\
         --config recipes/abc-nbest/conf/cpu-ablation/gru.yaml --seconds 90 --intervals off,15s,60s \\
         --json exp/checkpoint_interval.json
 """
@@ -18,17 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from bench_common import run_main, write_json  # noqa: E402
+from benchmarks.harness import machine, median, run_main, write_json
 
 DEFAULT_INTERVAL_S = 300.0  # the default optim.checkpoint_interval, 5m
 
@@ -70,14 +64,12 @@ def one_run(cfg_path: str, interval: str, args, folder: Path) -> dict:
     res = job.run(progress=False)
     seconds = [w[0] for w in writes]
     return {"interval": interval, "words_per_s": res.words_per_s, "train_seconds": res.seconds,
-            "mid_epoch_writes": len(writes), "median_write_s": statistics.median(seconds) if seconds else None,
+            "mid_epoch_writes": len(writes), "median_write_s": median(seconds) if seconds else None,
             "last_pt_mb": writes[-1][1] / 2 ** 20 if writes else None}
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    import torch
-
     intervals = [i.strip() for i in args.intervals.split(",") if i.strip()]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,8 +82,8 @@ def main(argv=None) -> dict:
     for r in rows:
         r["speed_vs_first"] = r["words_per_s"] / base
     medians = [r["median_write_s"] for r in rows if r["median_write_s"] is not None]
-    write_s = statistics.median(medians) if medians else None
-    out = {"args": vars(args), "torch": torch.__version__, "cpu": _cpu(), "runs": rows,
+    write_s = median(medians) if medians else None
+    out = {"args": vars(args), "machine": machine(args.threads), "runs": rows,
            "median_write_s": write_s,
            "default_interval_cost": None if write_s is None else write_s / DEFAULT_INTERVAL_S}
     if write_s is not None:
@@ -99,16 +91,6 @@ def main(argv=None) -> dict:
               f"of the training time")
     write_json(args.json, out)
     return out
-
-
-def _cpu() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ untrained GRU over the lists' words (its costs are meaningless; only the files m
 Example (the commit before the change as the baseline)::
 
     git worktree add /tmp/nbest-rescore-old 265740e
-    python benchmarks/command_startup.py --nbest ../shared/data/abc-nbest/ci --repeat 5 \\
+    python -m benchmarks.command_startup --nbest ../shared/data/abc-nbest/ci --repeat 5 \\
         --baseline-tree /tmp/nbest-rescore-old --json command_startup.json
 """
 from __future__ import annotations
@@ -20,23 +20,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench_common import run_main, write_json  # benchmarks/bench_common.py
-
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import REPO, add_repeat, machine, median, run_main, run_measured, write_json
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nbest", required=True, help="a Kaldi N-best folder with ref.txt (e.g. abc-nbest/ci)")
-    p.add_argument("--repeat", type=int, default=5, help="runs per command and tree (default: 5)")
+    add_repeat(p, 5, "runs per command and tree (medians reported)")
     p.add_argument("--baseline-tree", help="another checkout of nbest-rescore to time the same commands from")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
@@ -54,7 +50,7 @@ def prepare(nbest: Path, work: Path) -> None:
     with open(nbest / "text", encoding="utf-8") as f:  # the lists' words: <hyp-key> w1 w2 ...
         words = sorted({w for line in f for w in line.split()[1:]})
     (work / "vocab.txt").write_text("".join(w + "\n" for w in words), encoding="utf-8")
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_random_checkpoint.py"), "--vocab",
+    subprocess.run([sys.executable, str(REPO / "examples" / "make_random_checkpoint.py"), "--vocab",
                     str(work / "vocab.txt"), "--model", "gru", "--hidden", "32", "--out", str(work / "gru.pt")],
                    check=True, capture_output=True)
     subprocess.run([*run, "split", "--nj", "2", str(nbest), str(work / "shards")], check=True, capture_output=True)
@@ -88,13 +84,10 @@ def timed(args, tree: Path, work: Path) -> float:
     shutil.rmtree(work / "out", ignore_errors=True)
     (work / "out").mkdir()
     cmd = [sys.executable, "-c", "import torch"] if args is None else [sys.executable, "-m", "nbest_rescore", *args]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    if res.returncode:
-        sys.exit(f"error: {' '.join(cmd)} (from {tree}) failed: {res.stderr.strip()[-500:]}")
-    return seconds
+    res = run_measured(cmd, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=work)
+    if res["rc"]:
+        sys.exit(f"error: {' '.join(cmd)} (from {tree}) failed: {res['stderr'].strip()[-500:]}")
+    return res["seconds"]
 
 
 def main():
@@ -110,13 +103,14 @@ def main():
             for _ in range(args.repeat):  # the trees alternate, so a slower machine phase hits both
                 for t, tree in trees.items():
                     runs[t].append(timed(cmd, tree, work))
-            rows[name] = {t: statistics.median(v) for t, v in runs.items()}
+            rows[name] = {t: median(v) for t, v in runs.items()}
     print(f"| command | this tree (s) |{' baseline (s) | ratio |' if args.baseline_tree else ''}")
     print(f"|---|---|{'---|---|' if args.baseline_tree else ''}")
     for name, r in rows.items():
         extra = f" {r['baseline']:.2f} | {r['baseline'] / r['this tree']:.1f}x |" if args.baseline_tree else ""
         print(f"| {name} | {r['this tree']:.2f} |{extra}")
     write_json(args.json, {"nbest": str(nbest), "repeat": args.repeat, "trees": {k: str(v) for k, v in trees.items()},
+                           "machine": machine(),
                            "median_seconds": rows})
 
 

@@ -67,9 +67,9 @@ policy matters most)::
 
     tr -s ' \\t' '\\n\\n' < ../shared/data/abc-nbest/lm/lm_train.txt | grep -v '^$' | sort | uniq -c \\
         | sort -k1,1nr -k2 | head -4998 | awk '{print $2}' > vocab5k.txt
-    python benchmarks/make_random_checkpoint.py --vocab vocab5k.txt \\
+    python examples/make_random_checkpoint.py --vocab vocab5k.txt \\
         --model gru --hidden 64 --out /tmp/gru64_5k.pt
-    python benchmarks/contention.py --lm /tmp/gru64_5k.pt --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.contention --lm /tmp/gru64_5k.pt --nbest ../shared/data/abc-nbest/dev \\
         --busy 0 1 2 --repeat 3 --json docs/benchmarks/contention_cpu.json
 """
 from __future__ import annotations
@@ -78,12 +78,12 @@ import argparse
 import json
 import os
 import re
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from benchmarks.harness import add_repeat, machine, median, run_measured, wait_for_quiet, write_json
 
 SETTINGS = ("unset", "PASSIVE", "ACTIVE")
 SPIN = "while True: pass"
@@ -107,7 +107,7 @@ def parse_args(argv=None):
     p.add_argument("--nbest", help="N-best directory (Kaldi layout; required unless --from-json)")
     p.add_argument("--busy", type=int, nargs="+", default=[0, 1, 2], help="numbers of busy processes beside it")
     p.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
-    p.add_argument("--repeat", type=int, default=3, help="runs per (setting, busy) pair; the median is reported")
+    add_repeat(p, 3, "runs per (setting, busy) pair (medians reported)")
     p.add_argument("--threads", type=int, help="score --threads N (default: the toolkit's choice, the CPU affinity)")
     p.add_argument("--max-other-cores", type=float, default=0.3,
                    help="a run during which other processes of the machine used more cores than this on average "
@@ -122,72 +122,6 @@ def parse_args(argv=None):
                    help="measure nothing: summarise the runs of an earlier --json FILE again (with this "
                         "--max-other-cores), print the table and write --json")
     return p.parse_args(argv)
-
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def machine_cpu_s():
-    """(busy CPU seconds of the whole machine, steal seconds) since boot, from /proc/stat
-    (None where it cannot be read)."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]] + [0] * 8
-    except (OSError, ValueError):
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
-    return (user + nice + system + irq + softirq) / TICK, steal / TICK
-
-
-def process_cpu_s(pids) -> float:
-    """CPU seconds (user + system) that these processes have used so far (/proc/PID/stat)."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / TICK
-
-
-class OtherLoad:
-    """Mean number of cores used by processes other than this benchmark, its busy
-    processes and its scorer between :meth:`start` and :meth:`stop` (from /proc: the
-    machine's busy time less theirs), and the hypervisor's steal time in cores."""
-
-    def __init__(self, hog_pids):
-        self.hogs = list(hog_pids)
-
-    def _ours(self) -> float:
-        t = os.times()
-        return process_cpu_s(self.hogs) + t.user + t.system
-
-    def start(self):
-        self.t0, self.m0, self.o0 = time.perf_counter(), machine_cpu_s(), self._ours()
-        return self
-
-    def stop(self, scorer_cpu_s: float = 0.0):
-        """(other cores, steal cores), or (None, None) without /proc/stat."""
-        wall, m1, o1 = time.perf_counter() - self.t0, machine_cpu_s(), self._ours()
-        if self.m0 is None or m1 is None or wall <= 0:
-            return None, None
-        other = (m1[0] - self.m0[0]) - (o1 - self.o0) - scorer_cpu_s
-        return round(max(0.0, other) / wall, 2), round((m1[1] - self.m0[1]) / wall, 2)
-
-
-def wait_for_quiet(hog_pids, max_other: float, timeout: float) -> float:
-    """Wait (sampling 2 s at a time) until other processes use at most ``max_other``
-    cores, or ``timeout`` seconds have passed; returns the seconds waited."""
-    t0 = time.perf_counter()
-    while timeout > 0:
-        meter = OtherLoad(hog_pids).start()
-        time.sleep(2.0)
-        other, _ = meter.stop()
-        if other is None or other <= max_other or time.perf_counter() - t0 >= timeout:
-            break
-    return time.perf_counter() - t0
 
 
 def setting_env(setting: str) -> dict:
@@ -239,27 +173,21 @@ def time_score(args, setting: str, out_dir: str, hog_pids=()):
     """One whole ``nbest-rescore score`` process (with ``OMP_DISPLAY_ENV=verbose``, so
     that libgomp prints the settings it read): ``{"wall", "cpu"}`` seconds, the logged
     policy ``line``, libgomp's ``spins``, and the ``other_cores`` / ``steal_cores`` of
-    :class:`OtherLoad` meanwhile. Raises CalledProcessError when it fails,
+    :class:`benchmarks.harness.OtherLoad` meanwhile. Raises CalledProcessError when it fails,
     RuntimeError from :func:`check_logs`."""
     score = ["-v", "score", "--lm", args.lm, "--nbest", args.nbest, "--history", "first-pass",
              "--out", out_dir, "--no-progress"]
     if args.threads:
         score += ["--threads", str(args.threads)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    meter = OtherLoad(hog_pids).start()
-    t0 = time.perf_counter()
     env = {**setting_env(setting), "OMP_DISPLAY_ENV": "verbose"}
-    res = subprocess.run(scorer_command(setting, score), env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if res.returncode:
-        sys.stderr.write(res.stderr)
-        raise subprocess.CalledProcessError(res.returncode, res.args, stderr=res.stderr)
-    line, spins = check_logs(setting, res.stderr)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    other, steal = meter.stop(cpu)
-    return {"wall": wall, "cpu": cpu, "line": line, "spins": spins, "other_cores": other, "steal_cores": steal}
+    cmd = scorer_command(setting, score)
+    res = run_measured(cmd, env=env, load_pids=list(hog_pids))
+    if res["rc"]:
+        sys.stderr.write(res["stderr"])
+        raise subprocess.CalledProcessError(res["rc"], cmd, stderr=res["stderr"])
+    line, spins = check_logs(setting, res["stderr"])
+    return {"wall": res["seconds"], "cpu": res["cpu_seconds"], "line": line, "spins": spins,
+            "other_cores": res["other_cores"], "steal_cores": res["steal_cores"]}
 
 
 def run_once(args, setting: str, hog_pids):
@@ -293,7 +221,7 @@ def summarize(results: dict, max_other: float) -> None:
             other = row.get("other_cores") or [None] * len(row["runs_s"])
             row["undisturbed_runs_s"] = [r for r, o in zip(row["runs_s"], other) if o is None or o <= max_other]
             u = row["undisturbed_runs_s"]
-            row["undisturbed_median_s"] = round(statistics.median(u), 2) if u else None
+            row["undisturbed_median_s"] = round(median(u), 2) if u else None
         idle = per.get("0", {})
         for row in per.values():
             for key, ratio in (("median_s", "vs_idle"), ("undisturbed_median_s", "undisturbed_vs_idle")):
@@ -323,8 +251,8 @@ def print_table(out: dict, busy) -> None:
 def measure(args) -> dict:
     """``{setting: {busy: {"runs_s": [...], "median_s": s, "vs_idle": ratio, "cpu_s": [...],
     "median_cpu_s": s}}}``: wall-clock and CPU seconds of the scorer per run with ``busy``
-    spin loops beside it (killed afterwards; reaped only then, so the CPU seconds are
-    the scorer's), the settings taking turns within each repeat; ``vs_idle`` is the
+    spin loops beside it (killed afterwards; the CPU seconds are the scorer's own,
+    from :func:`benchmarks.harness.run_measured`), the settings taking turns within each repeat; ``vs_idle`` is the
     median over the same setting's idle median (None without an idle row);
     ``other_cores``, ``steal_cores`` and ``attempts`` per run (:func:`run_once`); under
     "logged", per setting, the toolkit's thread-policy log line and libgomp's spin
@@ -346,8 +274,8 @@ def measure(args) -> dict:
             for setting in args.settings:
                 walls, cpus = [r["wall"] for r in runs[setting]], [r["cpu"] for r in runs[setting]]
                 results.setdefault(setting, {})[str(busy)] = {
-                    "runs_s": [round(x, 2) for x in walls], "median_s": round(statistics.median(walls), 2),
-                    "cpu_s": [round(x, 2) for x in cpus], "median_cpu_s": round(statistics.median(cpus), 2),
+                    "runs_s": [round(x, 2) for x in walls], "median_s": round(median(walls), 2),
+                    "cpu_s": [round(x, 2) for x in cpus], "median_cpu_s": round(median(cpus), 2),
                     "other_cores": [r["other_cores"] for r in runs[setting]],
                     "steal_cores": [r["steal_cores"] for r in runs[setting]],
                     "attempts": [r["attempts"] for r in runs[setting]]}
@@ -367,16 +295,15 @@ def main(argv=None):
         out["max_other_cores"] = args.max_other_cores
         summarize(out["seconds"], args.max_other_cores)
         print_table(out, sorted({int(b) for per in out["seconds"].values() for b in per}))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(out, f, indent=1)
+        write_json(args.json, out)
         return
     if not (args.lm and args.nbest):
         raise SystemExit("contention.py: --lm and --nbest are required (unless --from-json)")
     cores = len(os.sched_getaffinity(0))
     load = os.getloadavg()
     measured = measure(args)
-    out = {"cores": cores, "threads": args.threads or cores, "lm": args.lm, "nbest": args.nbest,
+    out = {"cores": cores, "threads": args.threads or cores, "machine": machine(args.threads or cores),
+           "lm": args.lm, "nbest": args.nbest,
            "repeat": args.repeat, "max_other_cores": args.max_other_cores,
            "loadavg_before_after": [round(load[0], 2), round(os.getloadavg()[0], 2)],
            "settings": {s: {"OMP_WAIT_POLICY": {"unset": None, "PASSIVE": "PASSIVE (set by the toolkit)",
@@ -385,9 +312,7 @@ def main(argv=None):
                             **(measured["logged"].get(s) or {})} for s in args.settings},
            "seconds": measured["seconds"]}
     print_table(out, args.busy)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,12 @@
 """Peak memory of ``nbest-rescore convert`` against the size of the N-best set: the
 lists copied K times (``--scale``, e.g. 1 4), converted to each format of ``--to``.
 
-The copies are those of ``benchmarks/score_memory.py`` (:func:`score_memory.copy_lists`:
+The copies are those of ``benchmarks/score_memory.py`` (:func:`benchmarks.score_memory.copy_lists`:
 K = 1 is the directory itself; copy c > 1 has ``_c<c>`` after every utterance and
 document id), written to a temporary folder. Each run is the real command line,
-``python -m nbest_rescore convert --nbest DIR --to FORMAT --out OUT``, started by a
-fresh wrapper process that reports its wall-clock time and peak resident set size
-(``ru_maxrss`` of the child: reading, converting and writing included; the wrapper of
-score_memory.py). ``--code DIR`` runs the package found in DIR (``PYTHONPATH=DIR``,
+``python -m nbest_rescore convert --nbest DIR --to FORMAT --out OUT``, measured by
+:func:`benchmarks.harness.run_measured`: its wall-clock time and peak resident set size
+(the command's own ``ru_maxrss``: reading, converting and writing included). ``--code DIR`` runs the package found in DIR (``PYTHONPATH=DIR``,
 e.g. a ``git archive`` of an older commit, for a before/after table).
 
 Reported per format and K: hypotheses, the median peak RSS (MB) and seconds of
@@ -18,24 +17,20 @@ whole documents, not the set).
 
 Example (docs/performance.md)::
 
-    nice python benchmarks/convert_memory.py --nbest ../shared/data/abc-nbest/dev \\
+    nice python -m benchmarks.convert_memory --nbest ../shared/data/abc-nbest/dev \\
         --scale 1 4 --repeat 3 --to jsonl kaldi plain --json /tmp/convert_memory.json
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import write_json  # noqa: E402
-from score_memory import REPO, WRAPPER, copy_lists  # noqa: E402
+from benchmarks.harness import REPO, add_repeat, machine, median, run_measured, write_json
+from benchmarks.score_memory import copy_lists
 
 FORMATS = ("kaldi", "jsonl", "plain")
 
@@ -46,7 +41,7 @@ def parse_args(argv=None):
     p.add_argument("--nbest", required=True, help="Kaldi N-best directory (e.g. abc-nbest/dev)")
     p.add_argument("--scale", type=int, nargs="+", default=[1, 4], metavar="K",
                    help="copies of the lists (default: 1 4; ratios are to the smallest)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per format and K (medians; default: 3)")
+    add_repeat(p, 3, "runs per format and K (medians reported)")
     p.add_argument("--to", nargs="+", default=["jsonl"], choices=FORMATS, help="output formats (default: jsonl)")
     p.add_argument("--code", default=str(REPO), help="folder whose nbest_rescore package runs (default: this repo)")
     p.add_argument("--work", default=None, help="folder for the copies and outputs (default: a temporary one)")
@@ -60,17 +55,13 @@ def parse_args(argv=None):
 
 
 def run_once(code: str, lists: str, to: str, out: str) -> dict:
-    """One measured ``convert`` run in a fresh wrapper process: seconds and peak RSS (MB)."""
+    """One measured ``convert`` run: seconds and peak RSS (MB)."""
     cmd = [sys.executable, "-m", "nbest_rescore", "convert", "--nbest", lists, "--to", to, "--out", out]
-    env = {"PYTHONPATH": os.path.abspath(code)}
-    res = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd), json.dumps(env)], capture_output=True,
-                         text=True, cwd=tempfile.gettempdir())
-    if res.returncode != 0:
-        sys.exit(f"the wrapper failed: {res.stderr[-2000:]}")
-    r = json.loads(res.stdout.strip().splitlines()[-1])
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(code)}
+    r = run_measured(cmd, env=env, cwd=tempfile.gettempdir())
     if r["rc"] != 0:
-        sys.exit(f"convert failed (exit {r['rc']}): {r['stderr']}")
-    return {"seconds": r["seconds"], "peak_rss_mb": r["maxrss_kib"] / 1024.0}
+        sys.exit(f"convert failed (exit {r['rc']}): {r['stderr'][-2000:]}")
+    return {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"]}
 
 
 def hypotheses(lists: str) -> int:
@@ -84,8 +75,8 @@ def rows_of(runs: dict) -> list:
     rows = []
     for (to, k), rs in sorted(runs.items(), key=lambda item: (FORMATS.index(item[0][0]), item[0][1])):
         rows.append({"to": to, "k": k, "hypotheses": rs[0]["hypotheses"], "runs": len(rs),
-                     "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs),
-                     "seconds": statistics.median(r["seconds"] for r in rs)})
+                     "peak_rss_mb": median(r["peak_rss_mb"] for r in rs),
+                     "seconds": median(r["seconds"] for r in rs)})
     for row in rows:
         base = min((r for r in rows if r["to"] == row["to"]), key=lambda r: r["k"])
         row["rss_vs_smallest"] = row["peak_rss_mb"] / base["peak_rss_mb"]
@@ -109,7 +100,7 @@ def format_table(out: dict) -> str:
 def main(argv=None):
     args = parse_args(argv)
     out = {"nbest": args.nbest, "code": os.path.abspath(args.code), "scale": sorted(set(args.scale)),
-           "repeat": args.repeat, "to": args.to, "runs": {}}
+           "repeat": args.repeat, "to": args.to, "machine": machine(), "runs": {}}
     runs = {}
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for k in out["scale"]:

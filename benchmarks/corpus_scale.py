@@ -48,16 +48,15 @@ in <= 15 min on 2 cores; a store of <= 4.5 bytes/word; train's peak RSS at 1B <=
 at 10M; <= 30 s to the first step at 1B; each torchrun rank's peak RSS on 100M <= 1.2x
 the single process's on 10M.
 
-    python benchmarks/corpus_scale.py --sizes 10000000,100000000,1000000000 \\
+    python -m benchmarks.corpus_scale --sizes 10000000,100000000,1000000000 \\
         --json /tmp/corpus_scale.json --plot docs/corpus_scale.png
-    python benchmarks/corpus_scale.py --sizes 1000000,3000000 --torchrun-size 3000000   # a quick check
+    python -m benchmarks.corpus_scale --sizes 1000000,3000000 --torchrun-size 3000000   # a quick check
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -67,11 +66,11 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import MB, REPO, machine, module_command
+
 OLD_COMMIT = "742520c"
 TARGETS = {"prepare_1b_s": 15 * 60, "bytes_per_word": 4.5, "train_rss_ratio": 1.2, "first_step_1b_s": 30.0,
            "torchrun_rss_ratio": 1.2}
-MB = 1 << 20
 
 # The train runner: counts the optimiser steps and notes when the first one returns, runs
 # the CLI in this process, prints one line of JSON (every rank under torchrun).
@@ -247,7 +246,7 @@ class TreeMemory:
         return self.peak_kb / 1024.0
 
 
-def run_measured(cmd, timeout: float, env=None, cwd=None, tree: bool = False) -> dict:
+def run_tree_measured(cmd, timeout: float, env=None, cwd=None, tree: bool = False) -> dict:
     """Run ``cmd``: wall seconds, return code, stdout, stderr (tail), and with ``tree``
     the peak summed PSS of its process tree."""
     t0 = time.time()
@@ -270,7 +269,7 @@ def run_measured(cmd, timeout: float, env=None, cwd=None, tree: bool = False) ->
 
 
 def wc_words(path: str) -> dict:
-    r = run_measured(["wc", "-w", path], timeout=3600)
+    r = run_tree_measured(["wc", "-w", path], timeout=3600)
     return {"words": int(r["stdout"].split()[0]), "seconds": r["wall_s"]}
 
 
@@ -282,11 +281,11 @@ def time_v_rss_mb(stderr: str):
 def prepare(corpus: dict, store: Path, args) -> dict:
     if store.exists():
         shutil.rmtree(store)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_prepare", corpus["path"], str(store), "--lm", args.lm]
+    cmd = [*module_command("benchmarks.corpus_scale"), "--_prepare", corpus["path"], str(store), "--lm", args.lm]
     if args.jobs:
         cmd += ["--jobs", str(args.jobs)]
     timer = shutil.which("time") or ("/usr/bin/time" if os.path.exists("/usr/bin/time") else None)
-    r = run_measured(([timer, "-v"] if timer else []) + cmd, args.timeout, tree=True)
+    r = run_tree_measured(([timer, "-v"] if timer else []) + cmd, args.timeout, tree=True)
     if r["rc"] != 0:
         return {"error": f"rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: {r['stderr'][-2000:]}",
                 "seconds": r["wall_s"]}
@@ -301,7 +300,6 @@ def prepare(corpus: dict, store: Path, args) -> dict:
 
 def do_prepare(args) -> None:
     """``--_prepare CORPUS STORE``: prepare_text, its seconds and the store's counts as JSON."""
-    sys.path.insert(0, str(REPO))
     from nbest_rescore.training.text_store import PrepareOptions, WordEncoding, prepare_text, text_sources
 
     t0 = time.perf_counter()
@@ -357,7 +355,7 @@ def train_run(name: str, train: str, args, work: Path, old: bool = False, ranks:
         cmd = [torchrun, "--standalone", "--nproc_per_node", str(ranks), str(runner)] + argv
     else:
         cmd = [sys.executable, str(runner)] + argv
-    r = run_measured(cmd, args.timeout, env=env, cwd=str(work), tree=ranks > 1)
+    r = run_tree_measured(cmd, args.timeout, env=env, cwd=str(work), tree=ranks > 1)
     lines = [json.loads(line.split(" ", 1)[1]) for line in r["stdout"].splitlines()
              if line.startswith("CORPUS_SCALE_RUNNER ")]
     if r["rc"] != 0 or len(lines) != ranks:
@@ -386,18 +384,6 @@ def ensure_old(path: str) -> None:
 
 
 # --- report ----------------------------------------------------------------------------------
-
-def machine() -> dict:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"nproc": len(os.sched_getaffinity(0)), "cpu": model or platform.processor(),
-            "mem_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30), 1),
-            "python": platform.python_version()}
-
 
 def _f(x, fmt="{:.1f}"):
     return "-" if x is None else fmt.format(x)

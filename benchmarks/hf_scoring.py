@@ -20,14 +20,14 @@ Paths (:class:`~nbest_rescore.rescoring.hf_scorer.HfScorer` through the public A
   peak memory is what N padded rows of context + hypothesis and their [N, T, V] logits
   take.
 
-Every (path, context) cell runs ``--repeat`` times, each run in a fresh interpreter
-(a wrapper process that starts the scoring worker and reads its peak RSS with
-``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``, as ``score_memory.py`` does); the
-paths take turns within each repeat so that load from elsewhere hits them alike, and
-medians are reported. Before each run the benchmark waits (up to ``--quiet-wait``
-seconds) for other processes to use at most ``--max-other-cores`` cores and records the
-cores they used during the run (``benchmarks/contention.py``'s meter): on a shared
-machine other people's jobs distort timings.
+Every (path, context) cell runs ``--repeat`` times, each run a scoring worker in a
+fresh interpreter (its peak RSS and CPU seconds its own, from
+:func:`benchmarks.harness.run_measured`, as ``score_memory`` measures); the paths take
+turns within each repeat so that load from elsewhere hits them alike, and medians are
+reported. Before each run the benchmark waits (up to ``--quiet-wait`` seconds) for
+other processes to use at most ``--max-other-cores`` cores and records the cores they
+used during the run (:class:`benchmarks.harness.OtherLoad`): on a shared machine other
+people's jobs distort timings.
 
 Reported per cell: the median seconds of the scoring call (the model loaded and the
 tree-vs-padded probe done: the worker's start-up is recorded apart), words/s (the
@@ -43,16 +43,16 @@ when the costs agree).
 Without ``--lm`` the benchmark builds the recipe-sized model (4 layers, 256 dimensions,
 4 heads, 1024 positions) with a byte-level BPE tokenizer of ``--vocab-size`` (8000)
 tokens trained on ``--bpe-text`` (``lm_train.txt``) and random weights
-(``benchmarks/hf_model.py``) into a temporary directory: speed and memory do not depend
+(``examples/random_gpt2.py``) into a temporary directory: speed and memory do not depend
 on the weights, the WER then means nothing.
 
 Example (docs/performance.md, "Hugging Face LMs"; ``--join-docs`` so that the contexts
 fill up, ``--nbest-size`` so that the padded path fits)::
 
-    python benchmarks/hf_scoring.py --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.hf_scoring --nbest ../shared/data/abc-nbest/dev \\
         --bpe-text ../shared/data/abc-nbest/lm/lm_train.txt --max-docs 2 \\
         --context-tokens 256 --repeat 3 --threads 2 --nemo-batching --json hf_256.json
-    python benchmarks/hf_scoring.py --lm hf:/tmp/gpt_random --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.hf_scoring --lm hf:/tmp/gpt_random --nbest ../shared/data/abc-nbest/dev \\
         --max-docs 3 --join-docs --nbest-size 20 --context-tokens 64 256 512 --repeat 2 --threads 2 \\
         --json hf_contexts.json
 """
@@ -61,30 +61,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import parse_or_work, run_main, write_json  # noqa: E402
+from benchmarks.harness import (REPO, add_repeat, clocked, cuda_peak_mb, machine, median, module_command,
+                                parse_or_work, peak_rss_mb, run_main, run_measured, wait_for_quiet, write_json)
 
 _STARTED = time.perf_counter()  # a worker's start-up: imports, lists and model loaded
 PATHS = ("tree", "padded", "padded_nemo")
 #: Run by a fresh interpreter per measurement: runs the worker command (JSON list) and
-#: prints its exit status, stdout, stderr tail, wall seconds, peak RSS (KiB) and CPU
-#: seconds as one JSON line.
-WRAPPER = """\
-import json, resource, subprocess, sys, time
-cmd = json.loads(sys.argv[1])
-t = time.perf_counter()
-p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-wall = time.perf_counter() - t
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rc": p.returncode, "stdout": p.stdout[-20000:], "stderr": p.stderr[-3000:], "seconds": wall,
-                  "maxrss_kib": r.ru_maxrss, "cpu_seconds": r.ru_utime + r.ru_stime}))
-"""
 
 
 def parse_args(argv=None):
@@ -115,7 +102,7 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                    help="ScorerOptions.dtype (bfloat16 falls back to float32 on a CPU without bfloat16 instructions)")
     p.add_argument("--history", default="first-pass", choices=("first-pass", "none"))
-    p.add_argument("--repeat", type=int, default=3, help="runs per (path, context) (medians reported)")
+    add_repeat(p, 3, "runs per (path, context) (medians reported)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu); on CUDA the peak GPU memory "
                    "is recorded too")
@@ -189,7 +176,6 @@ def worker(args) -> dict:
     """One measured run of one path at one context (in its own process); the costs go
     to ``--costs-out`` (.npy)."""
     import logging
-    import resource
 
     import numpy as np
     import torch
@@ -225,24 +211,19 @@ def worker(args) -> dict:
     scorer.costs = measuring_costs
     scorer.words = scorer.tokens = 0
     startup = time.perf_counter() - _STARTED
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    cuda = torch.device(args.device).type == "cuda"
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = rescore(lists, scorer, Weights(), args.history)
-    if cuda:
-        torch.cuda.synchronize()
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rss_before = peak_rss_mb()
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    cuda_peak_mb(device, reset=True)
+    res, seconds, cpu = clocked(lambda: rescore(lists, scorer, Weights(), args.history), device)
     np.save(args.costs_out, res.nn_cost)
     out = {"path": path, "context_tokens": ctx, "documents": len(lists.documents()), "utterances": len(lists),
            "hypotheses": int(len(res.nn_cost)), "words": int(scorer.words), "tokens": int(scorer.tokens),
            "mean_context_tokens": context_sum[0] / max(1, len(res.nn_cost)), "max_context_tokens": context_max[0],
            "lm_positions": positions[0], "seconds": seconds, "cpu_seconds": cpu, "startup_seconds": startup,
            "rss_before_scoring_mb": rss_before, "threads": torch.get_num_threads(), "settings": scorer.settings(),
-           "device": str(args.device), **({"gpu": torch.cuda.get_device_name(), "gpu_peak_mb":
-                                          torch.cuda.max_memory_allocated() / 2**20} if cuda else {})}
+           "device": str(args.device), **({"gpu": torch.cuda.get_device_name(device), "gpu_peak_mb":
+                                          cuda_peak_mb(device)} if cuda else {})}
     ref = os.path.join(args.nbest, "ref.txt")
     if os.path.isfile(ref):
         from nbest_rescore.evaluation.wer import compute_wer
@@ -273,11 +254,9 @@ def run_once(args, path: str, ctx: int, lm: str, costs_out: str) -> dict:
 
 
 def attempt(args, path: str, ctx: int, lm: str, costs_out: str) -> dict:
-    """One measured worker run in a fresh wrapper process, after waiting for quiet."""
-    from contention import OtherLoad, wait_for_quiet
-
+    """One measured worker run in a fresh interpreter, after waiting for quiet."""
     waited = wait_for_quiet((), args.max_other_cores, args.quiet_wait)
-    cmd = [sys.executable, os.path.abspath(__file__), "--lm", lm, "--nbest", args.nbest,
+    cmd = [*module_command("benchmarks.hf_scoring"), "--lm", lm, "--nbest", args.nbest,
            "--context-tokens", str(ctx), "--max-tokens", str(args.max_tokens), "--batch-size", str(args.batch_size),
            "--dtype", args.dtype, "--history", args.history, "--threads", str(args.threads),
            "--device", args.device, "--worker", path, "--costs-out", costs_out]
@@ -287,17 +266,13 @@ def attempt(args, path: str, ctx: int, lm: str, costs_out: str) -> dict:
         cmd.append("--join-docs")
     if args.nbest_size:
         cmd += ["--nbest-size", str(args.nbest_size)]
-    meter = OtherLoad(()).start()
-    res = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd)], capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"the wrapper failed: {res.stderr[-2000:]}")
-    w = json.loads(res.stdout.strip().splitlines()[-1])
-    other, steal = meter.stop(w["cpu_seconds"])
+    w = run_measured(cmd, load_pids=())
     if w["rc"] != 0:
-        sys.exit(f"path {path} at context {ctx} failed (exit {w['rc']}): {w['stderr']}")
+        sys.exit(f"path {path} at context {ctx} failed (exit {w['rc']}): {w['stderr'][-3000:]}")
     r = json.loads(w["stdout"].strip().splitlines()[-1])
-    r.update({"process_seconds": w["seconds"], "peak_rss_mb": w["maxrss_kib"] / 1024.0,
-              "process_cpu_seconds": w["cpu_seconds"], "other_cores": other, "steal_cores": steal,
+    r.update({"process_seconds": w["seconds"], "peak_rss_mb": w["peak_rss_mb"],
+              "process_cpu_seconds": w["cpu_seconds"], "other_cores": w["other_cores"],
+              "steal_cores": w["steal_cores"],
               "waited_for_quiet_s": round(waited, 1),
               "warnings": [ln for ln in w["stderr"].splitlines() if ln.startswith("WARNING")]})
     return r
@@ -306,7 +281,7 @@ def attempt(args, path: str, ctx: int, lm: str, costs_out: str) -> dict:
 def summarise(runs, max_other: float = float("inf")) -> dict:
     """The medians of one cell's runs; ``undisturbed_*``: of the runs during which other
     processes used at most ``max_other`` cores (None if none was)."""
-    med = lambda k: statistics.median(r[k] for r in runs)  # noqa: E731
+    med = lambda k: median(r[k] for r in runs)  # noqa: E731
     first = runs[0]
     s = med("seconds")
     row = {k: first[k] for k in ("path", "context_tokens", "documents", "utterances", "hypotheses", "words",
@@ -323,7 +298,7 @@ def summarise(runs, max_other: float = float("inf")) -> dict:
                 "attempts": [r.get("attempts", 1) for r in runs]})
     quiet = [r["seconds"] for r in runs if r["other_cores"] is None or r["other_cores"] <= max_other]
     row["undisturbed_runs"] = len(quiet)
-    row["undisturbed_seconds"] = statistics.median(quiet) if quiet else None
+    row["undisturbed_seconds"] = median(quiet) if quiet else None
     row["undisturbed_words_per_s"] = first["words"] / row["undisturbed_seconds"] if quiet else None
     if "wer" in first:
         row["wer"] = first["wer"]
@@ -332,27 +307,21 @@ def summarise(runs, max_other: float = float("inf")) -> dict:
     return row
 
 
-def machine(threads: int) -> dict:
-    import platform
-
-    import torch
+def hf_machine(threads: int, device: str) -> dict:
+    """:func:`benchmarks.harness.machine` with the transformers version and the CPU's
+    bfloat16 flags."""
     import transformers
 
-    cpu = platform.processor() or ""
+    from nbest_rescore.models.quantize import cpu_has_fast_bfloat16
+
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-            f.seek(0)
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     except OSError:
         flags = []
-    from nbest_rescore.models.quantize import cpu_has_fast_bfloat16
-
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "threads": threads, "torch": torch.__version__,
-            "transformers": transformers.__version__, "python": platform.python_version(),
-            "bf16_flags": sorted(f for f in flags if f in ("avx512_bf16", "amx_bf16", "amx_tile")),
-            "cpu_has_fast_bfloat16": bool(cpu_has_fast_bfloat16()),
-            "load_average_at_start": list(os.getloadavg())}
+    return machine(threads, device, transformers=transformers.__version__,
+                   bf16_flags=sorted(f for f in flags if f in ("avx512_bf16", "amx_bf16", "amx_tile")),
+                   cpu_has_fast_bfloat16=bool(cpu_has_fast_bfloat16()))
 
 
 def measure(args, lm: str, tmp: str) -> dict:
@@ -422,6 +391,21 @@ def format_table(out: dict) -> str:
     return "\n".join(lines)
 
 
+def random_gpt2(out: str, args, config: dict) -> dict:
+    """Write the random recipe-sized GPT-2 (``examples/random_gpt2.py``, ``config``
+    overriding its shape) into ``out``; returns its shape (layers, dimensions, heads,
+    positions, and ``config``)."""
+    cmd = [sys.executable, str(REPO / "examples" / "random_gpt2.py"), "--text", args.bpe_text, "--out", out,
+           "--vocab-size", str(args.vocab_size), "--bpe-lines", str(args.bpe_lines), "--config-json",
+           json.dumps(config)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"examples/random_gpt2.py failed: {res.stderr[-2000:]}")
+    with open(os.path.join(out, "config.json")) as f:
+        saved = json.load(f)
+    return {**{k: saved[k] for k in ("n_layer", "n_embd", "n_head", "n_positions")}, **config}
+
+
 def main(argv=None):
     parsed = parse_or_work(parse_args, worker, argv)
     if parsed is None:
@@ -432,18 +416,15 @@ def main(argv=None):
            "join_docs": args.join_docs,
            "context_tokens": args.context_tokens, "history": args.history, "max_tokens": args.max_tokens,
            "batch_size": args.batch_size, "dtype": args.dtype, "repeat": args.repeat,
-           "max_other_cores": args.max_other_cores, "machine": machine(args.threads)}
+           "max_other_cores": args.max_other_cores, "machine": hf_machine(args.threads, args.device)}
     with tempfile.TemporaryDirectory() as tmp:
         lm = args.lm
         if lm is None:
-            from hf_model import RECIPE_GPT2, make_random_gpt2
-
             config = json.loads(args.model_config) if args.model_config else {}
             t = time.perf_counter()
-            make_random_gpt2(os.path.join(tmp, "gpt_random"), args.bpe_text, args.vocab_size, args.bpe_lines,
-                             **config)
+            model = random_gpt2(os.path.join(tmp, "gpt_random"), args, config)
             lm = "hf:" + os.path.join(tmp, "gpt_random")
-            out["lm"] = {"random_gpt2": {**RECIPE_GPT2, **config}, "vocab_size": args.vocab_size,
+            out["lm"] = {"random_gpt2": model, "vocab_size": args.vocab_size,
                          "bpe_text": args.bpe_text, "bpe_lines": args.bpe_lines,
                          "note": "random weights: speed and memory only"}
             print(f"random recipe-sized GPT-2 written in {time.perf_counter() - t:.1f} s", file=sys.stderr)

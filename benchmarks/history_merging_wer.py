@@ -9,7 +9,7 @@ command lines would.
 
 Example (the two GRUs of docs/performance.md, "History merging")::
 
-    python benchmarks/history_merging_wer.py --lm exp/abc-nbest-quick/tiny.pt \\
+    python -m benchmarks.history_merging_wer --lm exp/abc-nbest-quick/tiny.pt \\
         --nbest ../shared/data/abc-nbest/dev --out /tmp/hm_quick --json hm_quick.json
 """
 from __future__ import annotations
@@ -17,11 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 import numpy as np
 
-from bench_common import run_main, write_json  # benchmarks/bench_common.py
+from benchmarks.harness import clocked, machine, run_main, write_json
 
 FIRST_PASS_WIP = -0.629606  # the benchmark decoder's word insertion penalty (recipes/abc-nbest/run.sh)
 
@@ -54,11 +53,11 @@ def score(args, order):
 
     out = os.path.join(args.out, f"score_k{order or 'exact'}")
     if not os.path.exists(os.path.join(out, "wer.json")):
-        t0 = time.perf_counter()
-        ScoreJob(lm=args.lm, nbest=args.nbest, ref=os.path.join(args.nbest, "ref.txt"), out=out,
-                 history=args.history, interp=0.5, word_ins_penalty=args.word_ins_penalty, max_ngram_order=order,
-                 threads=args.threads).run()
-        print(f"scored K={order or 'exact'} in {time.perf_counter() - t0:.1f} s", flush=True)
+        job = ScoreJob(lm=args.lm, nbest=args.nbest, ref=os.path.join(args.nbest, "ref.txt"), out=out,
+                       history=args.history, interp=0.5, word_ins_penalty=args.word_ins_penalty,
+                       max_ngram_order=order, threads=args.threads)
+        _, seconds, _ = clocked(job.run)
+        print(f"scored K={order or 'exact'} in {seconds:.1f} s", flush=True)
     with open(os.path.join(out, "wer.json")) as f:
         return out, json.load(f)
 
@@ -98,7 +97,8 @@ def measure(args) -> dict:
                    order_budget=args.budget)
         chosen.append({"fold_seed": seed, **res.report.history_merging.to_dict()})
     return {"lm": args.lm, "nbest": args.nbest, "history": args.history, "folds": args.folds,
-            "fold_seeds": args.fold_seeds, "threads": args.threads, "orders": rows, "order_budget": chosen}
+            "fold_seeds": args.fold_seeds, "threads": args.threads, "machine": machine(args.threads), "orders": rows,
+            "order_budget": chosen}
 
 
 def table(out: dict) -> str:

@@ -14,7 +14,7 @@ must equal the first run's (to 1e-4), or the benchmark fails. Medians of ``--rep
 
 Example::
 
-    python benchmarks/kaldi_step_jobs.py --lm exp/abc-nbest-cpu-twins/gru-adaptive.pt \\
+    python -m benchmarks.kaldi_step_jobs --lm exp/abc-nbest-cpu-twins/gru-adaptive.pt \\
         --nbest ../shared/data/abc-nbest/dev --nj 1 2 --num-threads 1 2 --repeat 3 --json kaldi_nj.json
 """
 from __future__ import annotations
@@ -22,16 +22,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench_common import check_inputs, run_main, write_json  # benchmarks/bench_common.py
-
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import REPO, add_repeat, check_inputs, machine, median, run_main, run_measured, write_json
 STEP = REPO / "recipes" / "kaldi" / "steps" / "nbest_rescore.sh"
 
 
@@ -79,7 +74,7 @@ def parse_args(argv=None):
     p.add_argument("--nj", type=int, nargs="+", default=[1, 2], help="job counts to time (default: 1 2)")
     p.add_argument("--num-threads", type=int, nargs="+", default=[1],
                    help="threads per job to time (the step's --num-threads; default: 1)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per combination (medians reported)")
+    add_repeat(p, 3, "runs per combination (medians reported)")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
     check_inputs(p, args.lm, args.nbest)
@@ -113,11 +108,10 @@ def main(argv=None):
                        "--lm-weight", "9.5", "--interp", "0.5", "--word-ins-penalty", "-0.629606",
                        "--skip-scoring", "true",  # stages 0-3, as timed before stage 4 existed
                        os.path.abspath(args.lm), str(data), str(decode), str(out)]
-                t0 = time.perf_counter()
-                res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
-                times.append(time.perf_counter() - t0)
-                if res.returncode != 0:
-                    sys.exit(f"--nj {nj} --num-threads {threads}: the step failed:\n{res.stderr[-2000:]}")
+                res = run_measured(cmd, env=env, cwd=tmp)
+                times.append(res["seconds"])
+                if res["rc"] != 0:
+                    sys.exit(f"--nj {nj} --num-threads {threads}: the step failed:\n{res['stderr'][-2000:]}")
                 costs = read_cost_ark(out / "score" / "nn_cost")
                 if reference is None:
                     reference = costs
@@ -126,10 +120,10 @@ def main(argv=None):
             wer_file = out / "score" / "wer"  # its first line is compute-wer's %WER line
             wer = wer_file.read_text().splitlines()[0] if wer_file.exists() else None
             results[name] = {"nj": nj, "num_threads": threads, "seconds": times,
-                             "median_seconds": statistics.median(times), "wer": wer}
+                             "median_seconds": median(times), "wer": wer}
     first = next(iter(results))
     base = results[first]["median_seconds"]
-    out = {"lm": args.lm, "nbest": args.nbest, "repeat": args.repeat, "cpu_count": os.cpu_count(),
+    out = {"lm": args.lm, "nbest": args.nbest, "repeat": args.repeat, "machine": machine(),
            "hypotheses": nbest.num_hyps(), "runs": results,
            "speedup_vs_first": {name: base / r["median_seconds"] for name, r in results.items()}}
     for name, r in results.items():

@@ -7,7 +7,7 @@ output layer are left out; matrix products only). Words/s come from the training
 (``nbest-rescore train`` prints ``words_per_s``; the recipe keeps it in
 ``train_<m>.json``) and are read from ``--train-json DIR`` when given.
 
-    python benchmarks/model_shapes.py recipes/abc-nbest/conf/cpu-ablation/{gru,amn-full,amn-full-eqparams}.yaml \\
+    python -m benchmarks.model_shapes recipes/abc-nbest/conf/cpu-ablation/{gru,amn-full,amn-full-eqparams}.yaml \\
         --train-json exp/abc-nbest-cpu-ablation --json docs/benchmarks/amn_shapes_cpu.json
 
 The vocabulary size (43,050 for the benchmark's decoder vocabulary) only matters for
@@ -19,11 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_common import run_main, write_json  # noqa: E402
+from benchmarks.harness import run_main, write_json
 
 
 def shape_row(path: str, vocab_size: int, cutoffs, train_json_dir) -> dict:

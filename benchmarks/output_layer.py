@@ -17,31 +17,22 @@ One target per position (the prefix tree reads about 1.3). GFLOP/s are counted a
 2 N H V per second for every path (the work of the product), from the median of
 ``--repeat`` timed calls after two warm-up calls.
 
-    python benchmarks/output_layer.py --json docs/benchmarks/output_layer_cpu.json
+    python -m benchmarks.output_layer --json docs/benchmarks/output_layer_cpu.json
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import statistics
-import time
 
 import torch
 
+from benchmarks.harness import add_repeat, machine, median, time_calls, write_json
 from nbest_rescore.models.fused_output import DEFAULT_BLOCK, fused_log_probs_at
 from nbest_rescore.models.quantize import cpu_has_fast_bfloat16
 
 
 def _median_seconds(fn, repeat: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    """Median seconds of ``repeat`` calls of ``fn`` after two warm-up calls."""
+    return median(time_calls(fn, repeat, warmup=2))
 
 
 def measure(h: int, n: int, v: int, repeat: int, bf16: bool, seed: int = 0) -> dict:
@@ -91,7 +82,7 @@ def main(argv=None):
     ap.add_argument("--vocab-size", type=int, default=43050, help="V (default: the benchmark's 43k words + specials)")
     ap.add_argument("--hidden", type=_ints, default="256,512", help="comma-separated H values")
     ap.add_argument("--rows", type=_ints, default="32,256,2048", help="comma-separated N values (positions per call)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed calls per path (median reported)")
+    add_repeat(ap, 3, "timed calls per path (median reported)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the issue: one)")
     ap.add_argument("--json", default=None, help="write {'rows': [...]} here")
     args = ap.parse_args(argv)
@@ -107,12 +98,9 @@ def main(argv=None):
         line = (f"{r['H']:>4} {r['N']:>5} {r['plain_gflops']:>7.1f} {r['today_gflops']:>7.1f} {r['fused_gflops']:>7.1f} "
                 f"{r['fused_vs_plain']:>10.0%} {r['today_vs_plain']:>10.0%}")
         print(line + (f" {r['fused_bf16_gflops']:>10.1f}" if bf16 else ""))
-    if args.json:
-        meta = {"threads": torch.get_num_threads(), "vocab_size": args.vocab_size, "block": DEFAULT_BLOCK,
-                "repeat": args.repeat, "torch": torch.__version__, "cpu": platform.processor() or platform.machine(),
-                "cpu_has_fast_bfloat16": bf16}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    meta = {"threads": torch.get_num_threads(), "vocab_size": args.vocab_size, "block": DEFAULT_BLOCK,
+            "repeat": args.repeat, "torch": torch.__version__, "machine": machine(), "cpu_has_fast_bfloat16": bf16}
+    write_json(args.json, {"meta": meta, "rows": rows})
 
 
 if __name__ == "__main__":

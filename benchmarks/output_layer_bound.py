@@ -8,16 +8,15 @@ Exact scoring must normalise over the whole vocabulary at every scored position,
 the tree path's speed-up over one-at-a-time scoring is at most (positions saved by
 sharing prefixes) x (this script's throughput ratio between large and small M).
 
-    python benchmarks/output_layer_bound.py --vocab-size 43050 --hidden 512 --threads 2
+    python -m benchmarks.output_layer_bound --vocab-size 43050 --hidden 512 --threads 2
 """
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import time
 
 import torch
+
+from benchmarks.harness import add_repeat, machine, median, time_calls, write_json
 
 
 def main(argv=None):
@@ -25,7 +24,7 @@ def main(argv=None):
     ap.add_argument("--vocab-size", type=int, default=43050, help="V: output vocabulary size")
     ap.add_argument("--hidden", type=int, default=512, help="feature size feeding the output layer")
     ap.add_argument("--rows", default="20,64,256,1024", help="comma-separated M values (positions per call)")
-    ap.add_argument("--repeat", type=int, default=7, help="timed calls per M (median reported)")
+    add_repeat(ap, 7, "timed calls per M (median reported)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
@@ -38,14 +37,7 @@ def main(argv=None):
     with torch.inference_mode():
         for m in (int(x) for x in args.rows.split(",")):
             x = torch.randn(m, args.hidden, generator=g)
-            for _ in range(2):
-                torch.log_softmax(torch.addmm(b, x, w.t()), -1)
-            times = []
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                torch.log_softmax(torch.addmm(b, x, w.t()), -1)
-                times.append(time.perf_counter() - t0)
-            med = statistics.median(times)
+            med = median(time_calls(lambda: torch.log_softmax(torch.addmm(b, x, w.t()), -1), args.repeat, warmup=2))
             res[m] = {"positions_per_s": m / med, "gflop_per_s": 2 * m * args.hidden * args.vocab_size / med / 1e9}
     small = min(res)
     print(f"output layer V={args.vocab_size}, H={args.hidden}, {torch.get_num_threads()} thread(s); medians of {args.repeat}")
@@ -53,10 +45,8 @@ def main(argv=None):
     for m, r in res.items():
         print(f"{m:>6} {r['positions_per_s']:>12.0f} {r['gflop_per_s']:>8.1f} "
               f"{r['positions_per_s'] / res[small]['positions_per_s']:>7.2f}x")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"vocab_size": args.vocab_size, "hidden": args.hidden, "threads": torch.get_num_threads(),
-                       "rows": res}, f, indent=2)
+    write_json(args.json, {"vocab_size": args.vocab_size, "hidden": args.hidden, "threads": torch.get_num_threads(),
+                           "machine": machine(), "rows": res})
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ unfilled (K=10: 640 hypotheses per call), so the growth from K=10 includes the b
 filling up; from K=100 to K=1000 the same utterances give the same hypotheses, in
 10 times fewer, 10 times longer lists.
 
-With ``--scale K [K ...]`` this script runs ``benchmarks/score_memory.py`` instead
+With ``--scale K [K ...]`` this script runs ``python -m benchmarks.score_memory`` instead
 (same arguments): peak RSS and time of the whole ``score`` command on the lists
 copied K times.
 
@@ -46,7 +46,7 @@ K) and says whether every process peak stays under ``--limit-mb`` (4096 MB).
 
 Example::
 
-    python benchmarks/rescore_memory.py --lm /tmp/tiny.pt /tmp/dnc.pt \\
+    python -m benchmarks.rescore_memory --lm /tmp/tiny.pt /tmp/dnc.pt \\
         --nbest ../shared/data/abc-nbest/dev --list-sizes 10,100,1000 \\
         --batch-sizes 64,256,1024 --threads 1 --json /tmp/memory.json
 """
@@ -58,12 +58,11 @@ import math
 import os
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import run_main, write_json  # noqa: E402
-from rescore_speed import CHUNK_UTTS, machine, rss_mb  # noqa: E402
+from benchmarks.harness import (clocked, cuda_peak_mb, machine, module_command, peak_rss_mb, run_main,
+                                write_json)
+from benchmarks.rescore_speed import CHUNK_UTTS
 
 LIST_SIZE = 100  # hypotheses per list in the benchmark's N-best lists
 
@@ -143,7 +142,7 @@ def current_rss_mb() -> float:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
-        return rss_mb()
+        return peak_rss_mb()
 
 
 def reset_peak_rss() -> bool:
@@ -208,17 +207,13 @@ def worker(args) -> dict:
                          f"{per_list} utterances")
     device = resolve_device(args.device)
     model, vocab, _ = load_model(ckpt, device)
-    load_peak = rss_mb()  # reading the whole directory, then cutting it, may peak here
+    load_peak = peak_rss_mb()  # reading the whole directory, then cutting it, may peak here
     baseline = current_rss_mb()
     reset = reset_peak_rss()
     scorer = NnScorer(model, vocab, device, batch_size=batch)
     rescore(NbestSet(lists.utterances[:1], lists.doc_source), scorer, Weights(), "none")  # warm-up
-    t0 = time.perf_counter()
-    rescore(lists, scorer, Weights(), "none")
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - t0
-    peak = rss_mb()  # before the frontier count below (which builds the forests again)
+    _, seconds, _ = clocked(lambda: rescore(lists, scorer, Weights(), "none"), device)
+    peak = peak_rss_mb()  # before the frontier count below (which builds the forests again)
     hyps = lists.num_hyps()
     words = sum(len(h) + 1 for u in lists.utterances for h in u.hyps)
     out = {"lm": ckpt, "model": model.name, "vocab_size": len(vocab), "list_size": k,
@@ -230,7 +225,7 @@ def worker(args) -> dict:
            "peak_rss_since_load_only": reset, "process_peak_rss_mb": max(peak, load_peak),
            "threads": torch.get_num_threads()}
     if device.type == "cuda":
-        out["cuda_peak_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        out["cuda_peak_allocated_mb"] = cuda_peak_mb(device)
     out.update(frontier(scorer, lists, scorer.initial_state(1)))
     return out
 
@@ -294,7 +289,7 @@ def format_table(out: dict) -> str:
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--scale" in argv:  # the whole score command against the set size: benchmarks/score_memory.py
-        import score_memory
+        from benchmarks import score_memory
 
         score_memory.main(argv)
         return
@@ -303,7 +298,7 @@ def main(argv=None):
         print(json.dumps(worker(args)))
         return
     out = {"nbest": args.nbest, "max_utts": args.max_utts, "list_sizes": args.list_sizes,
-           "batch_sizes": args.batch_sizes, "limit_mb": args.limit_mb, "machine": machine(args),
+           "batch_sizes": args.batch_sizes, "limit_mb": args.limit_mb, "machine": machine(args.threads, args.device),
            "runs": [], "verdicts": []}
     common = ["--nbest", args.nbest, "--device", args.device]
     for name in ("max_utts", "threads"):
@@ -314,7 +309,7 @@ def main(argv=None):
         for k in args.list_sizes:
             for b in args.batch_sizes:
                 print(f"[{os.path.basename(ckpt)} K={k} batch={b}] running ...", file=sys.stderr, flush=True)
-                cmd = [sys.executable, os.path.abspath(__file__), "--lm", ckpt, *common,
+                cmd = [*module_command("benchmarks.rescore_memory"), "--lm", ckpt, *common,
                        "--worker", ckpt, str(k), str(b)]
                 res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
                 if res.returncode != 0:

@@ -63,7 +63,7 @@ checkpoint is used as it is unless ``--adaptive-cutoffs`` or ``--order-by-text``
 given. ``default_full_distribution`` then joins the default paths.
 
 Speed does not depend on the weights: an untrained checkpoint of the target size
-(``benchmarks/make_random_checkpoint.py``, e.g. a 1-layer 512-unit LSTM over the full
+(``examples/make_random_checkpoint.py``, e.g. a 1-layer 512-unit LSTM over the full
 43k-word vocabulary) measures it without training.
 
 Each path runs in a fresh subprocess so that its peak RSS (``ru_maxrss``) is its own;
@@ -73,16 +73,16 @@ costs are compared with ``one_at_a_time`` on the hypotheses both scored.
 
 Example::
 
-    python benchmarks/rescore_speed.py --lm /tmp/tiny.pt --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.rescore_speed --lm /tmp/tiny.pt --nbest ../shared/data/abc-nbest/dev \\
         --max-utts 40 --repeat 3 --threads 1 --json /tmp/speed.json
-    python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
+    python examples/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
         --model lstm --hidden 512 --out /tmp/lstm512.pt
-    python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
+    python examples/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \
         --model gru --hidden 256 --out /tmp/gru256.pt
-    python benchmarks/rescore_speed.py --lm /tmp/gru256.pt --output adaptive \
+    python -m benchmarks.rescore_speed --lm /tmp/gru256.pt --output adaptive \
         --order-by-text ../shared/data/abc-nbest/lm/lm_train.txt --adaptive-cutoffs 2943,14651 \
         --nbest ../shared/data/abc-nbest/dev --max-utts 100 --paths default,default_full_distribution
-    python benchmarks/rescore_speed.py --lm /tmp/lstm512.pt --vs-kaldi-style --output adaptive \
+    python -m benchmarks.rescore_speed --lm /tmp/lstm512.pt --vs-kaldi-style --output adaptive \
         --order-by-text ../shared/data/abc-nbest/lm/lm_train.txt \
         --nbest ../shared/data/abc-nbest/dev --max-utts 20 --threads 2 --json /tmp/vs_kaldi.json
 """
@@ -91,15 +91,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import replace
 
-from bench_common import check_inputs, parse_or_work, run_main, write_json  # benchmarks/bench_common.py
+from benchmarks.harness import (add_repeat, check_inputs, clocked, cuda_peak_mb, machine, median, module_command,
+                                parse_or_work, peak_rss_mb, run_main, write_json)
 
 _STARTED = time.perf_counter()  # a worker's start-up: imports, lists and model loaded
 
@@ -143,7 +142,7 @@ def parse_args(argv=None):
     p.add_argument("--single-max-utts", type=int, default=None,
                    help="one_at_a_time only scores the first N utterances (it is slow); default --max-utts")
     p.add_argument("--nbest-size", type=int, default=None, help="only the first K hypotheses of each list")
-    p.add_argument("--repeat", type=int, default=3, help="timed repetitions per path (medians reported)")
+    add_repeat(p, 3, "timed repetitions per path (medians reported)")
     p.add_argument("--paths", default=None,
                    help=f"comma-separated subset of {','.join(PATHS)} (default: all; no default_int8 on CUDA)")
     p.add_argument("--json", default=None, help="write the results here")
@@ -240,7 +239,7 @@ def make_runner(path, model, vocab, device, history="none"):
             sys.exit(f"--paths {FULL_DISTRIBUTION}: the model has no adaptive softmax (use --output adaptive)")
         prefix_tree._adaptive_pairs = lambda m: False  # this worker process only: the full log_prob per node
     if path == KALDI_STYLE:
-        from kaldi_style import KaldiStyleScorer
+        from benchmarks.kaldi_style import KaldiStyleScorer
 
         try:
             kaldi = KaldiStyleScorer(model, vocab, device, carry=history == "first-pass")
@@ -275,8 +274,7 @@ def lm_positions(path, lists, vocab, history="none"):
     prefix-tree nodes (trees over the same 64-utterance calls as the toolkit with history
     none; the default paths report the scorer's own count instead, ``NnScorer.positions``;
     the first-pass 1-best histories they read are not counted)."""
-    from kaldi_style import KaldiStyleScorer
-
+    from benchmarks.kaldi_style import KaldiStyleScorer
     from nbest_rescore.rescoring.prefix_forest import build_forest
 
     utts = lists.utterances
@@ -336,12 +334,6 @@ def adaptive_copy(args, out_path) -> dict:
     return {"converted": True, "cutoffs": list(cuts), "order_by_text": args.order_by_text}
 
 
-def rss_mb() -> float:
-    """Peak resident set size of this process so far (ru_maxrss, KiB on Linux)."""
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r / 1024.0 if sys.platform != "darwin" else r / 2**20
-
-
 def worker(args) -> dict:
     """Run one path (in its own process); costs go to ``--costs-out`` (.npy)."""
     import numpy as np
@@ -360,29 +352,21 @@ def worker(args) -> dict:
     lists = load_lists(args, n_utts)
     device = resolve_device(args.device)
     model, vocab, _ = load_model(args.lm, device)
-    baseline = rss_mb()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    baseline = peak_rss_mb()
+    cuda_peak_mb(device, reset=True)
     run = make_runner(path, model, vocab, device, args.history)
     startup = time.perf_counter() - _STARTED
     run(NbestSet(lists.utterances[:1], lists.doc_source))  # warm-up, untimed
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     seconds, cpu_seconds, costs = [], [], None
     for _ in range(args.repeat):
-        sync()
-        t0, c0 = time.perf_counter(), time.process_time()
-        costs = run(lists)
-        sync()
-        seconds.append(time.perf_counter() - t0)
-        cpu_seconds.append(time.process_time() - c0)
+        costs, wall, cpu = clocked(lambda: run(lists), device)
+        seconds.append(wall)
+        cpu_seconds.append(cpu)
     np.save(args.costs_out, costs)
     hyps = sum(len(u) for u in lists.utterances)
     words = sum(len(h) + 1 for u in lists.utterances for h in u.hyps)
-    med = float(np.median(seconds))
+    med = median(seconds)
     return {
         "utterances": len(lists), "hypotheses": hyps, "words": words,
         "lm_positions": getattr(run, "positions", None) or lm_positions(path, lists, vocab, args.history),
@@ -390,28 +374,11 @@ def worker(args) -> dict:
         "startup_seconds": startup,
         "seconds": seconds, "cpu_seconds": cpu_seconds, "median_seconds": med,
         "words_per_s": words / med, "hyps_per_s": hyps / med,
-        "words_per_cpu_s": words / float(np.median(cpu_seconds)),
-        "peak_rss_mb": rss_mb(), "rss_before_scoring_mb": baseline,
+        "words_per_cpu_s": words / median(cpu_seconds),
+        "peak_rss_mb": peak_rss_mb(), "rss_before_scoring_mb": baseline,
         "threads": torch.get_num_threads(),
-        "peak_cuda_mb": torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
+        "peak_cuda_mb": cuda_peak_mb(device),
     }
-
-
-def machine(args) -> dict:
-    import torch
-
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    info = {"cpu": cpu, "cpu_count": os.cpu_count(), "threads": args.threads or torch.get_num_threads(),
-            "torch": torch.__version__, "python": platform.python_version(), "device": args.device,
-            "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
-    if args.device.startswith("cuda") and torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(torch.device(args.device))
-    return info
 
 
 def run_paths(args, argv) -> dict:
@@ -422,7 +389,7 @@ def run_paths(args, argv) -> dict:
     paths = [p for p in PATHS if p in args.paths.split(",")]
     out = {"lm": args.lm, "nbest": args.nbest, "max_utts": args.max_utts, "nbest_size": args.nbest_size,
            "history": args.history, "vs_kaldi_style": args.vs_kaldi_style,
-           "single_max_utts": args.single_max_utts, "repeat": args.repeat, "machine": machine(args), "paths": {}}
+           "single_max_utts": args.single_max_utts, "repeat": args.repeat, "machine": machine(args.threads, args.device), "paths": {}}
     costs = {}
     with tempfile.TemporaryDirectory() as tmp:
         lm_of = {}  # path -> the checkpoint it scores, when not --lm
@@ -434,7 +401,7 @@ def run_paths(args, argv) -> dict:
         for path in paths:
             cost_file = os.path.join(tmp, f"{path}.npy")
             lm = ["--lm", lm_of[path]] if path in lm_of else []  # the last --lm wins
-            cmd = [sys.executable, os.path.abspath(__file__), *argv, *lm, "--worker", path, "--costs-out", cost_file]
+            cmd = [*module_command("benchmarks.rescore_speed"), *argv, *lm, "--worker", path, "--costs-out", cost_file]
             print(f"[{path}] running ...", file=sys.stderr, flush=True)
             res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
             if res.returncode != 0:
@@ -475,7 +442,7 @@ def run_paths(args, argv) -> dict:
     if FULL_DISTRIBUTION in res and "default" in res:
         ratios[f"default/{FULL_DISTRIBUTION}"] = res["default"]["words_per_s"] / res[FULL_DISTRIBUTION]["words_per_s"]
         out["speedup_cpu_seconds"] = {f"default/{FULL_DISTRIBUTION}": (
-            float(np.median(res[FULL_DISTRIBUTION]["cpu_seconds"])) / float(np.median(res["default"]["cpu_seconds"])))}
+            median(res[FULL_DISTRIBUTION]["cpu_seconds"]) / median(res["default"]["cpu_seconds"]))}
     out["speedup_words_per_s"] = ratios
     return out
 

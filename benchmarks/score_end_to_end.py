@@ -20,21 +20,20 @@ is small and the rest is what a GPU run pays on the host besides the LM.
 
 Example (the issue's GPU target: all of dev with a 512-unit GRU, first-pass history)::
 
-    python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \\
+    python examples/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \\
         --model gru --hidden 512 --out /tmp/gru512.pt
-    python benchmarks/score_end_to_end.py --lm /tmp/gru512.pt --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.score_end_to_end --lm /tmp/gru512.pt --nbest ../shared/data/abc-nbest/dev \\
         --device cuda --repeat 3 --json /tmp/e2e.json
 """
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 
-from bench_common import check_inputs, run_main, write_json  # benchmarks/bench_common.py
+from benchmarks.harness import add_repeat, check_inputs, clocked, machine, median, run_main, write_json
 
 _STARTED = time.perf_counter()
 
@@ -48,8 +47,7 @@ def parse_args(argv=None):
     p.add_argument("--history", default="first-pass", choices=("first-pass", "rescored", "interpolated", "none"),
                    help="--history of score (default: first-pass)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: the thread policy)")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="repetitions of the phases after import, in one process (medians reported)")
+    add_repeat(p, 1, "repetitions of the phases after import, in one process (medians reported)")
     p.add_argument("--profile", type=int, default=0, help="print the N top functions of the score phase")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
@@ -74,20 +72,12 @@ def main(argv=None):
     ref = os.path.join(args.nbest, "ref.txt")
     ref = ref if os.path.exists(ref) else None
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     runs = []
     for _ in range(args.repeat):
         phases = {}
 
         def timed(name, fn):
-            sync()
-            t0 = time.perf_counter()
-            out = fn()
-            sync()
-            phases[name] = time.perf_counter() - t0
+            out, phases[name], _ = clocked(fn, device)
             return out
 
         nbest = timed("read_nbest", lambda: load_nbest(args.nbest))
@@ -99,7 +89,7 @@ def main(argv=None):
         phases["nn_seconds"] = res.stats["seconds"]
         phases["total"] = sum(v for k, v in phases.items() if k != "nn_seconds")
         runs.append(phases)
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    med = {k: median(r[k] for r in runs) for k in runs[0]}
     if args.profile:  # one more, untimed, run of the score phase under cProfile
         import cProfile
         import pstats
@@ -108,7 +98,7 @@ def main(argv=None):
         prof.runcall(score, nbest, lm, refs=refs, history=args.history)
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(args.profile)
     out = {"lm": args.lm, "nbest": args.nbest, "device": str(device), "history": args.history,
-           "threads": threads, "torch": torch.__version__,
+           "threads": threads, "torch": torch.__version__, "machine": machine(threads, str(device)),
            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
            "utterances": len(nbest), "hypotheses": nbest.num_hyps(), "import_seconds": imported,
            "process_start_to_first_phase_seconds": t - _STARTED + imported,

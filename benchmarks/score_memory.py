@@ -13,9 +13,9 @@ directory is copied that way: the hypotheses (``text``, ``words``), the costs
 
 Each run is the real command line, ``python -m nbest_rescore score --lm CKPT --nbest
 DIR --ref DIR/ref.txt --out OUT --threads N --history H --no-progress [--score-args]``,
-started by a fresh wrapper process that waits for it and reports its wall-clock time
-and peak resident set size (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``: the
-command's peak alone, reading, scoring and writing included). ``--code DIR`` runs the
+measured by :func:`benchmarks.harness.run_measured`: its wall-clock time and peak
+resident set size (the command's own ``ru_maxrss``: its peak alone,
+reading, scoring and writing included). ``--code DIR`` runs the
 package found in DIR (``PYTHONPATH=DIR``; e.g. a ``git worktree`` of an older commit,
 for a before/after table); the default is this repository.
 
@@ -30,20 +30,20 @@ write the same files (``whole_set_identical``). The issue's
 targets: peak RSS at the largest K at most 1.2x that at the smallest, and time per
 hypothesis within 10%. Before each run the benchmark waits (up to ``--quiet-wait``
 seconds) until other processes use at most ``--max-other-cores`` cores, and records the
-cores they used during the run (``benchmarks/contention.py``'s meter), since other
+cores they used during the run (:class:`benchmarks.harness.OtherLoad`), since other
 people's jobs on a shared machine distort timings. The SHA-256 of each run's ``text``
 and ``nn_cost`` files and its WER are recorded too, to compare the outputs of two codes.
 
 Example (before and after a change; the README's table)::
 
     git worktree add /tmp/before HEAD
-    python benchmarks/score_memory.py --lm exp/abc-nbest-cpu-ensemble/gru-fwd.pt \\
+    python -m benchmarks.score_memory --lm exp/abc-nbest-cpu-ensemble/gru-fwd.pt \\
         --nbest ../shared/data/abc-nbest/dev --scale 1 4 16 --repeat 3 3 1 --threads 2 \\
         --code /tmp/before --json before.json
-    python benchmarks/score_memory.py --lm exp/abc-nbest-cpu-ensemble/gru-fwd.pt \\
+    python -m benchmarks.score_memory --lm exp/abc-nbest-cpu-ensemble/gru-fwd.pt \\
         --nbest ../shared/data/abc-nbest/dev --scale 1 4 16 --repeat 3 --threads 2 --json after.json
 
-(``benchmarks/rescore_memory.py --scale K ...`` runs this script.)
+(``python -m benchmarks.rescore_memory --scale K ...`` runs this script.)
 """
 from __future__ import annotations
 
@@ -51,36 +51,16 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import write_json  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import REPO, add_repeat, machine, median, run_measured, wait_for_quiet, write_json
 #: Files keyed by hypothesis key (``<uttid>-<n>``), by utterance id, or by document id;
 #: every other file is copied once.
 BY_KEY = ("text", "words_text", "words", "ac_cost", "acwt", "lm_cost", "lmwt.lmonly", "lmwt.withlm", "lmwt.nolm")
 BY_UTT = ("utt2doc", "utt2spk", "ref.txt", "decoder_1best.txt")
 BY_DOC = ("doc2genre", "doc2synth")
-
-#: Run by a fresh interpreter per measurement: the command (JSON list) and its
-#: environment changes come as arguments; prints wall seconds, the child's peak RSS
-#: (KiB) and CPU seconds, its exit status and the tail of its stderr as JSON.
-WRAPPER = """\
-import json, os, resource, subprocess, sys, time
-cmd, env = json.loads(sys.argv[1]), {**os.environ, **json.loads(sys.argv[2])}
-t = time.perf_counter()
-p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-wall = time.perf_counter() - t
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rc": p.returncode, "seconds": wall, "maxrss_kib": r.ru_maxrss,
-                  "cpu_seconds": r.ru_utime + r.ru_stime, "stderr": p.stderr[-2000:]}))
-"""
 
 
 def parse_args(argv=None):
@@ -90,8 +70,7 @@ def parse_args(argv=None):
     p.add_argument("--nbest", required=True, help="Kaldi N-best directory with ref.txt (e.g. abc-nbest/dev)")
     p.add_argument("--scale", type=int, nargs="+", required=True, metavar="K",
                    help="copies of the lists, e.g. 1 4 16 (ratios are to the smallest)")
-    p.add_argument("--repeat", type=int, nargs="+", default=[3], metavar="N",
-                   help="runs per K (medians): one value for all, or one per --scale value (default: 3)")
+    add_repeat(p, [3], "runs per K (medians): one value for all, or one per --scale value", nargs="+")
     p.add_argument("--threads", type=int, default=2, help="score --threads (default: 2)")
     p.add_argument("--history", default="first-pass", help="score --history (default: first-pass)")
     p.add_argument("--score-args", default="", help="more score options, one string (e.g. '--span-hyps 5000')")
@@ -180,26 +159,18 @@ def copies_identical(base_out: str, out: str, k_base: int, k: int) -> dict:
 
 
 def run_once(args, lists: str, out: str, extra=()) -> dict:
-    """One measured ``score`` run in a fresh wrapper process (``extra``: more options)."""
-    from contention import OtherLoad, wait_for_quiet
-
+    """One measured ``score`` run (``extra``: more options)."""
     waited = wait_for_quiet((), args.max_other_cores, args.quiet_wait)
     cmd = [sys.executable, "-m", "nbest_rescore", "score", "--lm", os.path.abspath(args.lm), "--nbest", lists,
            "--ref", os.path.join(lists, "ref.txt"), "--out", out, "--threads", str(args.threads),
            "--history", args.history, "--no-progress", *args.score_args.split(), *extra]
-    env = {"PYTHONPATH": os.path.abspath(args.code)}
-    meter = OtherLoad(()).start()
-    res = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(cmd), json.dumps(env)], capture_output=True,
-                         text=True, cwd=tempfile.gettempdir())
-    if res.returncode != 0:
-        sys.exit(f"the wrapper failed: {res.stderr[-2000:]}")
-    r = json.loads(res.stdout.strip().splitlines()[-1])
-    other, steal = meter.stop(r["cpu_seconds"])
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(args.code)}
+    r = run_measured(cmd, env=env, cwd=tempfile.gettempdir(), load_pids=())
     if r["rc"] != 0:
-        sys.exit(f"score failed (exit {r['rc']}): {r['stderr']}")
+        sys.exit(f"score failed (exit {r['rc']}): {r['stderr'][-2000:]}")
     wer = json.load(open(os.path.join(out, "wer.json")))
-    return {"seconds": r["seconds"], "peak_rss_mb": r["maxrss_kib"] / 1024.0, "cpu_seconds": r["cpu_seconds"],
-            "other_cores": other, "steal_cores": steal, "waited_for_quiet_s": round(waited, 1),
+    return {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"], "cpu_seconds": r["cpu_seconds"],
+            "other_cores": r["other_cores"], "steal_cores": r["steal_cores"], "waited_for_quiet_s": round(waited, 1),
             "hypotheses": wer["hypotheses"], "wer": {n: w["wer"] for n, w in wer["wer"].items()},
             "sha256": {n: sha256(os.path.join(out, n)) for n in ("text", "nn_cost")}}
 
@@ -210,8 +181,8 @@ def summarise(runs_by_k: dict) -> list:
     for k in sorted(runs_by_k):
         runs = runs_by_k[k]
         rows.append({"k": k, "hypotheses": runs[0]["hypotheses"], "runs": len(runs),
-                     "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
-                     "seconds": statistics.median(r["seconds"] for r in runs),
+                     "peak_rss_mb": median(r["peak_rss_mb"] for r in runs),
+                     "seconds": median(r["seconds"] for r in runs),
                      "max_other_cores": max((r["other_cores"] or 0.0) for r in runs)})
     base = rows[0]
     for row in rows:
@@ -247,12 +218,10 @@ def format_table(out: dict) -> str:
 
 def main(argv=None):
     args = parse_args(argv)
-    from rescore_speed import machine
-
     repeats = dict(zip(args.scale, args.repeat * len(args.scale) if len(args.repeat) == 1 else args.repeat))
     out = {"lm": args.lm, "nbest": args.nbest, "code": os.path.abspath(args.code), "threads": args.threads,
            "history": args.history, "score_args": args.score_args, "scale": args.scale, "repeat": repeats,
-           "machine": machine(argparse.Namespace(threads=args.threads, device="cpu")), "runs": {}}
+           "machine": machine(args.threads, "cpu"), "runs": {}}
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for k in sorted(set(args.scale)):
             lists = args.nbest if k == 1 else os.path.join(work, f"lists_x{k}")

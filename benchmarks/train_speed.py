@@ -9,7 +9,7 @@ trainer's loss, :func:`~nbest_rescore.training.step.make_optimizer`'s optimizer
 each repeat and model: ``--warmup`` untimed updates, then ``--steps`` timed updates,
 both from the start of the streams (the timed updates read the same segments on every
 repeat); device work is synchronised before the clock is read; words/s counts the
-real (unpadded) target tokens; medians over ``--repeats``. Models (and both loops) are
+real (unpadded) target tokens; medians over ``--repeat``. Models (and both loops) are
 interleaved within each repeat so that load on the machine affects all alike.
 
 Default mode: GRU, LSTM and AMN at equal total hidden units. The AMN with K memcells
@@ -54,29 +54,25 @@ table's "real tokens" is the share of the toolkit's timed [B, bptt] positions th
 hold a word (the rest is the padding of documents aligned to ``--bptt``); only real
 tokens count as words on both sides.
 
-    python benchmarks/train_speed.py --threads 1 --json exp/train_speed.json
-    python benchmarks/train_speed.py --vs-plain-loop --threads 2 --json exp/train_speed_vs_plain_cpu.json
-    python benchmarks/train_speed.py --vs-plain-loop --threads 2 --models gru,gru-adaptive,lstm,lstm-adaptive \\
+    python -m benchmarks.train_speed --threads 1 --json exp/train_speed.json
+    python -m benchmarks.train_speed --vs-plain-loop --threads 2 --json exp/train_speed_vs_plain_cpu.json
+    python -m benchmarks.train_speed --vs-plain-loop --threads 2 --models gru,gru-adaptive,lstm,lstm-adaptive \\
         --json exp/train_speed_vs_plain_adaptive_cpu.json
-    python benchmarks/train_speed.py --vs-plain-loop --device cuda --hidden 512 --embedding-dim 512 \\
+    python -m benchmarks.train_speed --vs-plain-loop --device cuda --hidden 512 --embedding-dim 512 \\
         --batch-size 32 --bptt 35 --steps 100 --tf32 on --json exp/train_speed_gpu_tf32.json
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import statistics
 import sys
-import time
 from collections import Counter
-from pathlib import Path
-from typing import Callable, List, NamedTuple, Tuple
+from typing import List, NamedTuple, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from benchmarks.harness import DATA, add_repeat, clocked, machine, median, write_json
 from nbest_rescore.config import OptimConfig
 from nbest_rescore.device import resolve_device
 from nbest_rescore.io._common import iter_lines, split_fields
@@ -89,7 +85,7 @@ from nbest_rescore.training.passes import epoch_streams, train_segments
 from nbest_rescore.training.step import StepOptions, make_optimizer
 from nbest_rescore.vocab import Vocabulary
 
-TEXT = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "abc-nbest" / "lm" / "lm_train.txt")
+TEXT = str(DATA / "lm" / "lm_train.txt")
 MODELS = ("gru-small", "gru", "lstm", "amn", "amn-naive")
 #: ``-adaptive``: the adaptive softmax; ``-fused``: the full softmax trained through the fused
 #: block-wise cross-entropy (``optim.fused_softmax``, nbest_rescore/models/fused_output.py)
@@ -299,20 +295,6 @@ class Run(NamedTuple):
     seconds: float
 
 
-def _sync(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _timed(device, fn: Callable):
-    """(fn(), seconds), with device work synchronised before each clock reading."""
-    _sync(device)
-    t0 = time.perf_counter()
-    out = fn()
-    _sync(device)
-    return out, time.perf_counter() - t0
-
-
 def time_ours(model, opt, streams, args, options) -> Run:
     """The toolkit's loop: ``args.warmup`` untimed, then ``args.steps`` timed updates."""
     def run(n):
@@ -320,7 +302,7 @@ def time_ours(model, opt, streams, args, options) -> Run:
                               log_interval=args.log_interval, cuda_graph=not args.no_cuda_graph)
     if args.warmup:
         run(args.warmup)
-    stats, dt = _timed(streams.device, lambda: run(args.steps))
+    stats, dt, _ = clocked(lambda: run(args.steps), streams.device)
     if stats.steps != args.steps:
         raise RuntimeError(f"train_segments ran {stats.steps} updates, not --steps {args.steps}: "
                            f"too few segments (raise --max-words)")
@@ -333,7 +315,7 @@ def time_plain(model, opt, criterion, source, args) -> Run:
         return plain_train(model, opt, criterion, source, args.bptt, PLAIN_CLIP, n, args.log_interval)
     if args.warmup:
         run(args.warmup)
-    (loss, tokens), dt = _timed(source.device, lambda: run(args.steps))
+    (loss, tokens), dt, _ = clocked(lambda: run(args.steps), source.device)
     return Run(tokens / dt, loss, tokens, dt)
 
 
@@ -425,10 +407,6 @@ def check_enough(ap, args, streams, have: dict) -> None:
                  f"or lower --steps/--batch-size/--bptt")
 
 
-def median(xs) -> float:
-    return statistics.median(xs)
-
-
 # -- the two modes ---------------------------------------------------------------------
 
 def run_zoo(ap, args, device) -> dict:
@@ -451,16 +429,16 @@ def run_zoo(ap, args, device) -> dict:
         models[kind] = build(kind, args, len(vocab)).to(device).train()
         opts[kind] = make_optimizer(models[kind], OptimConfig())
     rates = {k: [] for k in kinds}
-    for r in range(args.repeats):
+    for r in range(args.repeat):
         for kind in kinds:
             rates[kind].append(time_ours(models[kind], opts[kind], streams, args, options).words_per_s)
-        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{k} {rates[k][-1]:.0f}" for k in kinds),
+        print(f"repeat {r + 1}/{args.repeat}: " + ", ".join(f"{k} {rates[k][-1]:.0f}" for k in kinds),
               file=sys.stderr)
 
     med = {k: median(v) for k, v in rates.items()}
     ref = med.get("gru")
     print(f"\nwords/s on {device}, {args.threads} thread(s), batch {args.batch_size} x bptt {args.bptt}, "
-          f"vocabulary {len(vocab)}, embedding {args.embedding_dim}, median of {args.repeats} x {args.steps} steps")
+          f"vocabulary {len(vocab)}, embedding {args.embedding_dim}, median of {args.repeat} x {args.steps} steps")
     print(f"{'model':30s} {'hidden':>7s} {'params':>10s} {'words/s':>9s} {'min-max':>13s} {'vs GRU':>7s}")
     rows = []
     for kind in kinds:
@@ -529,7 +507,7 @@ def run_vs_plain_loop(ap, args, device) -> dict:
     runs = {k: {"ours": [], "plain": []} for k in kinds}
     plan = tf32_plan(args.tf32)
     tf32 = {"ours": None, "plain": None}
-    for r in range(args.repeats):
+    for r in range(args.repeat):
         for kind in kinds:
             # alternate which loop goes first, so neither always follows the other
             for side in (("ours", "plain") if r % 2 == 0 else ("plain", "ours")):
@@ -540,14 +518,14 @@ def run_vs_plain_loop(ap, args, device) -> dict:
                     run = time_plain(*plain[kind.partition("-")[0]], criterion, source, args)
                 runs[kind][side].append(run)
                 tf32[side] = tf32_flags()
-        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
+        print(f"repeat {r + 1}/{args.repeat}: " + ", ".join(
             f"{k} {runs[k]['ours'][-1].words_per_s:.0f} vs plain {runs[k]['plain'][-1].words_per_s:.0f}"
             for k in kinds), file=sys.stderr)
 
     threads = f", {args.threads} thread(s)" if device.type == "cpu" else ""
     print(f"\nwords/s on {device}{threads}, batch {args.batch_size} x bptt {args.bptt}, vocabulary {v}, "
           f"embedding {args.embedding_dim}, hidden {args.hidden} x {args.layers} layer(s), "
-          f"median of {args.repeats} x {args.steps} steps; plain loop: full softmax, SGD")
+          f"median of {args.repeat} x {args.steps} steps; plain loop: full softmax, SGD")
     print(f"{'model':15s} {'params':>10s} {'plain params':>12s} {'words/s':>9s} {'plain words/s':>13s} "
           f"{'ours/plain':>10s} {'real tokens':>11s}")
     out = {}
@@ -610,7 +588,7 @@ def parse_args(argv=None):
                     help=f"untimed updates per repeat (default {mode_default('warmup')})")
     ap.add_argument("--steps", type=int, default=mode,
                     help=f"timed updates per repeat (default {mode_default('steps')})")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per model (medians are reported)")
+    add_repeat(ap, 3, "timed runs per model (medians reported)")
     ap.add_argument("--log-interval", type=int, default=50, help="updates between reads of the loss, both loops")
     ap.add_argument("--models", default=mode,
                     help=f"comma-separated subset of {MODELS}; with --vs-plain-loop of {VS_MODELS} "
@@ -632,7 +610,7 @@ def parse_args(argv=None):
             setattr(args, key, pair[args.vs_plain_loop])
     if args.max_words is None:
         args.max_words = needed_words(args)
-    for key in ("max_words", "batch_size", "bptt", "steps", "repeats", "log_interval", "hidden",
+    for key in ("max_words", "batch_size", "bptt", "steps", "repeat", "log_interval", "hidden",
                 "embedding_dim", "layers", "threads"):
         if getattr(args, key) < 1:
             ap.error(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
@@ -651,12 +629,10 @@ def main(argv=None) -> int:
     set_tf32(TF32[args.tf32])  # zoo mode: every model; --vs-plain-loop sets it again before every run
     torch.set_num_threads(args.threads)
     result = (run_vs_plain_loop if args.vs_plain_loop else run_zoo)(ap, args, device)
-    if args.json:
-        machine = platform.processor() or platform.machine()
-        dev = torch.cuda.get_device_name(device) if device.type == "cuda" else machine
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"args": vars(args), "device": f"{device} ({dev})", "torch": torch.__version__,
-                       "machine": machine, "tf32_setting": args.tf32, **result}, f, indent=2)
+    info = machine(args.threads, str(device))
+    dev = info.get("gpu") or info["cpu"]
+    write_json(args.json, {"args": vars(args), "device": f"{device} ({dev})", "torch": torch.__version__,
+                           "machine": info, "tf32_setting": args.tf32, **result})
     return 0
 
 

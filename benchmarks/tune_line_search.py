@@ -1,18 +1,15 @@
 """Time and WER of the exact line search (``tune --search line``) against the exhaustive
 grid (K <= 2 neural LMs only) on stored NN costs; no neural LM is run.
 
-    python benchmarks/tune_line_search.py --nbest ../shared/data/abc-nbest/dev \\
+    python -m benchmarks.tune_line_search --nbest ../shared/data/abc-nbest/dev \\
         --ref ../shared/data/abc-nbest/dev/ref.txt --nn-cost a/nn_cost.a --nn-cost b/nn_cost.b --json F
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import run_main, write_json  # noqa: E402
+from benchmarks.harness import clocked, machine, run_main, write_json
 
 
 def main() -> None:
@@ -38,16 +35,14 @@ def main() -> None:
     names = cost_file_names(args.nn_cost)
     load_s = time.perf_counter() - t0
     out = {"nbest": args.nbest, "utterances": len(nbest), "hypotheses": sum(len(u) for u in nbest.utterances),
-           "nn_cost": args.nn_cost, "names": list(names), "load_seconds": round(load_s, 3), "cpus": os.cpu_count()}
+           "nn_cost": args.nn_cost, "names": list(names), "load_seconds": round(load_s, 3), "machine": machine()}
     runs = [("line", {})]
     if len(costs) <= 2:
         runs.append(("grid", {"interps": parse_grid(args.interps, "interps"),
                               "lm_weights": parse_grid(args.lm_weights, "lm_weights")}))
     for search, grid in runs:
-        t = time.perf_counter()
-        res = nr.tune(nbest, refs, costs, search=search, names=names, restarts=args.restarts, seed=args.seed,
-                      **grid)
-        wall = time.perf_counter() - t
+        res, wall, _ = clocked(lambda: nr.tune(nbest, refs, costs, search=search, names=names,
+                                               restarts=args.restarts, seed=args.seed, **grid))
         out[search] = {"wer": res.best.wer, "weights": res.weights_block(), "evaluations": res.evaluations,
                        "hypotheses_visited": res.hypotheses, "seconds": round(wall, 3)}
         print(f"{search}: WER {res.best.wer:.2f}% at {res.describe(res.best)}; {res.evaluations} "

@@ -6,23 +6,19 @@ or the new one, whole and byte for byte, plus only hidden staging folders or tem
 files of the killed process, which an uninterrupted rerun removes while writing exactly
 the set of a run that was never killed.
 
-The harness is benchmarks/fault_table.py (its docstring says how the kills are made);
-``python benchmarks/fault_table.py`` prints the same cases as a Markdown table, and so
+The harness is tests/fault_table.py (its docstring says how the kills are made);
+``python tests/fault_table.py`` prints the same cases as a Markdown table, and so
 does this module into the file named by ``FAULT_TABLE`` when that is set. About 45 s
 on one busy core; ``score`` also runs as a real ``python -m nbest_rescore`` process
 (whole, and killed once), the rest are forked from a server that imported the toolkit.
 """
 import os
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import fault_table as ft  # noqa: E402
+import fault_table as ft  # tests/fault_table.py
 
 pytestmark = pytest.mark.slow  # forked and real command processes killed (about 45 s)
 

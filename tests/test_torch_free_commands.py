@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,10 +13,8 @@ from click.testing import CliRunner
 import nbest_rescore as nr
 import nbest_rescore.api  # noqa: F401  (nr.api)
 from nbest_rescore.cli import main
+from fault_table import snapshot  # tests/fault_table.py: path -> bytes, JSON without timing fields
 from tiny_models import random_checkpoint
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from fault_table import snapshot  # noqa: E402  (path -> bytes, JSON without timing fields)
 
 #: Runs ``nbest_rescore.cli.main`` once per argument list (JSON on stdin) with torch
 #: unimportable (a None entry in sys.modules makes ``import torch`` raise ImportError).

@@ -18,7 +18,7 @@ def test_one_run_per_interval_and_the_writes_counted(DATA, tmp_path):
         "data": {"train": str(DATA / "lm" / "lm_train.txt"), "max_words": 4000},
         "vocab": {"max_size": 1000}, "optim": {"batch_size": 8, "bptt": 10, "max_epochs": 1}}))
     out = tmp_path / "r.json"
-    res = subprocess.run([sys.executable, "benchmarks/checkpoint_interval.py", "--config", str(cfg), "--seconds", "30",
+    res = subprocess.run([sys.executable, "-m", "benchmarks.checkpoint_interval", "--config", str(cfg), "--seconds", "30",
                           "--intervals", "off,10steps", "--json", str(out)], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]

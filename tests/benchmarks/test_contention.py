@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import contention  # noqa: E402
+from benchmarks import contention
 
 
 def test_setting_environments_differ_only_in_the_wait_policy(monkeypatch):
@@ -104,7 +102,7 @@ def test_contention_benchmark_on_ci(ci_shard, tiny_lm, tmp_path):
     process: medians, ratios to idle and the machine's other cores in the JSON, the
     setting's spin count and log line, its row in the table."""
     out = tmp_path / "contention.json"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "contention.py"), "--lm", str(tiny_lm), "--nbest",
+    cmd = [sys.executable, "-m", "benchmarks.contention", "--lm", str(tiny_lm), "--nbest",
            str(ci_shard), "--busy", "0", "1", "--settings", "PASSIVE", "--repeat", "1", "--retries", "0",
            "--quiet-wait", "0", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)

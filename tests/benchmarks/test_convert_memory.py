@@ -9,8 +9,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "convert_memory.py"), *map(str, args)],
-                          capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "benchmarks.convert_memory", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
 
 
 def test_table_and_verdict_on_ci(DATA, tmp_path):

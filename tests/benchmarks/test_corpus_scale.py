@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_two_sizes_prepared_trained_and_under_torchrun(DATA, tmp_path):
     out = tmp_path / "r.json"
-    res = subprocess.run([sys.executable, "benchmarks/corpus_scale.py", "--sizes", "20000,40000", "--baseline-sizes",
+    res = subprocess.run([sys.executable, "-m", "benchmarks.corpus_scale", "--sizes", "20000,40000", "--baseline-sizes",
                           "", "--torchrun-size", "40000", "--train-seconds", "2", "--jobs", "1", "--lm",
                           str(DATA / "lm"), "--work", str(tmp_path / "w"), "--json", str(out), "--plot",
                           str(tmp_path / "p.png")], cwd=REPO, capture_output=True, text=True, timeout=600)

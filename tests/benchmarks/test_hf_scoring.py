@@ -10,15 +10,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "hf_scoring.py"
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import hf_scoring  # noqa: E402
+SCRIPT = ["-m", "benchmarks.hf_scoring"]
+from benchmarks import hf_scoring
 
 
 def test_hf_scoring_paths_agree_on_ci(DATA, hf_lm, tmp_path):
     out = tmp_path / "hf.json"
-    cmd = [sys.executable, str(SCRIPT), "--lm", f"hf:{hf_lm('gpt2')}", "--nbest", str(DATA / "ci"),
+    cmd = [sys.executable, *SCRIPT, "--lm", f"hf:{hf_lm('gpt2')}", "--nbest", str(DATA / "ci"),
            "--max-docs", "1", "--nbest-size", "8", "--context-tokens", "24", "--repeat", "1", "--threads", "1",
            "--quiet-wait", "0", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -64,6 +62,6 @@ def test_nemo_batching_is_one_utterance_per_batch(DATA):
                                             (["--lm", "hf:x", "--paths", "single"], "unknown"),
                                             (["--lm", "hf:x", "--repeat", "0"], ">= 1")])
 def test_hf_scoring_usage_errors(DATA, extra, message):
-    res = subprocess.run([sys.executable, str(SCRIPT), "--nbest", str(DATA / "ci"), *extra], capture_output=True,
+    res = subprocess.run([sys.executable, *SCRIPT, "--nbest", str(DATA / "ci"), *extra], capture_output=True,
                          text=True, cwd=REPO)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr

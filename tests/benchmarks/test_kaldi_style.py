@@ -14,9 +14,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from kaldi_style import KaldiStyleScorer  # noqa: E402
+from benchmarks.kaldi_style import KaldiStyleScorer
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +74,7 @@ def test_refuses_a_model_it_cannot_copy(tiny_lm, tmp_path):
 @pytest.mark.slow
 def test_rescore_speed_vs_kaldi_style_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "vs.json"
-    base = [sys.executable, str(REPO / "benchmarks" / "rescore_speed.py"), "--lm", str(tiny_lm),
+    base = [sys.executable, "-m", "benchmarks.rescore_speed", "--lm", str(tiny_lm),
             "--nbest", str(DATA / "ci"), "--max-utts", "6", "--nbest-size", "10", "--repeat", "1", "--threads", "1"]
     res = subprocess.run(base + ["--vs-kaldi-style", "--json", str(out)], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr

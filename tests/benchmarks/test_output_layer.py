@@ -10,13 +10,14 @@ import pytest
 from nbest_rescore.config import OptimConfig
 from nbest_rescore.errors import DataError
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "output_layer.py"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = ["-m", "benchmarks.output_layer"]
 
 
 def test_tiny_run_writes_rows_with_the_fused_path_equal_to_log_softmax(tmp_path):
     out = tmp_path / "o.json"
-    res = subprocess.run([sys.executable, str(SCRIPT), "--vocab-size", "3000", "--hidden", "16", "--rows", "8",
-                          "--repeat", "1", "--json", str(out)], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, *SCRIPT, "--vocab-size", "3000", "--hidden", "16", "--rows", "8",
+                          "--repeat", "1", "--json", str(out)], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     rows = json.loads(out.read_text())["rows"]
     assert [(r["H"], r["N"]) for r in rows] == [(16, 8)]
@@ -25,7 +26,7 @@ def test_tiny_run_writes_rows_with_the_fused_path_equal_to_log_softmax(tmp_path)
 
 @pytest.mark.parametrize("args", [["--hidden", "abc"], ["--rows", "0"]])
 def test_bad_values_are_one_line_usage_errors(args):
-    res = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, *SCRIPT, *args], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "expected comma-separated" in res.stderr or "must be >= 1" in res.stderr
 

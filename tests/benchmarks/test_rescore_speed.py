@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_rescore_speed_paths_agree_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "speed.json"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "rescore_speed.py"), "--lm", str(tiny_lm),
+    cmd = [sys.executable, "-m", "benchmarks.rescore_speed", "--lm", str(tiny_lm),
            "--nbest", str(DATA / "ci"), "--max-utts", "4", "--nbest-size", "20", "--repeat", "1",
            "--threads", "1", "--paths", "one_at_a_time,padded_batch,default,default_int8", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -36,7 +36,7 @@ def test_rescore_speed_paths_agree_on_ci(DATA, tiny_lm, tmp_path):
 
 
 def test_rescore_speed_rejects_unknown_paths_int8_on_cuda_and_float16_on_cpu(DATA, tiny_lm):
-    base = [sys.executable, str(REPO / "benchmarks" / "rescore_speed.py"), "--lm", str(tiny_lm),
+    base = [sys.executable, "-m", "benchmarks.rescore_speed", "--lm", str(tiny_lm),
             "--nbest", str(DATA / "ci")]
     res = subprocess.run(base + ["--paths", "default_int8", "--device", "cuda"], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "CPU only" in res.stderr

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_score_end_to_end_on_ci(DATA, tiny_lm, tmp_path):
     out = tmp_path / "e2e.json"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "score_end_to_end.py"), "--lm", str(tiny_lm), "--nbest",
+    cmd = [sys.executable, "-m", "benchmarks.score_end_to_end", "--lm", str(tiny_lm), "--nbest",
            str(DATA / "ci"), "--threads", "1", "--profile", "5", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr

@@ -12,9 +12,7 @@ from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
 from nbest_rescore.io.references import read_references
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import score_memory  # noqa: E402
+from benchmarks import score_memory
 
 
 def test_copies_are_distinct_and_read_back_as_k_sets(ci_nbest, DATA, tmp_path):
@@ -40,7 +38,7 @@ def test_bad_arguments_are_usage_errors(tmp_path, DATA):
     for args in (["--lm", tmp_path / "nope.pt", "--nbest", DATA / "ci", "--scale", "1"],
                  ["--lm", REPO / "README.md", "--nbest", tmp_path, "--scale", "1"],
                  ["--lm", REPO / "README.md", "--nbest", DATA / "ci", "--scale", "1", "4", "--repeat", "1", "2", "3"]):
-        res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "rescore_memory.py"), *map(str, args)],
+        res = subprocess.run([sys.executable, "-m", "benchmarks.rescore_memory", *map(str, args)],
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
 

@@ -13,18 +13,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH = str(REPO / "benchmarks" / "train_speed.py")
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import train_speed  # noqa: E402
+BENCH = "-m", "benchmarks.train_speed"
+from benchmarks import train_speed
 TINY = ["--threads", "1", "--hidden", "16", "--embedding-dim", "16", "--batch-size", "8", "--bptt", "10",
-        "--warmup", "1", "--steps", "2", "--repeats", "1"]
+        "--warmup", "1", "--steps", "2", "--repeat", "1"]
 
 
 @pytest.mark.slow
 def test_vs_plain_loop_json_on_cpu(DATA, tmp_path):
     out = tmp_path / "speed.json"
-    cmd = [sys.executable, BENCH, "--vs-plain-loop", "--text", str(DATA / "lm" / "lm_train.txt"), *TINY,
+    cmd = [sys.executable, *BENCH, "--vs-plain-loop", "--text", str(DATA / "lm" / "lm_train.txt"), *TINY,
            "--vocab-size", "500", "--max-words", "20000", "--models", "gru,lstm,gru-adaptive,gru-fused", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
@@ -55,7 +53,7 @@ def test_vs_plain_loop_json_on_cpu(DATA, tmp_path):
 
 
 def test_vs_plain_loop_refuses_too_short_a_prefix_and_unknown_models(DATA):
-    base = [sys.executable, BENCH, "--vs-plain-loop", "--text", str(DATA / "lm" / "lm_train.txt"), *TINY,
+    base = [sys.executable, *BENCH, "--vs-plain-loop", "--text", str(DATA / "lm" / "lm_train.txt"), *TINY,
             "--vocab-size", "500"]
     res = subprocess.run(base + ["--max-words", "3000", "--steps", "40"], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "too few BPTT segments" in res.stderr and "--max-words" in res.stderr
@@ -66,7 +64,7 @@ def test_vs_plain_loop_refuses_too_short_a_prefix_and_unknown_models(DATA):
 @pytest.mark.slow
 def test_zoo_mode_still_runs(DATA, tmp_path):
     out = tmp_path / "zoo.json"
-    cmd = [sys.executable, BENCH, "--text", str(DATA / "lm" / "lm_train.txt"), *TINY, "--memcells", "2",
+    cmd = [sys.executable, *BENCH, "--text", str(DATA / "lm" / "lm_train.txt"), *TINY, "--memcells", "2",
            "--max-words", "5000", "--models", "gru-small,gru,amn,amn-naive", "--json", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr

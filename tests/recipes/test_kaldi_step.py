@@ -14,8 +14,7 @@ import pytest
 
 import nbest_rescore as nr
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from kaldi_step_jobs import lay_out  # noqa: E402  (the benchmark's decode-dir layout)
+from benchmarks.kaldi_step_jobs import lay_out  # the benchmark's decode-dir layout
 
 REPO = Path(__file__).resolve().parents[2]
 STEP = REPO / "recipes" / "kaldi" / "steps" / "nbest_rescore.sh"
@@ -33,8 +32,10 @@ def small_checkpoint(nbest, path, family="gru"):
 
 def env():
     """PATH with this environment's nbest-rescore first; no Kaldi; a nice level so the
-    step's jobs yield to other work."""
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    step's jobs yield to other work; the repository on PYTHONPATH (``python -m
+    benchmarks.kaldi_step_jobs`` from another folder)."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 def step(cwd, *args):
@@ -158,7 +159,7 @@ def test_run_pl_substitutes_the_job_and_names_failed_logs(tmp_path):
 
 @pytest.mark.slow
 def test_jobs_benchmark_cuts_at_documents_and_times_every_job_count(kaldi, ci_nbest, DATA, tmp_path):
-    from kaldi_step_jobs import document_cuts
+    from benchmarks.kaldi_step_jobs import document_cuts
 
     cuts = document_cuts(ci_nbest, 3)
     assert cuts[0] == 0 and cuts[-1] == len(ci_nbest) and len(cuts) == 4
@@ -166,7 +167,7 @@ def test_jobs_benchmark_cuts_at_documents_and_times_every_job_count(kaldi, ci_nb
     assert not docs  # no document crosses a cut
     _, lm, whole = kaldi
     out = tmp_path / "nj.json"
-    res = subprocess.run(["nice", "-n", "10", sys.executable, str(REPO / "benchmarks" / "kaldi_step_jobs.py"),
+    res = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "benchmarks.kaldi_step_jobs",
                           "--lm", str(lm), "--nbest", str(DATA / "ci"), "--nj", "1", "2", "--repeat", "1",
                           "--json", str(out)], capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=600)
     assert res.returncode == 0, res.stderr

@@ -12,9 +12,9 @@ The checkpoint's info says ``untrained: true``.
 Example (the issue's target size: a 1-layer 512-unit LSTM over the benchmark's full
 vocabulary)::
 
-    python benchmarks/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \\
+    python examples/make_random_checkpoint.py --vocab ../shared/data/abc-nbest/lm/vocab.txt \\
         --model lstm --hidden 512 --out /tmp/lstm512.pt
-    python benchmarks/rescore_speed.py --lm /tmp/lstm512.pt --nbest ../shared/data/abc-nbest/dev ...
+    python -m benchmarks.rescore_speed --lm /tmp/lstm512.pt --nbest ../shared/data/abc-nbest/dev ...
 """
 from __future__ import annotations
 

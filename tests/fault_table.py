@@ -32,10 +32,11 @@ in the run's folder); the child SIGKILLs itself there.
 
 Regenerate the table (about a minute on one core)::
 
-    OMP_NUM_THREADS=1 python benchmarks/fault_table.py --data ../shared/data/abc-nbest/ci \\
+    OMP_NUM_THREADS=1 python tests/fault_table.py --data ../shared/data/abc-nbest/ci \\
         --markdown fault_table.md
 
-tests/test_fault_injection.py runs the same cases and asserts the outcomes.
+It is the harness of tests/test_fault_injection.py, which runs the same cases and asserts
+the outcomes (and writes this table to the file named by ``FAULT_TABLE`` when that is set).
 """
 from __future__ import annotations
 
@@ -182,8 +183,7 @@ def _child(req: dict) -> None:
         if req.get("sabotage"):
             _sabotage()
         if req.get("call"):
-            sys.path.insert(0, str(REPO / "tests"))
-            from tiny_models import random_checkpoint
+            from tiny_models import random_checkpoint  # tests/tiny_models.py, beside this file
 
             from nbest_rescore.io.kaldi_nbest import read_kaldi_nbest_dir
             random_checkpoint(read_kaldi_nbest_dir(req["call"]["nbest"]), req["call"]["out"])
