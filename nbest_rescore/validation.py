@@ -241,7 +241,7 @@ def check_paths(obj, names: typing.Optional[typing.Sequence[str]] = None) -> Non
 
 def named_paths(obj, names) -> list:
     """``(--option, path)`` of the path attributes ``names`` of ``obj`` (a path, a
-    sequence of paths or None each), as :func:`~nbest_rescore.io.atomic.check_outside_inputs`
+    sequence of paths or None each), as :func:`~nbest_rescore.io.output_checks.check_outside_inputs`
     takes them."""
     return [(flag(name), getattr(obj, name)) for name in names]
 

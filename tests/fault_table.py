@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
-RUN_MARKER = ".nbest-rescore-run"  # nbest_rescore.io.atomic.RUN_MARKER (kept here: no toolkit import)
-#: nbest_rescore.io.atomic._PROBE: the empty folder the output checks make and remove
+RUN_MARKER = ".nbest-rescore-run"  # nbest_rescore.io.output_checks.RUN_MARKER (kept here: no toolkit import)
+#: nbest_rescore.io.output_checks._PROBE: the empty folder the output checks make and remove
 #: before any work (hidden, but not staging: a kill on seeing it would come too late).
 PROBE_PREFIX = ".nbest-rescore-probe-"
 #: How often a real kill ``staging seen`` is tried until it leaves the killed run's
@@ -114,7 +114,7 @@ def _arm(spec: str, root: str) -> None:
     of the output code, counting only paths under ``root``."""
     import tempfile
 
-    from nbest_rescore.io import atomic
+    from nbest_rescore.io import atomic, output_checks
 
     kind, nth, when = spec.split(":")
     counts = {"probe": 0, "stage": 0, "inner": 0, "commit": 0}
@@ -144,7 +144,7 @@ def _arm(spec: str, root: str) -> None:
         def wrapped(*args, **kwargs):
             out = orig(*args, **kwargs)
             if mine(kwargs.get("dir") or "."):
-                hit("probe" if str(kwargs.get("prefix", "")).startswith(atomic._PROBE) else "stage", "after", True)
+                hit("probe" if str(kwargs.get("prefix", "")).startswith(output_checks._PROBE) else "stage", "after", True)
             return out
         return wrapped
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
 from ..errors import DataError
-from ..io.atomic import atomic_dir, check_output_dir, check_output_file, check_outside_inputs
+from ..io.atomic import atomic_dir
+from ..io.output_checks import check_output_dir, check_output_file, check_outside_inputs
 from ..io.formats import FORMATS
 from ..io.nbest_writer import NbestWriter
 from ..io.spans import NbestIndex, NbestSource, SetSource

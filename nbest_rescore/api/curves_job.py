@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 from ..errors import DataError
 from ..evaluation.plots import plot_learning_curves
-from ..io.atomic import check_output_file, check_outside_inputs
+from ..io.output_checks import check_output_file, check_outside_inputs
 from ..options.commands import CurvesOptions
 from ..os_errors import os_error_message
 

@@ -29,7 +29,8 @@ from ..errors import DataError
 from ..evaluation.bootstrap import bootstrap_wer, improvement_probability
 from ..evaluation.folds import document_folds
 from ..evaluation.wer import check_references, nbest_errors
-from ..io.atomic import atomic_dir, check_output_dir, check_outside_inputs
+from ..io.atomic import atomic_dir
+from ..io.output_checks import check_output_dir, check_outside_inputs
 from ..io.lm_text import read_lm_text
 from ..io.score_ark import write_cost_ark
 from ..models import save_model

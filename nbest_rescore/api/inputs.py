@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..io._common import UTF8_BOM, peek_stream
-from ..io.atomic import RUN_MARKER
+from ..io.output_checks import RUN_MARKER
 from ..io.formats import FORMATS
 from ..io.espnet_nbest import ESPNET_FIRST, is_espnet_dir
 from ..io.jsonl_nbest import GZIP_SUFFIX, JSONL_SUFFIX, is_gzip_name, is_jsonl
@@ -184,13 +184,13 @@ def nbest_files(path, *, ac=None, ngram=None, scores_are_costs: bool = False, ut
 def nbest_inputs(option: str, path, **reader) -> List[tuple]:
     """``(option, file, path)`` for every file but ``path`` itself that the reader of
     ``option path`` reads (:func:`nbest_files`; ``reader``: its arguments), as
-    :func:`~nbest_rescore.io.atomic.check_outside_inputs` takes a file found through an
+    :func:`~nbest_rescore.io.output_checks.check_outside_inputs` takes a file found through an
     option. Raises nothing."""
     return [(option, f, path) for f in nbest_files(path, **reader) if f != os.fspath(path)]
 
 
 def job_inputs(job, names: Optional[Sequence[str]] = None) -> list:
-    """The inputs of ``job`` for :func:`~nbest_rescore.io.atomic.check_outside_inputs`:
+    """The inputs of ``job`` for :func:`~nbest_rescore.io.output_checks.check_outside_inputs`:
     ``(--option, path)`` of its path options ``names`` (default: its declared inputs,
     :func:`~nbest_rescore.validation.input_fields`; :func:`~nbest_rescore.validation.named_paths`),
     then, for each N-best option among them, every file its reader reads
@@ -342,6 +342,6 @@ def read_json_key(path, key: str):
 
 
 def run_settings(folder) -> dict:
-    """The ``settings`` of an output folder's run marker (:data:`~nbest_rescore.io.atomic.RUN_MARKER`), or {}."""
+    """The ``settings`` of an output folder's run marker (:data:`~nbest_rescore.io.output_checks.RUN_MARKER`), or {}."""
     settings = read_json_key(os.path.join(folder, RUN_MARKER), "settings")
     return settings if isinstance(settings, dict) else {}

@@ -18,7 +18,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import (KaldiWer, best_index, best_path_sweep, best_wer_line, compute_wer_command,
                                         kaldi_wers, sweep_grep_lines, wer_file_name)
-from ..io.atomic import atomic_entries, atomic_write, check_writable_dir
+from ..io.atomic import atomic_entries, atomic_write
+from ..io.output_checks import check_writable_dir
 from ..io.kaldi_nbest import read_kaldi_nbest_dir
 from ..io.kaldi_text import read_kaldi_text, write_kaldi_text
 from ..os_errors import os_error_message

@@ -11,7 +11,8 @@ from ..device import resolve_device
 from ..errors import DataError
 from ..evaluation.analysis import Analysis, analyze_model, write_analysis
 from ..evaluation.perplexity import PerplexityReport, corpus_perplexity, history_perplexity
-from ..io.atomic import atomic_dir, check_output_dir, check_outside_inputs
+from ..io.atomic import atomic_dir
+from ..io.output_checks import check_output_dir, check_outside_inputs
 from ..io.lm_text import read_lm_text
 from ..models.cache import cache_settings
 from ..training.checkpointing import last_path

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..evaluation.wer import check_references
-from ..io.atomic import check_output_dir, check_outside_inputs
+from ..io.output_checks import check_output_dir, check_outside_inputs
 from ..io.spans import NbestSource, SetSource
 from ..options import SPAN_HYPS, ScoreOptions, ScorerOptions, ScoringOptions, WeightOptions
 from ..rescoring.combine import Weights

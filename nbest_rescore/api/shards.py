@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import DataError, examples
 from ..evaluation.kaldi_scoring import KaldiWer
 from ..evaluation.wer import WerReport, compute_wer
-from ..io.atomic import atomic_dir, check_output_dir, check_outside_inputs
+from ..io.atomic import atomic_dir
+from ..io.output_checks import check_output_dir, check_outside_inputs
 from ..io.kaldi_nbest import split_hyp_key, write_kaldi_nbest_files
 from ..io.kaldi_text import read_kaldi_text
 from ..io.score_ark import read_cost_ark

@@ -21,7 +21,8 @@ from ..evaluation.tune_report import AssessedTune, assess
 from ..evaluation.tune_result import TuneResult
 from ..evaluation.tuning import tune_grid, tune_line
 from ..evaluation.wer import check_references
-from ..io.atomic import atomic_dir, atomic_write, check_output_dir, check_outside_inputs
+from ..io.atomic import atomic_dir, atomic_write
+from ..io.output_checks import check_output_dir, check_outside_inputs
 from ..io.cost_column import CostColumn
 from ..io.spans import NbestSource
 from ..names import unique_names

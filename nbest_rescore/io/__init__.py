@@ -3,7 +3,8 @@
 Units: natural logarithms; a *cost* is a negated natural-log value (larger = worse).
 Bad input raises :class:`nbest_rescore.errors.DataError` naming the file and line.
 """
-from .atomic import atomic_dir, atomic_path, atomic_write, check_output_dir
+from .atomic import atomic_dir, atomic_path, atomic_write
+from .output_checks import check_output_dir
 from .checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint
 from .jsonl_nbest import iter_jsonl_nbest, read_jsonl_nbest, write_jsonl_nbest
 from .kaldi_nbest import iter_kaldi_nbest, read_kaldi_nbest_dir, read_utt_map, split_hyp_key, write_kaldi_nbest_files

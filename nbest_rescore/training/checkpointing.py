@@ -15,7 +15,7 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import DataError
-from ..io.atomic import check_output_file
+from ..io.output_checks import check_output_file
 from ..io.checkpoint import load_checkpoint
 from ..os_errors import output_error
 from ..models import save_model

@@ -44,7 +44,8 @@ from torch.nn import functional as F
 
 from ..config import HF_MODEL, TrainConfig
 from ..errors import DataError
-from ..io.atomic import atomic_dir, check_output_dir
+from ..io.atomic import atomic_dir
+from ..io.output_checks import check_output_dir
 from ..io.checkpoint import load_checkpoint, save_checkpoint
 from ..models.base import LanguageModel, Output
 from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..errors import DataError
 from ..io import text_chunks
-from ..io.atomic import atomic_dir, check_output_dir
+from ..io.atomic import atomic_dir
+from ..io.output_checks import check_output_dir
 from ..io.token_store import (DEV, DOCS, FILES, IDS, SourceFacts, TokenStore, id_dtype, is_store, open_store,
                               read_manifest, source_changes, write_store)
 from ..progress import Progress

@@ -15,7 +15,7 @@ from nbest_rescore.api.lm_loading import lm_names
 from nbest_rescore.api.shards import merge_scores
 from nbest_rescore.cli import main
 from nbest_rescore.errors import DataError
-from nbest_rescore.io.atomic import RUN_MARKER
+from nbest_rescore.io.output_checks import RUN_MARKER
 
 AC, DELTA, W0, WIP = 1.0, 9.5, 0.4, -0.629606
 NN = (0.35, 0.25)

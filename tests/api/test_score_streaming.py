@@ -19,7 +19,7 @@ import nbest_rescore as nr
 from nbest_rescore.api import ScoreJob
 from nbest_rescore.api.score_job import SPAN_HYPS
 from nbest_rescore.cli import main
-from nbest_rescore.io.atomic import RUN_MARKER
+from nbest_rescore.io.output_checks import RUN_MARKER
 
 TINY_SPANS = 800  # ci: one document per span (the 1000-hypothesis documents larger than the budget, whole)
 TIMING = ("seconds", "tokens_per_s")

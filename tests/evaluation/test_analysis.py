@@ -298,7 +298,7 @@ def test_cli_writes_plots_and_json(tiny_amn_checkpoint, ci_text, tmp_path):
     assert res.exit_code == 0, res.output + repr(res.exception)
     for name in ("attention_entropy.png", "memcell_attention.png", "memcell_cosine.png", "memcell_ppl.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-    run_marker = ".nbest-rescore-run"  # io.atomic.RUN_MARKER, where the CLI writes one
+    run_marker = ".nbest-rescore-run"  # io.output_checks.RUN_MARKER, where the CLI writes one
     assert sorted(p.name for p in out.iterdir() if p.name != run_marker) == ["analysis.json", "attention_entropy.png", "memcell_attention.png",
                                                      "memcell_cosine.png", "memcell_ppl.png"]  # no temp files left
     data = json.loads((out / "analysis.json").read_text())

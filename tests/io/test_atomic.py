@@ -141,7 +141,7 @@ def _write_set(out, tag, pause=0.0):
 
 
 def _tags(out):
-    from nbest_rescore.io.atomic import RUN_MARKER
+    from nbest_rescore.io.output_checks import RUN_MARKER
 
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted([f"f{i}" for i in range(20)] + [RUN_MARKER]), names
@@ -193,7 +193,8 @@ def test_kill_at_random_times_never_mixes_sets(tmp_path):
 
 def test_output_dir_checks(tmp_path):
     from nbest_rescore.errors import DataError
-    from nbest_rescore.io.atomic import atomic_dir, check_output_dir
+    from nbest_rescore.io.atomic import atomic_dir
+    from nbest_rescore.io.output_checks import check_output_dir
 
     f = tmp_path / "file"
     f.write_text("x")
