@@ -380,7 +380,7 @@ def word_id_counts(vocab: Vocabulary, counts: Counter, sentences: int) -> List[i
 
 
 def live_segments(streams, bptt: int) -> int:
-    """Segments from the start of the toolkit's streams (:class:`~nbest_rescore.corpus.StoreStreams`
+    """Segments from the start of the toolkit's streams (:class:`~nbest_rescore.store_streams.StoreStreams`
     or, in memory, ``Streams``) before the first stream ends."""
     if not hasattr(streams, "layout"):  # (streams in memory: make_streams)
         m = streams.mask

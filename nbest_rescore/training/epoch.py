@@ -15,7 +15,8 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import torch
 
 from ..config import TrainConfig
-from ..corpus import Documents, StoreStreams, nll_of_streams
+from ..corpus import Documents, nll_of_streams
+from ..store_streams import StoreStreams
 from ..progress import Progress
 from . import checkpointing, distributed
 from .passes import EpochPosition, EpochStats, Pause, epoch_streams, train_segments

@@ -13,7 +13,8 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
-from ..corpus import Documents, StoreStreams, Streams, deal, release_heap, segment_tokens
+from ..corpus import Documents, Streams, deal, release_heap, segment_tokens
+from ..store_streams import StoreStreams
 from ..progress import Progress
 from . import distributed
 from .step import StepOptions, perplexity, train_step

@@ -20,7 +20,8 @@ from typing import Optional, Tuple
 import torch
 
 from ..config import HF_MODEL, TrainConfig, parse_interval, validate_train_config
-from ..corpus import StoreStreams, deal
+from ..corpus import deal
+from ..store_streams import StoreStreams
 from ..errors import DataError
 from . import checkpointing, distributed
 from .data import TrainData, load_train_data

@@ -12,7 +12,8 @@ import yaml
 from click.testing import CliRunner
 
 from nbest_rescore.cli import main
-from nbest_rescore.corpus import Documents, StoreStreams, deal
+from nbest_rescore.corpus import Documents, deal
+from nbest_rescore.store_streams import StoreStreams
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.io.token_store import open_store
 

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from nbest_rescore.config import TrainConfig, _build
-from nbest_rescore.corpus import StoreStreams, deal, segment_tokens
+from nbest_rescore.corpus import deal, segment_tokens
+from nbest_rescore.store_streams import StoreStreams
 from nbest_rescore.training import distributed
 from nbest_rescore.training.data import load_train_data
 from nbest_rescore.training.text_store import PrepareOptions

@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from nbest_rescore.config import DataConfig, TrainConfig, VocabConfig
-from nbest_rescore.corpus import Documents, StoreStreams, deal, encode_document, materialize, model_documents
+from nbest_rescore.corpus import Documents, deal, encode_document, materialize, model_documents
+from nbest_rescore.store_streams import StoreStreams
 from nbest_rescore.errors import DataError
 from nbest_rescore.io import text_chunks
 from nbest_rescore.io.lm_text import read_lm_text
