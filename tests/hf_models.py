@@ -2,27 +2,13 @@
 trained with ``tokenizers`` on the first lines of the benchmark's ``lm_train.txt``, and
 a GPT-2 or a Llama-style model of random weights built from its config, both written
 with ``save_pretrained`` so that ``--lm hf:DIR`` loads them."""
-from itertools import islice
 from pathlib import Path
+
+from examples.random_gpt2 import train_bpe
 
 GPT2 = {"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 1024}
 LLAMA = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "max_position_embeddings": 1024}
-
-
-def train_bpe(text: Path, vocab_size: int = 400, lines: int = 3000):
-    """A ``PreTrainedTokenizerFast``: byte-level BPE, ``<|endoftext|>`` as BOS and EOS."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    with open(text, encoding="utf-8") as f:
-        sample = list(islice(f, lines))
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(sample, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
 
 
 def make_hf_lm(family: str, out: Path, text: Path, seed: int = 0, **config) -> Path:
@@ -30,7 +16,7 @@ def make_hf_lm(family: str, out: Path, text: Path, seed: int = 0, **config) -> P
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    tok = train_bpe(text)
+    tok = train_bpe(text, 400, 3000)  # (400 tokens, BPE on the first 3000 lines)
     ids = {"vocab_size": len(tok), "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
     torch.manual_seed(seed)
     if family == "gpt2":
