@@ -29,7 +29,10 @@ def test_experiment_1_rows_vary_one_regularisation_each(repo_data, monkeypatch):
     monkeypatch.chdir(REPO)
     rows = {p.stem: _load(p) for p in (CONF / "cpu-thesis").glob("*.yaml")}
     out, vec, base = rows["amn-anneal-dropmem-out"], rows["amn-anneal-dropmemvec"], rows["amn-anneal-dropmem"]
-    vec05 = rows["amn-anneal-dropmemvec-05"]
+    vec05, out05 = rows["amn-anneal-dropmemvec-05"], rows["amn-anneal-dropmem-out-05"]
+    assert (out05["model_config"].pop("dropout"), out05["model_config"].pop("dropout_out")) == (0.5, 0.5)
+    out05["model_config"].update(dropout=0.35, dropout_out=0.35)
+    assert out05 == out
     assert (vec05["model_config"].pop("dropout"), vec["model_config"]["dropout"]) == (0.5, 0.35)
     vec05["model_config"]["dropout"] = 0.35
     assert vec05 == vec
