@@ -161,11 +161,9 @@ def test_jobs_take_their_options_from_the_option_classes():
         assert all(own[f.name] is f for f in dataclasses.fields(cls)), job  # the job's fields are the options'
 
 
-def test_path_options_declare_their_role_and_the_jobs_read_it(tmp_path):
+def test_path_options_declare_their_role():
     """Every path option is an input unless declared ``output`` (each ``--out``, and only
-    those); the jobs check and protect exactly the declared inputs (no hand-kept lists):
-    a TuneJob whose --out is its --nn-cost is refused naming that option."""
-    from nbest_rescore.api import TuneJob
+    those)."""
     from nbest_rescore.validation import input_fields
 
     classes = [c for c in vars(opt).values() if isinstance(c, type) and dataclasses.is_dataclass(c)]
@@ -175,7 +173,14 @@ def test_path_options_declare_their_role_and_the_jobs_read_it(tmp_path):
                 assert bool(f.metadata["output"]) == (f.name == "out"), (cls.__name__, f.name)
     assert input_fields(opt.TuneOptions) == ("nbest", "plain_ac", "plain_ngram", "plain_utt2doc", "plain_utt_ids",
                                              "nemo_manifest", "ref", "nn_cost")
-    data = "../shared/data/abc-nbest/ci"
+
+
+def test_jobs_protect_the_declared_inputs(DATA, tmp_path):
+    """The jobs check and protect exactly the declared inputs (no hand-kept lists): a
+    TuneJob whose --out is its --nn-cost is refused naming that option."""
+    from nbest_rescore.api import TuneJob
+
+    data = DATA / "ci"
     cost = tmp_path / "nn_cost"
     cost.write_text("")
     with pytest.raises(DataError, match=f"--out {cost}: is the input --nn-cost {cost}, which writing it"):
