@@ -178,10 +178,7 @@ def check_value(cls, name: str, value, label: typing.Optional[str] = None) -> No
     Raises:
         DataError: ``--name must be ..., got ...`` (``label`` instead of ``--name``).
     """
-    meta = {f.name: f for f in dataclasses.fields(cls)}[name].metadata
-    fault = _fault(meta, value)
-    if fault is not None:
-        raise DataError(_option_message(label or flag(name), meta, fault[0]))
+    _check({f.name: f for f in dataclasses.fields(cls)}[name].metadata, value, label or flag(name))
 
 
 def check_option(name: str, value, kind: str, spec=None, nullable: bool = False) -> None:
@@ -192,10 +189,7 @@ def check_option(name: str, value, kind: str, spec=None, nullable: bool = False)
     Raises:
         DataError: ``--name must be an integer >= 1, got 0``.
     """
-    meta = {"kind": kind, "range": spec, "nullable": nullable}
-    fault = _fault(meta, value)
-    if fault is not None:
-        raise DataError(_option_message(flag(name), meta, fault[0]))
+    _check({"kind": kind, "range": spec, "nullable": nullable}, value, flag(name))
 
 
 def check_choice(name: str, value, choices) -> None:
@@ -204,8 +198,15 @@ def check_choice(name: str, value, choices) -> None:
     Raises:
         DataError: ``--name 'value': expected one of a, b``.
     """
-    if value not in choices:
-        raise DataError(_option_message(flag(name), {"choices": choices}, value))
+    _check({"choices": choices}, value, flag(name))
+
+
+def _check(meta, value, label: str) -> None:
+    """DataError (:func:`_option_message`, naming ``label``) when ``value`` does not fit
+    the declaration ``meta`` (:func:`_fault`)."""
+    fault = _fault(meta, value)
+    if fault is not None:
+        raise DataError(_option_message(label, meta, fault[0]))
 
 
 def is_stream(path) -> bool:

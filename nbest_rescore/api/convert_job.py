@@ -16,7 +16,7 @@ from ..errors import DataError
 from ..io.atomic import atomic_dir
 from ..io.output_checks import check_output_dir, check_output_file, check_outside_inputs
 from ..io.formats import FORMATS
-from ..io.nbest_writer import NbestWriter
+from ..io.nbest_writer import write_parts
 from ..io.spans import NbestIndex, NbestSource, SetSource
 from ..options import NBEST_FORMATS, SPAN_HYPS, ConvertOptions
 from ..types import NbestSet
@@ -88,19 +88,11 @@ def convert_nbest(nbest: Union[NbestSet, NbestSource], to: str, out,
     if fmt.folder:
         settings = {"nbest": ix.source, "to": to, "doc_source": ix.doc_source}
         with atomic_dir(out, fmt.written, settings=settings) as tmp:
-            files = _write_spans(fmt.writer(tmp), source, span_hyps)
+            files = write_parts(fmt.writer(tmp), source.spans(span_hyps))
     else:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        files = _write_spans(fmt.writer(out), source, span_hyps)
+        files = write_parts(fmt.writer(out), source.spans(span_hyps))
     return ConvertResult(out, to, files, len(dict.fromkeys(ix.doc_ids)), len(ix), ix.num_hyps(), ix.doc_source)
-
-
-def _write_spans(writer: NbestWriter, source: NbestSource, span_hyps: Optional[int]) -> Tuple[str, ...]:
-    """Every span of ``source`` through ``writer``; the names it wrote."""
-    with writer as w:
-        for span in source.spans(span_hyps):
-            w.write(span)
-    return tuple(w.names)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ import json
 import logging
 import os
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from ..io._common import UTF8_BOM, peek_stream
@@ -17,11 +17,11 @@ from ..io.formats import FORMATS
 from ..io.espnet_nbest import ESPNET_FIRST, is_espnet_dir
 from ..io.jsonl_nbest import GZIP_SUFFIX, JSONL_SUFFIX, is_gzip_name, is_jsonl
 from ..io.nemo_nbest import NEMO_SUFFIX, is_nemo_beams
-from ..io.references import read_references
+from ..io.references import read_references as load_references  # (the API's name)
 from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
 from ..rescoring.combine import Weights
-from ..types import NbestSet, Words
+from ..types import NbestSet
 from ..validation import check_value, flag, input_fields, is_stream, named_paths
 
 log = logging.getLogger("nbest_rescore")
@@ -262,12 +262,6 @@ def open_job_nbest(job) -> NbestSource:
 def load_job_nbest(job, path=None) -> NbestSet:
     """:func:`load_nbest` of a job's ``nbest`` (or ``path``), ``plain_*`` and ``nemo_manifest`` options."""
     return load_nbest(job.nbest if path is None else path, **_reader_args(job))
-
-
-def load_references(path) -> Dict[str, Words]:
-    """Reference transcripts (Kaldi text ``<utt-id> w1 w2 ...``): utterance id -> words.
-    Raises DataError for a malformed file (file and line named)."""
-    return read_references(path)
 
 
 #: The keys of a weights file's ``weights`` block (``tune.json``).

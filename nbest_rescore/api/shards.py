@@ -333,23 +333,17 @@ def _gather(job_dirs: Sequence[str], files: Tuple[str, ...]):
             mine = {k: run.get(k) for k in _SAME_SETTINGS}
             if settings is None:
                 settings, settings_from = mine, d
-            _check_same_settings(settings, settings_from, mine, d)
+            if mine != settings:
+                diff = [k for k in _SAME_SETTINGS if mine[k] != settings[k]]
+                raise DataError(f"merge: {settings_from} and {d} were scored with different settings "
+                                f"({', '.join(f'{k} {settings[k]!r} vs {mine[k]!r}' for k in diff)}); "
+                                f"rescore every job with the same options")
         one_best.update(text)
         for name in files:
             merged[name].update(costs[name])
         owner_utt.update(dict.fromkeys(text, d))
         owner_key.update(dict.fromkeys(keys, d))
     return one_best, merged, settings
-
-
-def _check_same_settings(settings: dict, settings_from: str, mine: dict, job_dir: str) -> None:
-    """DataError when the run settings ``mine`` of ``job_dir`` differ from those of
-    ``settings_from``."""
-    if mine != settings:
-        diff = [k for k in _SAME_SETTINGS if mine[k] != settings[k]]
-        raise DataError(f"merge: {settings_from} and {job_dir} were scored with different settings "
-                        f"({', '.join(f'{k} {settings[k]!r} vs {mine[k]!r}' for k in diff)}); "
-                        f"rescore every job with the same options")
 
 
 def _merged_wer(job_dirs: Sequence[str], one_best: Mapping[str, Words], refs, ref_source: str):

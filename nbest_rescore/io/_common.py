@@ -293,16 +293,6 @@ def keyed_lines(items: Iterable, who: str, check: Callable, line: Callable[..., 
         yield line(key, value)
 
 
-def write_keyed(path, items: Iterable, who: str, check: Callable, line: Callable[..., str]) -> None:
-    """Write :func:`keyed_lines` of ``items`` to ``path`` atomically; nothing is written
-    on an error."""
-    from .atomic import atomic_write
-
-    with atomic_write(path) as fh:
-        for text in keyed_lines(items, who, check, line):
-            fh.write(text)
-
-
 def file_kind(path, suffix: str, sniff: Callable[[str], bool]) -> bool:
     """Whether the file ``path`` is of a kind: its name ends in ``suffix``, else
     ``sniff(path)`` says so from its first bytes (False when it cannot be read, and

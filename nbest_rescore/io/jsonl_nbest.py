@@ -34,7 +34,7 @@ from ..types import NbestList, NbestSet, Words
 from ._common import (GZIP_SUFFIX, DocumentOrder, check_key, check_ranked_keys, file_kind, float_text, is_gzip_name,
                       iter_lines, open_text_input, split_fields)
 from .atomic import atomic_write
-from .nbest_writer import NbestWriter, write_whole
+from .nbest_writer import NbestWriter, write_parts
 from .spans import StreamSource, open_stream
 from .total_scores import TOTAL_COST, check_total_scores
 
@@ -402,4 +402,4 @@ def write_jsonl_nbest(nbest: NbestSet, path, option: Optional[str] = None) -> No
             file cannot be written (no space, read-only file system, permission ...:
             :func:`~.atomic.atomic_write`). Nothing is written then.
     """
-    write_whole(JsonlNbestWriter(path, option), nbest)
+    write_parts(JsonlNbestWriter(path, option), [nbest])

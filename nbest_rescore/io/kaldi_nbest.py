@@ -24,7 +24,7 @@ from ..types import NbestList, NbestSet, Words
 from ._common import DocumentOrder, check_key, iter_pairs
 from .cost_column import CostColumn
 from .kaldi_text import iter_int_words, iter_kaldi_text, kaldi_text_lines, read_symbol_table
-from .nbest_writer import NbestWriter, open_files, write_whole
+from .nbest_writer import NbestWriter, open_files, write_parts
 from .score_ark import cost_ark_lines
 from .spans import StreamSource, open_stream
 
@@ -420,4 +420,4 @@ def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str,
         DataError: a key, word or id that is empty or holds white space, a repeated
             key, a cost that is not finite (nothing more is written then).
     """
-    return write_whole(KaldiNbestWriter(folder, refs, with_graph), nbest)
+    return write_parts(KaldiNbestWriter(folder, refs, with_graph), [nbest])

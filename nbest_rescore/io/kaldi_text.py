@@ -12,7 +12,8 @@ from typing import Dict, Iterable, Iterator, Tuple
 
 from ..errors import DataError, format_location
 from ..types import Words
-from ._common import check_key, iter_lines, iter_pairs, keyed_lines, split_fields, write_keyed
+from ._common import check_key, iter_lines, iter_pairs, keyed_lines, split_fields
+from .atomic import atomic_write
 
 __all__ = ["iter_int_words", "iter_kaldi_text", "kaldi_text_line", "kaldi_text_lines", "read_kaldi_text",
            "read_symbol_table", "write_kaldi_text"]
@@ -89,17 +90,14 @@ def write_kaldi_text(path, items: Iterable[Tuple[str, Iterable[str]]]) -> None:
             (nothing is written then).
         OSError: the file cannot be written.
     """
-    write_keyed(path, items, *_TEXT_LINES)
-
-
-#: How :func:`write_kaldi_text` and :func:`kaldi_text_lines` check and write entries.
-_TEXT_LINES = ("write_kaldi_text", lambda key: _check_token(key, "key", key), kaldi_text_line)
+    with atomic_write(path) as fh:
+        fh.writelines(kaldi_text_lines(items))
 
 
 def kaldi_text_lines(items: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[str]:
     """The lines :func:`write_kaldi_text` writes for ``items``, for a writer that appends
     part after part (keys checked unique within ``items``). Raises DataError as it."""
-    return keyed_lines(items, *_TEXT_LINES)
+    return keyed_lines(items, "write_kaldi_text", lambda key: _check_token(key, "key", key), kaldi_text_line)
 
 
 def read_symbol_table(path) -> Dict[int, str]:

@@ -4,20 +4,20 @@ part (spans of whole documents, in order) and makes its files appear when it clo
 ``with Writer(out) as w: w.write(span) ...`` then ``w.names``: each file is written
 through :func:`~.atomic.atomic_write`, so a file appears whole when the block ends
 without an error, and not at all otherwise (callers that need a whole folder to appear
-at once write into :func:`~.atomic.atomic_dir`'s folder). :func:`write_whole` writes a
-set in memory as one part.
+at once write into :func:`~.atomic.atomic_dir`'s folder). :func:`write_parts` writes
+the parts of a set (a set in memory: one part) in order.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-from typing import IO, Dict, Sequence, Tuple
+from typing import IO, Dict, Iterable, Sequence, Tuple
 
 from ..types import NbestSet
 from .atomic import atomic_write
 
-__all__ = ["NbestWriter", "open_files", "write_whole"]
+__all__ = ["NbestWriter", "open_files", "write_parts"]
 
 
 class NbestWriter:
@@ -60,8 +60,10 @@ def open_files(stack: contextlib.ExitStack, folder, names: Sequence[str]) -> Dic
     return {n: stack.enter_context(atomic_write(os.path.join(os.fspath(folder), n))) for n in names}
 
 
-def write_whole(writer: NbestWriter, nbest: NbestSet) -> Tuple[str, ...]:
-    """Write the set ``nbest`` with ``writer`` as one part; the names written."""
+def write_parts(writer: NbestWriter, parts: Iterable[NbestSet]) -> Tuple[str, ...]:
+    """Write ``parts`` (the spans of a set, in order; a set in memory: ``[nbest]``) with
+    ``writer``; the names written."""
     with writer as w:
-        w.write(nbest)
-    return w.names
+        for part in parts:
+            w.write(part)
+    return tuple(w.names)

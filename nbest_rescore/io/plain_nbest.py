@@ -24,7 +24,7 @@ from ..errors import DataError, examples, format_location
 from ..types import NbestList, NbestSet, Words
 from ._common import (DocumentOrder, check_key, check_ranked_keys, float_text, iter_lines, iter_pairs, parse_cost,
                       split_fields)
-from .nbest_writer import NbestWriter, open_files, write_whole
+from .nbest_writer import NbestWriter, open_files, write_parts
 from .kaldi_nbest import read_utt_map_lines
 from .kaldi_text import kaldi_text_line
 from .spans import StreamSource, open_stream
@@ -87,13 +87,6 @@ def iter_values(path, what: str) -> Iterator[float]:
 _SCORE_KINDS = (("ac", "acoustic"), ("ngram", "n-gram"))
 
 
-def _score_file_candidates(nbest_path, suffix: str) -> List[str]:
-    """Names tried for ``DIR/NAME.EXT``: ``DIR/NAME.<suffix>``, ``DIR/NAME.EXT.<suffix>``."""
-    p = os.fspath(nbest_path)
-    stem, _ = os.path.splitext(p)
-    return [n for n in dict.fromkeys((stem + "." + suffix, p + "." + suffix)) if n != p]
-
-
 def find_plain_score_files(path) -> Tuple[str, str]:
     """``(ac_path, ngram_path)``: the acoustic and n-gram score files of a plain N-best
     list, found by name as docs/formats.md says: ``DIR/NAME.ac`` / ``DIR/NAME.ngram``, else
@@ -148,8 +141,10 @@ def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, sc
 
 def _beside(nbest_path, suffix: str) -> Tuple[Optional[str], List[str]]:
     """``(the score file found, the names tried)`` for ``suffix`` (``ac``/``ngram``) beside
-    the list (:func:`_score_file_candidates`); None when none of them is a file."""
-    names = _score_file_candidates(nbest_path, suffix)
+    the list ``DIR/NAME.EXT``: ``DIR/NAME.<suffix>``, ``DIR/NAME.EXT.<suffix>`` (not the
+    list itself); None when none of them is a file."""
+    p = os.fspath(nbest_path)
+    names = [n for n in dict.fromkeys((os.path.splitext(p)[0] + "." + suffix, p + "." + suffix)) if n != p]
     return next((n for n in names if os.path.isfile(n)), None), names
 
 
@@ -434,4 +429,4 @@ def write_plain_nbest_files(folder, nbest: NbestSet) -> Tuple[str, ...]:
             ``<utt_id>-1 .. <utt_id>-N`` (the format rebuilds them), an id or word that
             is empty or holds white space (nothing more is written then).
     """
-    return write_whole(PlainNbestWriter(folder), nbest)
+    return write_parts(PlainNbestWriter(folder), [nbest])

@@ -6,25 +6,25 @@ the whole set or nothing. Lines as :func:`~.kaldi_text.write_kaldi_text` and
 """
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Iterable, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import DataError
-from .atomic import atomic_write
 from .kaldi_text import kaldi_text_line
+from .nbest_writer import NbestWriter, open_files
 from .score_ark import cost_ark_line
 
 __all__ = ["ScoreFilesWriter"]
 
 
-class ScoreFilesWriter:
+class ScoreFilesWriter(NbestWriter):
     """``with ScoreFilesWriter(folder, cost_names) as w: w.write(...)`` writes
     ``folder/text`` and ``folder/<cost name>`` for each name, appending one part per
     :meth:`write`; each file appears (atomically, :func:`~.atomic.atomic_write`) when
-    the block ends without an error, and not at all otherwise.
+    the block ends without an error, and not at all otherwise (the mechanism of
+    :class:`~.nbest_writer.NbestWriter`).
 
     Keys must be unique over all the parts (the N-best readers guarantee it); a key
     repeated within one part is refused.
@@ -32,19 +32,10 @@ class ScoreFilesWriter:
 
     def __init__(self, folder, cost_names: Sequence[str]):
         self.folder = Path(folder)
-        self.cost_names = tuple(cost_names)
-        self._stack = contextlib.ExitStack()
-        self._text = None
-        self._costs = ()
+        self.names = ("text", *cost_names)
 
-    def __enter__(self) -> "ScoreFilesWriter":
-        stack = self._stack.__enter__()
-        self._text = stack.enter_context(atomic_write(self.folder / "text"))
-        self._costs = tuple(stack.enter_context(atomic_write(self.folder / n)) for n in self.cost_names)
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return self._stack.__exit__(*exc)
+    def _open(self, stack) -> None:
+        self._text, *self._costs = open_files(stack, self.folder, self.names).values()
 
     def write(self, one_best: Iterable[Tuple[str, Sequence[str]]], keys: Sequence[str],
               costs: Sequence[np.ndarray]) -> None:

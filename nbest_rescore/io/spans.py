@@ -121,12 +121,6 @@ class NbestSource(Protocol):
     def spans(self, max_hyps: Optional[int]) -> Iterator[NbestSet]: ...
 
 
-def documents_contiguous(nbest: NbestSet) -> bool:
-    """Whether the utterances of every document of ``nbest`` are consecutive (the
-    readers guarantee it; a set built by hand may not)."""
-    return sum(1 for _ in groupby(u.doc_id for u in nbest.utterances)) == len(nbest.documents())
-
-
 @dataclass(frozen=True)
 class SetSource:
     """A set already in memory as a source: its spans are slices of it. A set whose
@@ -141,7 +135,7 @@ class SetSource:
     def spans(self, max_hyps: Optional[int]) -> Iterator[NbestSet]:
         """The spans of at most ``max_hyps`` hypotheses (see :func:`plan_spans`), in order."""
         nb = self.nbest
-        if max_hyps is None or not documents_contiguous(nb):
+        if max_hyps is None or sum(1 for _ in groupby(u.doc_id for u in nb.utterances)) != len(nb.documents()):
             yield nb
             return
         yield from iter_spans(nb.utterances, max_hyps, nb.doc_source, nb.source, nb.total_scores)

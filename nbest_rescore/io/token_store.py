@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -220,8 +220,3 @@ def source_changes(facts: SourceFacts) -> Optional[str]:
         return (f"{facts.path} changed since the store was prepared (its first {facts.checksum_bytes} bytes have "
                 f"checksum {now}, were {facts.checksum})")
     return None
-
-
-def counts_of(store: TokenStore) -> Dict[str, int]:
-    """The vocabulary's training counts by word."""
-    return dict(zip(store.words, store.counts))
