@@ -97,15 +97,21 @@ def _refuse_compressed(path: str, head: bytes, gzip_name: bool) -> None:
                             f"({command} {path}) and give the decompressed file{_GZ_HINT}")
 
 
-def nbest_format(path) -> str:
-    """``espnet`` (a folder holding ``1best_recog/``), ``kaldi`` (another folder),
-    ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a name ending in
-    ``.jsonl``, or ``{`` as the first byte that is not white space), ``nemo``
+#: Why a file is read as a plain N-best file (:func:`nbest_format`).
+_PLAIN_WHY = ("read as a plain N-best file: not a folder, not named .jsonl or .tsv, its first character is not '{' "
+              "and its first line has no tab")
+
+
+def nbest_format(path) -> Tuple[str, str]:
+    """``(format, why)``: ``espnet`` (a folder holding ``1best_recog/``), ``kaldi``
+    (another folder), ``jsonl`` (:func:`~nbest_rescore.io.jsonl_nbest.is_jsonl`: a name
+    ending in ``.jsonl``, or ``{`` as the first byte that is not white space), ``nemo``
     (:func:`~nbest_rescore.io.nemo_nbest.is_nemo_beams`: a name ending in ``.tsv``, or a
     tab in the first line) or ``plain`` (any other file): how :func:`load_nbest` and
-    :func:`open_nbest` read ``path``. A name ending in ``.gz`` is gzip-compressed JSON
-    Lines (``x.jsonl.gz``). A stream (``-``, ``COMMAND |``) is told by its first bytes:
-    ``jsonl`` when empty.
+    :func:`open_nbest` read ``path``; and why, for the end of a reader's error ("read as
+    a Kaldi N-best directory: x.jsonl is a folder"). A name ending in ``.gz`` is
+    gzip-compressed JSON Lines (``x.jsonl.gz``). A stream (``-``, ``COMMAND |``) is told
+    by its first bytes: ``jsonl`` when empty.
     Raises DataError: a pipe or a compressed file (:func:`check_nbest_input`), a ``.gz``
     file that is not JSON Lines."""
     if is_stream(path):
@@ -113,55 +119,66 @@ def nbest_format(path) -> str:
         _refuse_compressed(path, head, False)
         head = head.removeprefix(UTF8_BOM)
         if not head.strip() or head.lstrip()[:1] == b"{":
-            return "jsonl"
-        return "nemo" if b"\t" in head.split(b"\n")[0] else "plain"
+            return "jsonl", "read as JSON Lines: a stream whose first character is '{' (or an empty one)"
+        if b"\t" in head.split(b"\n")[0]:
+            return "nemo", "read as a NeMo beams file: its first line has a tab"
+        return "plain", _PLAIN_WHY
     check_nbest_input(path)
     if os.path.isdir(path):
-        return "espnet" if is_espnet_dir(path) else "kaldi"
+        if is_espnet_dir(path):
+            return "espnet", f"read as an ESPnet N-best directory: {os.path.basename(path)} holds {ESPNET_FIRST}/"
+        return "kaldi", f"read as a Kaldi N-best directory: {os.path.basename(path)} is a folder"
     if is_jsonl(path):
-        return "jsonl"
+        named = os.fspath(path).removesuffix(GZIP_SUFFIX).endswith(JSONL_SUFFIX)
+        why = f"its name ends in {JSONL_SUFFIX}" if named else "its first character is '{'"
+        gzip = f", gzip-compressed: its name ends in {GZIP_SUFFIX}" if is_gzip_name(path) else ""
+        return "jsonl", f"read as JSON Lines: {why}{gzip}"
     if is_gzip_name(path) and os.path.exists(path):
         raise DataError(f"{path}: a name ending in {GZIP_SUFFIX} is read as gzip-compressed JSON Lines, but its "
                         f"decompressed text does not start with '{{'; plain N-best files are read uncompressed: "
                         f"decompress it first (gunzip -k {path}) and give the decompressed file")
-    return "nemo" if is_nemo_beams(path) else "plain"
+    if is_nemo_beams(path):
+        why = f"its name ends in {NEMO_SUFFIX}" if os.fspath(path).endswith(NEMO_SUFFIX) else "its first line has a tab"
+        return "nemo", f"read as a NeMo beams file: {why}"
+    return "plain", _PLAIN_WHY
 
 
 def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest=None):
     """The one dispatch: the ``how`` (``read`` or ``open``) of the format
     (:data:`~nbest_rescore.io.formats.FORMATS`) that :func:`nbest_format` names, called
     after the checks of :func:`load_nbest`."""
-    read, fmt = _reader(how, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
+    read, why = _reader(how, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
     try:
         return read(log=log.info)
     except DataError as e:
-        raise DataError(f"{e} [{format_guess(path, fmt.name)}]") from None
+        raise DataError(f"{e} [{why}]") from None
 
 
 def _reader(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest):
-    """``(the format's ``how`` with the arguments bound, the format)``, after the checks
-    of :func:`load_nbest` (DataError)."""
+    """``(the format's ``how`` with the arguments bound, why the format:
+    :func:`nbest_format`)``, after the checks of :func:`load_nbest` (DataError)."""
     path = os.fspath(path)
     if not is_stream(path) and not os.path.exists(path):
         raise DataError(f"N-best input {path} does not exist: give a Kaldi or ESPnet N-best directory, a JSON Lines "
                         f"file, a NeMo beams file or a plain N-best file")
-    fmt = FORMATS[nbest_format(path)]
+    name, why = nbest_format(path)
+    fmt = FORMATS[name]
     if is_stream(path) and fmt.stream is not None:
         raise DataError(f"{path}: {fmt.stream}, so {fmt.what} is given as a path, not as a stream; give the file's "
                         f"path, or JSON Lines (nbest-rescore convert --to jsonl), which can come from standard input "
-                        f"or a command [{format_guess(path, fmt.name)}]")
+                        f"or a command [{why}]")
     if manifest is not None and not fmt.manifest:
         raise DataError(f"{path} is {fmt.what}: --nemo-manifest applies to NeMo beams files only (named .tsv, or "
-                        f"'text<TAB>score' lines); drop it [{format_guess(path, fmt.name)}]")
+                        f"'text<TAB>score' lines); drop it [{why}]")
     if fmt.plain_options:
         return partial(getattr(fmt, how), path, ac, ngram, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
-                       utt_ids=utt_ids), fmt
+                       utt_ids=utt_ids), why
     given = [n for n, v in (("ac", ac), ("ngram", ngram), ("utt2doc", utt2doc), ("utt_ids", utt_ids)) if v]
     if given or scores_are_costs:
         raise DataError(f"{path} is {fmt.what}: the plain-format options "
                         f"({', '.join('--plain-' + g.replace('_', '-') for g in given) or '--plain-costs'}) "
                         f"apply to plain N-best files only; drop them")
-    return (partial(getattr(fmt, how), path, manifest) if fmt.manifest else partial(getattr(fmt, how), path)), fmt
+    return (partial(getattr(fmt, how), path, manifest) if fmt.manifest else partial(getattr(fmt, how), path)), why
 
 
 def nbest_files(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None, utt_ids=None,
@@ -204,27 +221,6 @@ def job_inputs(job, names: Optional[Sequence[str]] = None) -> list:
         if name in _NBEST_FIELDS and path is not None and not is_stream(path):
             pairs += nbest_inputs(flag(name), path, **(_reader_args(job) if name == "nbest" else {}))
     return pairs
-
-
-def format_guess(path, fmt: str) -> str:
-    """Which format :func:`nbest_format` guessed for ``path`` and why, for the end of a
-    reader's error: "read as a Kaldi N-best directory: x.jsonl is a folder"."""
-    if fmt == "kaldi":
-        return f"read as a Kaldi N-best directory: {os.path.basename(path)} is a folder"
-    if fmt == "espnet":
-        return f"read as an ESPnet N-best directory: {os.path.basename(path)} holds {ESPNET_FIRST}/"
-    if fmt == "nemo":
-        why = f"its name ends in {NEMO_SUFFIX}" if os.fspath(path).endswith(NEMO_SUFFIX) else "its first line has a tab"
-        return f"read as a NeMo beams file: {why}"
-    if fmt == "jsonl":
-        name = os.fspath(path).removesuffix(GZIP_SUFFIX)
-        why = ("a stream whose first character is '{' (or an empty one)" if is_stream(path) else
-               f"its name ends in {JSONL_SUFFIX}" if name.endswith(JSONL_SUFFIX) else "its first character is '{'")
-        if is_gzip_name(path):
-            why += f", gzip-compressed: its name ends in {GZIP_SUFFIX}"
-        return f"read as JSON Lines: {why}"
-    return ("read as a plain N-best file: not a folder, not named .jsonl or .tsv, its first character is not '{' "
-            "and its first line has no tab")
 
 
 def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt2doc=None,
