@@ -17,7 +17,7 @@ from ..io.formats import FORMATS
 from ..io.espnet_nbest import ESPNET_FIRST, is_espnet_dir
 from ..io.jsonl_nbest import GZIP_SUFFIX, JSONL_SUFFIX, is_gzip_name, is_jsonl
 from ..io.nemo_nbest import NEMO_SUFFIX, is_nemo_beams
-from ..io.references import read_references as load_references  # (the API's name)
+from ..io.references import read_references as load_references  # noqa: F401  (re-exported: the API's name)
 from ..io.spans import NbestSource
 from ..options import WeightOptions, check_weight_sum
 from ..rescoring.combine import Weights
