@@ -5,6 +5,13 @@ from pathlib import Path
 
 import pytest
 
+# Torch's OpenMP threads wait for work asleep, not spinning (set before anything imports
+# torch; inherited by the commands, torchrun ranks and Kaldi jobs the tests start): on the
+# CI's 2 cores, 2 pytest workers with 2 torch threads each, a spinning thread burns the CPU
+# its sibling needs (the 2-thread tests of test_batch_invariance.py took 10-30 times the
+# CPU of the 1-thread ones). The results are the same: only how an idle thread waits changes.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/tiny_models.py
 
 REPO = Path(__file__).resolve().parents[1]

@@ -311,9 +311,10 @@ def test_trainer_stores_memcell_health_per_validation(tmp_path, example_config):
     cfg["model"], cfg["model_config"] = "amn", {"embedding_dim": 16, "hidden_size": 8, "num_memcells": 3,
                                                "anneal_t0": 4.0, "anneal_fraction": 0.5}
     cfg.setdefault("optim", {})["max_epochs"] = 2
+    cfg["data"]["max_valid_words"] = 500  # the health is stored per validation, whatever the sizes
     conf = tmp_path / "amn.yaml"
     conf.write_text(yaml.safe_dump(cfg))
-    TrainJob(config=str(conf), out=str(tmp_path / "amn.pt"), max_words=3000).run(progress=False)
+    TrainJob(config=str(conf), out=str(tmp_path / "amn.pt"), max_words=1500).run(progress=False)
     _, _, info = load_model(tmp_path / "amn.pt")
     hist = info["history"]
     assert len(hist) == 2 and all(len(h["memcells"]["mean_attention"]) == 3 for h in hist)

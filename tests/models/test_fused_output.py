@@ -65,10 +65,10 @@ def test_fused_cross_entropy_gradients_equal_torch(with_bias):
         assert a.shape == e.shape and (a - e).abs().max() < 1e-5
 
 
-def _ci_setup(ci_nbest, n_utts=3):
+def _ci_setup(ci_nbest, n_utts=3, per_utt=40):
     rows, hyps = [], []
     for i, u in enumerate(ci_nbest.utterances[:n_utts]):
-        for h in u.hyps[:40]:
+        for h in u.hyps[:per_utt]:
             rows.append(i)
             hyps.append(h)
     words = sorted({w for u in ci_nbest.utterances for h in u.hyps for w in h})
@@ -77,10 +77,11 @@ def _ci_setup(ci_nbest, n_utts=3):
 
 @pytest.mark.parametrize("name", sorted(MODEL_REGISTRY))
 def test_every_model_fused_equals_plain_in_tree_and_padded_modes(ci_nbest, name, monkeypatch):
-    """Real ci hypotheses, a 402-word vocabulary cut into 64-word blocks (7 blocks, the
-    last one partial), first-pass-like start states from the ci histories."""
+    """Real ci hypotheses (the 25 best of 3 lists: 5 padded batches of 16), a 402-word
+    vocabulary cut into 64-word blocks (7 blocks, the last one partial), first-pass-like
+    start states from the ci histories."""
     monkeypatch.setattr(fused_output, "DEFAULT_BLOCK", 64)
-    rows, hyps, vocab = _ci_setup(ci_nbest)
+    rows, hyps, vocab = _ci_setup(ci_nbest, per_utt=25)
     torch.manual_seed(0)
     model = build_model(name, {**SMALL, **EXTRA.get(name, {})}, len(vocab)).eval()
     history = [u.hyps[0] for u in ci_nbest.utterances[:3]]

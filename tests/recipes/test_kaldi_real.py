@@ -67,7 +67,8 @@ def input_lists(b, name, DATA):
 
 # input kind x first-pass LM removal x --nj: each input kind with each LM removal and with
 # each --nj (archives-carpa-nj3 with two LMs: a GRU and an LSTM; lattices-carpa-nj3 with
-# local/score.sh; archives-fst-nj1 with a WER output filter). The LM is removed per lattice,
+# local/score.sh, then rerun from the archives and from the lattices into its output
+# folder; archives-fst-nj1 with a WER output filter). The LM is removed per lattice,
 # whatever the job count, so carpa-nj1 and fst-nj3 runs (about 40 s each) were left out
 # (issue 36: the suite's time).
 RUNS = [("lattices", "carpa", 3), ("lattices", "fst", 1), ("archives", "carpa", 3), ("archives", "fst", 1)]
@@ -88,6 +89,8 @@ def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path, request):
         (local / "wer_output_filter").write_text("#!/bin/sh\nsed -e 's/ the / /g'\n")
         (local / "wer_output_filter").chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(local, ignore_errors=True))
+    if with_local_score:  # the input decode directory, byte for byte, before the runs that follow
+        before = checksums(b.egs / "decode_carpa")
     lms, extra = [lm], []
     if (kind, lm_name, nj) == TWO_LMS:
         lms, extra = [lm, lm.parent / "lstm.pt"], ["--nn-weights", "0.3,0.2"]
@@ -138,22 +141,25 @@ def test_step_with_real_kaldi(bed, kind, lm_name, nj, DATA, tmp_path, request):
     sh(f"steps/score_kaldi.sh --cmd run.pl data lang_fst {out.name}", b.egs, b.env)
     assert (out / "scoring_kaldi" / "best_wer").read_text() == best
     assert best.startswith("%WER ") and f" {out.name}/wer_" in best
+    if with_local_score:
+        reruns_leave_the_input_byte_identical(b, lm, out.name, before)
 
 
-def test_reruns_leave_the_input_byte_identical(bed):
-    """Runs from the lattices, then from the archives (links into the input) into the same
-    output folder, then from the lattices again: nothing in the input decode directory
-    changes at either change of input (an earlier version wrote the new archives through
-    the links), and the last run's archives are files of its own."""
-    b, lm = bed
-    before = checksums(b.egs / "decode_carpa")
-    for use in ("true", "false", "true"):
+def reruns_leave_the_input_byte_identical(b, lm, out, before):
+    """After the run from the lattices (test_step_with_real_kaldi[lattices-carpa-nj3],
+    whose output folder ``out`` this reuses instead of a run of its own), runs from the
+    archives (links into the input) into the same output folder, then from the lattices
+    again: nothing in the input decode directory changes at either change of input (an
+    earlier version wrote the new archives through the links), and the last run's
+    archives are files of its own."""
+    assert checksums(b.egs / "decode_carpa") == before
+    for use in ("false", "true"):
         res = run_step(b, "--use-lattices", use, "--lang", "lang_carpa", "--skip-scoring", "true", *WEIGHTS,
-                       lm, "data", "decode_carpa", "decode_rerun")
+                       lm, "data", "decode_carpa", out)
         assert res.returncode == 0, res.stdout + res.stderr
         assert checksums(b.egs / "decode_carpa") == before
     inputs = (b.egs / "decode_carpa").resolve()
-    for p in (b.egs / "decode_rerun").glob("archives.*/*"):  # from lattices: new files, no links into the input
+    for p in (b.egs / out).glob("archives.*/*"):  # from lattices: new files, no links into the input
         assert not p.resolve().is_relative_to(inputs), p
 
 

@@ -23,6 +23,7 @@ from tiny_models import EXTRA  # noqa: E402  (tests/ is on sys.path, see conftes
 
 SIZE = {"embedding_dim": 32, "hidden_size": 64}
 N_UTTS = 6
+N_HYPS = 50  # the best 50 of each list: 300 rows in one call, 50 alone (both far above MIN_ROWS)
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +54,9 @@ def _model(family, vocab, **extra):
 
 def _lists(ci_nbest):
     """(histories, lists): the 1-best of utterance i as the history of utterance i + 1
-    (lengths differ), and the N-best lists of utterances 1 .. N_UTTS."""
+    (lengths differ), and the N_HYPS best of the N-best lists of utterances 1 .. N_UTTS."""
     utts = ci_nbest.utterances[:N_UTTS + 1]
-    return [u.hyps[0] for u in utts[:-1]], [u.hyps for u in utts[1:]]
+    return [u.hyps[0] for u in utts[:-1]], [u.hyps[:N_HYPS] for u in utts[1:]]
 
 
 def _costs_in_groups(scorer, states, lists, groups):
