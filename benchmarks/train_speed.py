@@ -80,7 +80,8 @@ from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import build_model
 from nbest_rescore.models.amn import AMNConfig
 from nbest_rescore.models.base import LanguageModel, Output, default_adaptive_cutoffs
-from nbest_rescore.corpus import encode_document, make_streams
+from nbest_rescore.corpus import encode_document
+from nbest_rescore.store_streams import make_streams
 from nbest_rescore.training.passes import epoch_streams, train_segments
 from nbest_rescore.training.step import StepOptions, make_optimizer
 from nbest_rescore.vocab import Vocabulary
@@ -380,11 +381,8 @@ def word_id_counts(vocab: Vocabulary, counts: Counter, sentences: int) -> List[i
 
 
 def live_segments(streams, bptt: int) -> int:
-    """Segments from the start of the toolkit's streams (:class:`~nbest_rescore.store_streams.StoreStreams`
-    or, in memory, ``Streams``) before the first stream ends."""
-    if not hasattr(streams, "layout"):  # (streams in memory: make_streams)
-        m = streams.mask
-        return int((m.shape[1] - torch.flip(m, [1]).to(torch.int8).argmax(1)).min()) // bptt
+    """Segments from the start of the toolkit's streams (:class:`~nbest_rescore.store_streams.StoreStreams`)
+    before the first stream ends."""
     lay = streams.layout
     end = np.zeros(lay.num_streams, dtype=np.int64)  # [B]: column after the last real token
     np.maximum.at(end, lay.lane, lay.col.astype(np.int64) + lay.n)

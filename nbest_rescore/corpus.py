@@ -227,86 +227,6 @@ def _deal_in_order(widths: np.ndarray, num_streams: int) -> np.ndarray:
     return np.maximum(k, num_streams - (len(widths) - np.arange(len(widths)))).astype(np.int32)
 
 
-@dataclass
-class Streams:
-    """B parallel streams of equal padded length L, every column in memory.
-
-    inputs, targets: int64 [B, L]; mask: bool [B, L] (False = padding);
-    reset: bool [B, L] (True where a document starts: the state is reset before
-    reading that input). ``align``: every document starts at a multiple of it (1 =
-    packed tightly); with ``align`` = the BPTT length, resets fall on segment starts
-    only and a segment runs as one model call (:func:`run_segment` ``aligned=True``).
-    :class:`~nbest_rescore.store_streams.StoreStreams` reads the same columns from a :class:`Layout` as they are used.
-    """
-
-    inputs: Tensor
-    targets: Tensor
-    mask: Tensor
-    reset: Tensor
-    align: int = 1
-
-    @property
-    def shape(self) -> Tuple[int, int]:
-        """(B, L)."""
-        return tuple(self.inputs.shape)
-
-    @property
-    def device(self) -> torch.device:
-        """Where the tensors are."""
-        return self.inputs.device
-
-    @property
-    def num_tokens(self) -> int:
-        """Number of real (unpadded) target tokens."""
-        return int(self.mask.sum())
-
-    def to(self, device) -> "Streams":
-        """The same streams with every tensor on ``device``."""
-        return Streams(*(t.to(device) for t in (self.inputs, self.targets, self.mask, self.reset)), self.align)
-
-    def rows(self, index: slice) -> "Streams":
-        """The streams ``index`` (a slice of the B rows), e.g. one process's share."""
-        return Streams(*(t[index] for t in (self.inputs, self.targets, self.mask, self.reset)), self.align)
-
-    def segment(self, start: int, width: int) -> Tuple[Tensor, ...]:
-        """Columns ``[start, start + width)``: (inputs, targets, mask, reset), each [B, <=width]."""
-        return tuple(t[:, start:start + width] for t in (self.inputs, self.targets, self.mask, self.reset))
-
-    def segment_tokens(self, bptt: int) -> np.ndarray:
-        """int64 [segments]: real target tokens of each [B, bptt] segment (one read-back
-        on a device)."""
-        counts = self.mask.sum(0).cpu().numpy()
-        return np.add.reduceat(counts, np.arange(0, len(counts), bptt)) if len(counts) else np.zeros(0, np.int64)
-
-
-def materialize(layout: Layout) -> Streams:
-    """Every column of ``layout`` in memory (CPU tensors)."""
-    b, length = layout.num_streams, layout.length
-    inp, tgt, mask, reset = (np.zeros((b, length), dtype=t) for t in (np.int64, np.int64, bool, bool))
-    offset = np.arange(int(layout.n.sum())) - np.repeat(np.cumsum(layout.n) - layout.n, layout.n)
-    rows, cols = np.repeat(layout.lane, layout.n), np.repeat(layout.col, layout.n) + offset
-    src = np.repeat(layout.start, layout.n) + offset
-    inp[rows, cols] = layout.ids[src]
-    tgt[rows, cols] = layout.ids[src + 1]
-    mask[rows, cols] = True
-    reset[layout.lane, layout.col] = True
-    return Streams(*(torch.from_numpy(a) for a in (inp, tgt, mask, reset)), layout.align)
-
-
-def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int = 1,
-                 max_piece: Optional[int] = None, seed: Optional[int] = None) -> Streams:
-    """The encoded documents (from :func:`encode_document`) dealt to ``num_streams``
-    parallel streams (:func:`deal`), every column in memory (:func:`materialize`)."""
-    return materialize(deal(Documents.of(list(documents)), num_streams, align, max_piece, seed))
-
-
-def segment_tokens(streams, bptt: int) -> np.ndarray:
-    """int64 [segments]: real target tokens of each [B, bptt] segment
-    (``streams.segment_tokens``; an array: a list of Python ints would take 36 bytes a
-    segment, 60 MB for one epoch of 1B words at B 32, BPTT 20)."""
-    return streams.segment_tokens(bptt)
-
-
 def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
     """Cut an encoded document (from :func:`encode_document`) into pieces of at most
     ``max_tokens`` targets, each cut after a ``</s>`` (so every piece again starts with
@@ -329,7 +249,7 @@ def split_document(doc: np.ndarray, max_tokens: int) -> List[np.ndarray]:
 
 def segments(streams, bptt: int) -> Iterator[Tuple[Tensor, ...]]:
     """Consecutive BPTT segments ``(inputs, targets, mask, reset)``, each [B, <=bptt]
-    (:class:`Streams` or :class:`~nbest_rescore.store_streams.StoreStreams`)."""
+    (:class:`~nbest_rescore.store_streams.StoreStreams`)."""
     for start in range(0, streams.shape[1], bptt):
         yield streams.segment(start, bptt)[:4]
 
@@ -383,7 +303,7 @@ def nll_of_streams(model: LanguageModel, streams, bptt: int, device,
     ``bptt`` run each segment as one model call. ``progress(done, total)`` is called
     after each [B, bptt] segment with counts of real target tokens (counted on the
     host before the streams move to ``device``; no host synchronisation in the loop)."""
-    done = None if progress is None else np.cumsum(segment_tokens(streams, bptt)).tolist()
+    done = None if progress is None else np.cumsum(streams.segment_tokens(bptt)).tolist()
     streams = streams.to(device)
     aligned = streams.align == bptt
     state = model.init_state(streams.shape[0], device)

@@ -1,17 +1,16 @@
 """The streams of a :class:`~nbest_rescore.corpus.Layout` read as they are used: each
 segment of B parallel streams gathered from the document ids (a token store's file, or
-an array) when training reads it, nothing per token held in memory; the interface of
-:class:`~nbest_rescore.corpus.Streams`, which holds every column instead.
+an array) when training or scoring reads it, nothing per token held in memory.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .corpus import Layout
+from .corpus import Documents, Layout, deal
 from .io.token_store import IdRanges
 
 
@@ -22,10 +21,11 @@ BLOCK_SEGMENTS = 64
 class StoreStreams:
     """The streams of a :class:`Layout`, each segment gathered from the ids when it is
     used (of a token store only the ids under the segment are read, from its file:
-    :class:`~nbest_rescore.io.token_store.IdRanges`):
-    the interface of :class:`Streams` (``shape``, ``align``, ``num_tokens``, ``rows``,
-    ``to``, ``segment``, ``segment_tokens``). ``segment`` adds the objective weight of
-    each column (float32 [B, T]) when the layout has weights."""
+    :class:`~nbest_rescore.io.token_store.IdRanges`). ``align``: every document starts
+    at a multiple of it (1 = packed tightly); with ``align`` = the BPTT length, resets
+    fall on segment starts only and a segment runs as one model call
+    (:func:`~nbest_rescore.corpus.run_segment` ``aligned=True``). ``segment`` adds the
+    objective weight of each column (float32 [B, T]) when the layout has weights."""
 
     def __init__(self, layout: Layout, rows: slice = slice(None), device="cpu"):
         self.layout, self.device = layout, torch.device(device)
@@ -128,6 +128,13 @@ class StoreStreams:
         np.cumsum(full, out=full)
         count += full
         return count[:-1]
+
+
+def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int = 1,
+                 max_piece: Optional[int] = None, seed: Optional[int] = None) -> StoreStreams:
+    """The encoded documents (from :func:`~nbest_rescore.corpus.encode_document`) dealt
+    to ``num_streams`` parallel streams (:func:`~nbest_rescore.corpus.deal`)."""
+    return StoreStreams(deal(Documents.of(list(documents)), num_streams, align, max_piece, seed))
 
 
 def _to_device(t: Tensor, device: torch.device) -> Tensor:

@@ -60,7 +60,7 @@ def test_cuda_costs_equal_cpu_costs(ci_nbest, name, mode):
 
 
 def _random_streams(vocab_size=200, docs=40, bptt=10, batch=4, seed=0):
-    from nbest_rescore.corpus import make_streams
+    from nbest_rescore.store_streams import make_streams
 
     rng = np.random.default_rng(seed)
     enc = []

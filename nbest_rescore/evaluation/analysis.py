@@ -37,10 +37,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ..corpus import Streams, encode_document, make_streams, model_documents, nll_of_streams, run_segment, segments
+from ..corpus import encode_document, model_documents, nll_of_streams, run_segment, segments
 from ..errors import DataError
 from ..io.atomic import atomic_write
 from ..models.base import LanguageModel, detach_state
+from ..store_streams import StoreStreams, make_streams
 from ..vocab import Vocabulary
 from . import plots
 
@@ -186,11 +187,11 @@ def _take(model: LanguageModel, name: str) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _scan(model: LanguageModel, streams: Streams, bptt: int, device, recorded: Sequence[str], visit: Callable) -> float:
+def _scan(model: LanguageModel, streams: StoreStreams, bptt: int, device, recorded: Sequence[str], visit: Callable) -> float:
     """Run over the streams segment by segment; after each segment call
     ``visit(inputs [B, T], mask [B, T], *recorded tensors [B, T, ...])`` (CPU) and
     return the total negative natural-log likelihood (nats) of the masked targets."""
-    state = model.init_state(streams.inputs.shape[0], device)
+    state = model.init_state(streams.shape[0], device)
     total = 0.0
     for inp, tgt, mask, reset in segments(streams, bptt):
         feats, state, _ = run_segment(model, state, inp.to(device), reset.to(device))

@@ -9,10 +9,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..corpus import encode_document, make_streams, model_documents, nll_of_streams
+from ..corpus import encode_document, model_documents, nll_of_streams
 from ..models.base import LanguageModel
 from ..rescoring.history import walk_documents
 from ..rescoring.interface import SubwordScorer
+from ..store_streams import make_streams
 from ..vocab import Vocabulary
 
 

@@ -10,16 +10,10 @@ text (``Ġword``).
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 #: The special token that starts documents and ends sentences.
 END_TOKEN = "<|endoftext|>"
-
-
-def _texts(sentences: Iterable[Sequence[str]]) -> Iterator[str]:
-    for words in sentences:
-        if words:
-            yield " " + " ".join(words)
 
 
 def train_byte_level_bpe(sentences: Iterable[Sequence[str]], vocab_size: int, min_frequency: int = 2):
@@ -40,5 +34,5 @@ def train_byte_level_bpe(sentences: Iterable[Sequence[str]], vocab_size: int, mi
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[END_TOKEN],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(_texts(sentences), trainer)
+    tok.train_from_iterator((" " + " ".join(words) for words in sentences if words), trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=END_TOKEN, eos_token=END_TOKEN)

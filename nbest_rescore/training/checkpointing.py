@@ -125,9 +125,13 @@ def resume_state(run: RunState, opt, best: dict, position: Optional[dict] = None
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
 
 
-def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
+def load_start(path, cfg: TrainConfig, resume: bool, model_keys=("model_config",), vocabulary: bool = True,
+               hint: str = " (use --init-from to fine-tune from a model)") -> Loaded:
     """Read the checkpoint of ``--resume`` (must hold a resumable state) or
-    ``--init-from``, checking that it is a ``cfg.model`` model.
+    ``--init-from``, checking that it is a ``cfg.model`` model. A resumed run must
+    share ``model_keys``, :data:`RESUME_KEYS` and (``vocabulary``) :data:`VOCAB_KEYS`
+    with the config (:func:`check_resume_config`); ``vocabulary``: the stored one is
+    read (else :attr:`Loaded.vocab` is None); ``hint`` ends the no-state message.
 
     Raises:
         DataError: unreadable checkpoint, no resume state, another model type, or
@@ -137,12 +141,12 @@ def load_start(path, cfg: TrainConfig, resume: bool) -> Loaded:
     payload = load_checkpoint(path)
     if resume and "resume" not in payload:
         raise DataError(f"{opt} {path}: holds no training state; resume from the <out>.last.pt file "
-                        f"written after every epoch (use --init-from to fine-tune from a model)")
+                        f"written after every epoch{hint}")
     if payload["model"] != cfg.model:
         raise DataError(f"{opt} {path}: is a {payload['model']!r} model but the config trains {cfg.model!r}")
     if resume:
-        check_resume_config(path, payload, cfg, ("model_config", *RESUME_KEYS, *VOCAB_KEYS))
-    return Loaded(str(path), payload, Vocabulary(payload["vocab"]))
+        check_resume_config(path, payload, cfg, (*model_keys, *RESUME_KEYS, *(VOCAB_KEYS if vocabulary else ())))
+    return Loaded(str(path), payload, Vocabulary(payload["vocab"]) if vocabulary else None)
 
 
 #: Config keys a resumed run must share with the run that wrote its state: the position

@@ -46,7 +46,7 @@ from ..config import HF_MODEL, TrainConfig
 from ..errors import DataError
 from ..io.atomic import atomic_dir
 from ..io.output_checks import check_output_dir
-from ..io.checkpoint import load_checkpoint, save_checkpoint
+from ..io.checkpoint import save_checkpoint
 from ..models.base import LanguageModel, Output
 from ..models.hf import (PROBE_TEXT, HfText, _first_line, check_causal_behaviour, import_transformers, load_hf_lm,
                          load_tokenizer, write_metadata)
@@ -151,15 +151,7 @@ class HfFamily(TrainFamily):
         if not resume:
             raise DataError(f"--init-from {path}: not for model: {HF_MODEL}; start from trained weights with "
                             f"hf.pretrained: DIR (a save_pretrained directory, e.g. an earlier --out) in the config")
-        payload = load_checkpoint(path)
-        if "resume" not in payload:
-            raise DataError(f"--resume {path}: holds no training state; resume from the <out>.last.pt file "
-                            f"written after every epoch")
-        if payload["model"] != HF_MODEL:
-            raise DataError(f"--resume {path}: is a {payload['model']!r} model but the config trains {HF_MODEL!r}")
-        checkpointing.check_resume_config(path, payload, cfg, ("hf.config", "hf.context_tokens",
-                                                               *checkpointing.RESUME_KEYS))
-        return checkpointing.Loaded(str(path), payload, None)
+        return checkpointing.load_start(path, cfg, True, ("hf.config", "hf.context_tokens"), vocabulary=False, hint="")
 
     def encoding(self, cfg: TrainConfig, loaded, resume: bool) -> HfEncoding:
         """The tokenizer folder's ids (``hf.tokenizer``, else ``hf.pretrained``'s)."""

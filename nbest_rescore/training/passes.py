@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
-from ..corpus import Documents, Streams, deal, release_heap, segment_tokens
+from ..corpus import Documents, deal, release_heap
 from ..store_streams import StoreStreams
 from ..progress import Progress
 from . import distributed
@@ -100,7 +100,7 @@ def _graphed_step(model, opt, b: int, bptt: int, options: StepOptions):
     return g
 
 
-def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions, *,
+def train_segments(model, opt, streams: StoreStreams, bptt: int, options: StepOptions, *,
                    before_step: Optional[Callable] = None, first_step: int = 0,
                    max_steps: Optional[int] = None,
                    log_interval: int = 50, progress: Optional[Progress] = None, cuda_graph: bool = False,
@@ -130,7 +130,7 @@ def train_segments(model, opt, streams: Streams, bptt: int, options: StepOptions
         :class:`EpochStats` (with K ranks the NLL and tokens of all ranks).
     """
     device = next(model.parameters()).device
-    seg_tokens = segment_tokens(streams, bptt)  # (with K ranks also the loss scale: K / global tokens)
+    seg_tokens = streams.segment_tokens(bptt)  # (with K ranks also the loss scale: K / global tokens)
     if world.distributed:  # this rank's rows
         streams = streams.rows(world.shard(streams.shape[0]))
     streams = streams.to(device)
@@ -167,14 +167,14 @@ class _Steps:
     self-normalisation) are summed on the device, ``done`` counts updates (from those of
     ``saved``, this rank's entry of an :class:`EpochPosition` to continue from)."""
 
-    def __init__(self, model, opt, streams: Streams, bptt: int, options: StepOptions, cuda_graph: bool,
+    def __init__(self, model, opt, streams: StoreStreams, bptt: int, options: StepOptions, cuda_graph: bool,
                  world: distributed.World, forward: Optional[Callable], saved: Optional[dict] = None):
         self.model, self.opt, self.streams, self.bptt, self.options = model, opt, streams, bptt, options
         self.world, self.forward, self.done = world, forward, 0
         self.aligned = streams.align == bptt
         b, length = streams.shape
         device = streams.device
-        weighted = isinstance(streams, StoreStreams) and streams.layout.weight is not None
+        weighted = streams.layout.weight is not None
         capture = cuda_graph and self.aligned and device.type == "cuda" and length % bptt == 0 and not weighted
         self.graph = _graphed_step(model, opt, b, bptt, options) if capture else None
         if self.graph is not None:

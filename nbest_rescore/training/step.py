@@ -128,8 +128,8 @@ def train_step(model, opt, state, inputs: Tensor, targets: Tensor, mask: Tensor,
     Nothing is read back to the host when ``aligned`` (see :func:`run_segment`).
 
     Args:
-        inputs, targets: int64 [B, T]; mask, reset: bool [B, T] (see
-            :class:`~nbest_rescore.corpus.Streams`).
+        inputs, targets: int64 [B, T]; mask, reset: bool [B, T] (mask False: padding;
+            reset True: a document starts there, the state is reset before that input).
         autocast_dtype: None, or ``torch.bfloat16`` for mixed precision under
             ``torch.autocast`` on the inputs' device type.
         loss_scale: see :func:`segment_loss`.

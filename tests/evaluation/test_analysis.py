@@ -18,7 +18,8 @@ from nbest_rescore.evaluation.perplexity import corpus_perplexity
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import build_model, save_model
 from nbest_rescore.models.base import LanguageModel, Output
-from nbest_rescore.corpus import encode_document, make_streams, run_segment, segments
+from nbest_rescore.corpus import encode_document, run_segment, segments
+from stream_columns import make_streams  # noqa: E402  (tests/ is on sys.path, see conftest.py)
 from nbest_rescore.vocab import Vocabulary
 
 CFG = {"embedding_dim": 8, "hidden_size": 6, "num_memcells": 4}

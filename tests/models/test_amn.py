@@ -154,7 +154,8 @@ def test_training_loss_and_gradients_equal_straightforward_version(DATA):
     gradients equal those of the straightforward version on ci text, over two BPTT
     segments with document resets, carried state and the ITL."""
     from nbest_rescore.io.references import read_references
-    from nbest_rescore.corpus import encode_document, make_streams, run_segment, segments
+    from nbest_rescore.corpus import encode_document, run_segment, segments
+    from stream_columns import make_streams
     from nbest_rescore.training.step import segment_loss
     from nbest_rescore.vocab import Vocabulary
 

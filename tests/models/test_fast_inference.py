@@ -8,7 +8,8 @@ from nbest_rescore.errors import DataError
 from nbest_rescore.models import build_model
 from nbest_rescore.models.base import select_state
 from nbest_rescore.models.quantize import cast_for_inference, quantize_dynamic_int8
-from nbest_rescore.corpus import encode_document, make_streams, segments
+from nbest_rescore.corpus import encode_document, segments
+from stream_columns import make_streams  # noqa: E402  (tests/ is on sys.path, see conftest.py)
 from nbest_rescore.training.step import segment_loss, train_step
 from nbest_rescore.vocab import Vocabulary
 

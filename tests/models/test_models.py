@@ -99,7 +99,8 @@ def test_checkpoint_round_trip(name, tmp_path):
 
 def test_training_steps_lower_loss_on_ci_text(name, DATA):
     from nbest_rescore.io.references import read_references
-    from nbest_rescore.corpus import encode_document, make_streams, run_segment, segments
+    from nbest_rescore.corpus import encode_document, run_segment, segments
+    from stream_columns import make_streams
 
     refs = list(read_references(DATA / "ci" / "ref.txt").values())
     words = sorted({w for s in refs for w in s})[:200]

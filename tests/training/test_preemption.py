@@ -217,7 +217,7 @@ def test_a_requeued_slurm_training_job_resumes_to_the_same_weights(slurm, refere
 
 
 def _streams(bptt=10, batch=4):
-    from nbest_rescore.corpus import make_streams
+    from nbest_rescore.store_streams import make_streams
 
     rng = np.random.default_rng(0)
     enc = [np.asarray([0] + [int(x) for x in rng.integers(2, 200, int(rng.integers(5, 40)))] + [0], dtype=np.int64)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from nbest_rescore.config import TrainConfig, _build
-from nbest_rescore.corpus import deal, segment_tokens
+from nbest_rescore.corpus import deal
 from nbest_rescore.store_streams import StoreStreams
 from nbest_rescore.training import distributed
 from nbest_rescore.training.data import load_train_data
@@ -55,6 +55,6 @@ def test_store_batches_equal_the_recorded_reader(name, DATA, tmp_path, monkeypat
     for seed in (None, 3, 4):
         streams = epoch_streams(data.train, case["batch"], case["bptt"], seed)
         got = _digest(streams, case["bptt"])
-        got["segment_tokens"] = hashlib.sha256(json.dumps(segment_tokens(streams, case["bptt"]).tolist()).encode()).hexdigest()[:16]
+        got["segment_tokens"] = hashlib.sha256(json.dumps(streams.segment_tokens(case["bptt"]).tolist()).encode()).hexdigest()[:16]
         assert got == RECORDED[name][f"seed_{seed}"], (name, seed)
     assert _digest(StoreStreams(deal(data.valid, 64, align=EVAL_BPTT)), EVAL_BPTT) == RECORDED[name]["valid"]

@@ -9,8 +9,9 @@ import torch
 
 from nbest_rescore.io.references import read_references
 from nbest_rescore.models import build_model
-from nbest_rescore.corpus import encode_document, make_streams, run_segment, segments, split_document
+from nbest_rescore.corpus import encode_document, run_segment, segments, split_document
 from nbest_rescore.vocab import Vocabulary
+from stream_columns import make_streams  # noqa: E402  (tests/ is on sys.path, see conftest.py)
 
 BPTT = 7
 
@@ -192,7 +193,6 @@ def test_epoch_streams_are_balanced_on_the_training_text(DATA):
     shuffled order to the shortest stream, one late long document left a single stream
     running alone for 1,289 of 2,837 updates (seed 1); widest first, no epoch ends with
     such a tail."""
-    from nbest_rescore.corpus import segment_tokens
     from nbest_rescore.io.lm_text import read_lm_text
     from nbest_rescore.training.passes import epoch_streams
 
@@ -202,7 +202,7 @@ def test_epoch_streams_are_balanced_on_the_training_text(DATA):
     total = sum(len(e) - 1 for e in enc)
     for seed in (1, 2, 3):
         st = epoch_streams(enc, 30, 20, seed)
-        seg = segment_tokens(st, 20)
+        seg = st.segment_tokens(20)
         assert sum(seg) == total  # every target once
         thin = sum(1 for n in seg if n < 30 * 20 / 2)
         assert thin <= 0.01 * len(seg), (seed, thin, len(seg))

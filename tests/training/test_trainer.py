@@ -11,7 +11,8 @@ from nbest_rescore.errors import DataError
 from nbest_rescore.evaluation.perplexity import corpus_perplexity
 from nbest_rescore.io.lm_text import read_lm_text
 from nbest_rescore.models import load_model
-from nbest_rescore.corpus import encode_document, make_streams, segments
+from nbest_rescore.corpus import encode_document, segments
+from stream_columns import make_streams  # noqa: E402  (tests/ is on sys.path, see conftest.py)
 from nbest_rescore.vocab import Vocabulary
 
 from pathlib import Path
