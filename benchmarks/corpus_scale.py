@@ -105,12 +105,14 @@ with open("/proc/self/status") as f:  # at exit: anonymous vs file-backed (the m
     for line in f:
         if line.startswith(("RssAnon:", "RssFile:", "VmHWM:")):
             status[line.split(":")[0]] = int(line.split()[1]) / 1024.0
-print("CORPUS_SCALE_RUNNER " + json.dumps({
+record = os.path.join(os.environ["CORPUS_SCALE_RECORDS"], "rank%d.json" % int(os.environ.get("RANK", 0)))
+with open(record, "w") as f:  # one file per rank: torchrun's ranks share one stdout, and their lines can interleave
+    json.dump({
     "rss_anon_mb_at_exit": status.get("RssAnon"), "rss_file_mb_at_exit": status.get("RssFile"),
     "rank": int(os.environ.get("RANK", 0)), "rc": rc, "package": os.path.dirname(nbest_rescore.__file__),
     "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
     "imported_s": marks["imported"] - T0, "first_step_s": None if marks["first"] is None else marks["first"] - T0,
-    "steps": marks["steps"], "seconds": end - T0}), flush=True)
+    "steps": marks["steps"], "seconds": end - T0}, f)
 '''
 
 
@@ -345,7 +347,10 @@ def train_run(name: str, train: str, args, work: Path, old: bool = False, ranks:
         if p != cfg and p.is_file():
             p.unlink()
     argv = ["train", "--config", str(cfg), "--out", str(out), "--no-progress", "--max-seconds", str(args.train_seconds)]
-    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    records = work / f"{name}.records"
+    shutil.rmtree(records, ignore_errors=True)
+    records.mkdir()
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CORPUS_SCALE_RECORDS": str(records)}
     if old:
         env["PYTHONPATH"] = args.old
     else:
@@ -356,8 +361,7 @@ def train_run(name: str, train: str, args, work: Path, old: bool = False, ranks:
     else:
         cmd = [sys.executable, str(runner)] + argv
     r = run_tree_measured(cmd, args.timeout, env=env, cwd=str(work), tree=ranks > 1)
-    lines = [json.loads(line.split(" ", 1)[1]) for line in r["stdout"].splitlines()
-             if line.startswith("CORPUS_SCALE_RUNNER ")]
+    lines = [json.loads(p.read_text()) for p in sorted(records.glob("rank*.json"))]
     if r["rc"] != 0 or len(lines) != ranks:
         return {"error": f"rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: {r['stderr'][-2000:]}",
                 "wall_s": r["wall_s"]}
