@@ -43,3 +43,17 @@ def test_experiment_1_rows_vary_one_regularisation_each(repo_data, monkeypatch):
     gru, gru_in = rows["gru-dropout"], rows["gru-dropout-in"]
     assert gru["model_config"].pop("dropout_out") == 0.35 and "dropout_out" not in gru_in["model_config"]
     assert gru == gru_in
+
+
+def test_converged_memcell_vector_twin_differs_from_the_amn_as_its_row_does(repo_data, monkeypatch):
+    """The cpu-converged twin of experiment 1's memcell-vector row at 0.5: the converged AMN
+    with the row's regularisation (mem-vector, 0.5, no ITL), everything else equal."""
+    monkeypatch.chdir(REPO)
+    amn, twin = _load(CONF / "cpu-converged" / "amn.yaml"), _load(CONF / "cpu-converged" / "amn-memvec.yaml")
+    row = _load(CONF / "cpu-thesis" / "amn-anneal-dropmemvec-05.yaml")["model_config"]
+    keys = ("dropout_mode", "dropout", "itl_weight")
+    assert [twin["model_config"].get(k) for k in keys] == [row.get(k) for k in keys] == ["mem-vector", 0.5, None]
+    assert [amn["model_config"].get(k) for k in keys] == ["mem", 0.35, 2.0]
+    for k in keys + ("itl_reduction",):
+        twin["model_config"].pop(k, None), amn["model_config"].pop(k)
+    assert twin == amn
