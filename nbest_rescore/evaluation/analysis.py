@@ -208,22 +208,6 @@ def _scan(model: LanguageModel, streams: StoreStreams, bptt: int, device, record
     return total
 
 
-def _entropy_bits(alpha: np.ndarray) -> np.ndarray:
-    """-sum alpha log2 alpha over the last axis (0 log 0 = 0): float64 [N]."""
-    safe = np.where(alpha > 0, alpha, 1.0)
-    return -(alpha * np.log2(safe)).sum(-1)
-
-
-def _rank_words(sums: np.ndarray, counts: np.ndarray, vocab: Vocabulary, min_count: int,
-                top: int) -> Tuple[Tuple[WordEntropy, ...], Tuple[WordEntropy, ...]]:
-    """(highest ``top`` mean entropies first, lowest ``top`` first) among words with
-    ``counts >= min_count``; ties broken alphabetically."""
-    ids = np.nonzero(counts >= min_count)[0]
-    items = [WordEntropy(vocab.words[i], int(counts[i]), float(sums[i] / counts[i])) for i in ids]
-    items.sort(key=lambda w: (-w.mean_entropy, w.word))
-    return tuple(items[:top]), tuple(sorted(items, key=lambda w: (w.mean_entropy, w.word))[:top])
-
-
 def _analyze_amn(model, vocab, streams, documents, bptt, device, bins, min_count, top) -> AMNAnalysis:
     """One recorded pass (alpha, memcell states, perplexity), then one pass per forced
     memcell; statistics are accumulated per segment in float64."""
@@ -236,7 +220,7 @@ def _analyze_amn(model, vocab, streams, documents, bptt, device, bins, min_count
     def visit(inp, mask, alpha, mem):
         m = mask.numpy()
         a = alpha.numpy()[m].astype(np.float64)  # [N, K]
-        ent = _entropy_bits(a)
+        ent = -(a * np.log2(np.where(a > 0, a, 1.0))).sum(-1)  # bits [N] (0 log 0 = 0)
         words = inp.numpy()[m]
         acc["alpha"] += a.sum(0)
         acc["ent"] += float(ent.sum())
@@ -256,7 +240,9 @@ def _analyze_amn(model, vocab, streams, documents, bptt, device, bins, min_count
         with _hooks(model, record_attention=False, record_memcells=False, force_memcell=i):
             forced.append(math.exp(nll_of_streams(model, streams, bptt, device) / tokens))
     n = max(acc["n"], 1)
-    top_words, bottom_words = _rank_words(acc["wsum"], acc["wcount"], vocab, min_count, top)
+    # the words with at least min_count input steps, highest mean entropy first (ties alphabetically)
+    ranked = sorted((WordEntropy(vocab.words[i], int(acc["wcount"][i]), float(acc["wsum"][i] / acc["wcount"][i]))
+                     for i in np.nonzero(acc["wcount"] >= min_count)[0]), key=lambda w: (-w.mean_entropy, w.word))
     return AMNAnalysis(
         model=model.name, num_memcells=k, tokens=tokens, documents=documents,
         perplexity=math.exp(nll / tokens), memcell_perplexity=tuple(forced),
@@ -264,7 +250,8 @@ def _analyze_amn(model, vocab, streams, documents, bptt, device, bins, min_count
         cosine=tuple(tuple(float(x) for x in row) for row in acc["cos"] / n),
         entropy_mean=acc["ent"] / n, entropy_max=max_ent,
         entropy_counts=tuple(int(c) for c in acc["hist"]), entropy_edges=tuple(float(e) for e in edges),
-        top_words=top_words, bottom_words=bottom_words, min_count=min_count)
+        top_words=tuple(ranked[:top]),
+        bottom_words=tuple(sorted(ranked, key=lambda w: (w.mean_entropy, w.word))[:top]), min_count=min_count)
 
 
 def _analyze_window(model, streams, documents, bptt, device) -> WindowAnalysis:

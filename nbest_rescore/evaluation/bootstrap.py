@@ -91,23 +91,6 @@ def replicated_sums(values: np.ndarray, replications: int, seed: int) -> np.ndar
     return np.concatenate(parts, axis=1)
 
 
-def _summary(wer: float, wers: np.ndarray, replications: int, seed: int, utterances: int) -> BootstrapWer:
-    """Mean, std and both intervals of the replications' WERs (percent); replications
-    that drew no reference word (possible only with empty references) are left out."""
-    wers = wers[np.isfinite(wers)]
-    mean, std = float(wers.mean()), float(wers.std())
-    lo, hi = np.percentile(wers, [2.5, 97.5])
-    return BootstrapWer(wer=wer, mean=mean, std=std, low=mean - Z95 * std, high=mean + Z95 * std,
-                        percentile_low=float(lo), percentile_high=float(hi), replications=replications, seed=seed,
-                        utterances=utterances)
-
-
-def _wers(errors: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """``100 * errors / words`` (NaN where ``words`` is 0), float64."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(words > 0, errors / np.maximum(words, 1) * 100.0, np.nan)
-
-
 def bootstrap_wer(errors, ref_words, replications: int = REPLICATIONS, seed: int = 0) -> BootstrapWer:
     """The :class:`BootstrapWer` (percent) of ``errors`` int [U] word errors over
     ``ref_words`` int [U] (not all 0), ``replications`` R >= 1 drawn with ``seed``.
@@ -118,8 +101,14 @@ def bootstrap_wer(errors, ref_words, replications: int = REPLICATIONS, seed: int
     if ref_words.sum() == 0:
         raise ValueError("bootstrap_wer: no reference words (every reference is empty): the WER is undefined")
     sums = replicated_sums(np.vstack([errors, ref_words]), replications, seed)
-    wer = float(errors.sum() / ref_words.sum() * 100.0)
-    return _summary(wer, _wers(sums[0], sums[1]), replications, seed, len(errors))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wers = np.where(sums[1] > 0, sums[0] / np.maximum(sums[1], 1) * 100.0, np.nan)
+    wers = wers[np.isfinite(wers)]  # (a replication that drew no reference word: only with empty references)
+    mean, std = float(wers.mean()), float(wers.std())
+    lo, hi = np.percentile(wers, [2.5, 97.5])
+    return BootstrapWer(wer=float(errors.sum() / ref_words.sum() * 100.0), mean=mean, std=std, low=mean - Z95 * std,
+                        high=mean + Z95 * std, percentile_low=float(lo), percentile_high=float(hi),
+                        replications=replications, seed=seed, utterances=len(errors))
 
 
 def improvement_probability(errors_a, errors_b, replications: int = REPLICATIONS, seed: int = 0) -> float:

@@ -130,12 +130,9 @@ def best_path_sweep(ac_cost: np.ndarray, lm_cost: np.ndarray, num_words: np.ndar
 
 # ------------------------------------------------------------------ compute-wer's stderr
 
-_SHELL_OK = set("[]~#^_-+=:.,/")
-
-
 def _kaldi_escape(arg: str) -> str:
     """An argument as Kaldi's ``ParseOptions::Escape`` prints it (bash quoting)."""
-    if arg != "" and all((c.isascii() and c.isalnum()) or c in _SHELL_OK for c in arg):
+    if arg != "" and all((c.isascii() and c.isalnum()) or c in "[]~#^_-+=:.,/" for c in arg):
         return arg
     if "'" in arg and not any(c in arg for c in "\"`$\\"):
         return '"' + arg + '"'

@@ -49,12 +49,6 @@ class PerplexityReport:
         return out
 
 
-def count_oov(documents, vocab: Vocabulary):
-    """(words, words not in ``vocab``) over documents of sentences."""
-    sentences = [s for doc in documents for s in doc]
-    return sum(len(s) for s in sentences), sum(1 for s in sentences for w in s if w not in vocab)
-
-
 def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequence,
                       batch_size: int = 16, bptt: int = 64, device="cpu", progress=None) -> PerplexityReport:
     """Perplexity of ``documents`` (lists of word-tuple sentences) under ``model``.
@@ -75,7 +69,8 @@ def corpus_perplexity(model: LanguageModel, vocab: Vocabulary, documents: Sequen
         raise ValueError("no sentences to score")
     streams = make_streams(encoded, batch_size, align=bptt)
     nll = nll_of_streams(model, streams, bptt, device, progress)
-    words, oov = count_oov(documents, vocab)
+    sentences = [s for doc in documents for s in doc]
+    words, oov = sum(len(s) for s in sentences), sum(1 for s in sentences for w in s if w not in vocab)
     model.train(was_training)
     tokens = streams.num_tokens
     return PerplexityReport(math.exp(nll / tokens), nll, tokens, words, oov, len(encoded))

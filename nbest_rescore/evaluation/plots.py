@@ -1,11 +1,11 @@
 """Plots of tuning results and of the attention analysis (matplotlib, Agg canvas; no
 pyplot global state). Every PNG is written atomically.
 
-Every ``plot_*`` writer takes a keyword ``title``: a first title line naming what the
-figure was made from (e.g. ``"gru.pt on dev/, history first-pass"``), drawn above the
-line saying what the figure shows. Each writer is a thin wrapper around a ``*_figure``
-builder that returns the matplotlib :class:`~matplotlib.figure.Figure` (its axes title,
-``fig.axes[0].get_title()``, holds both lines)."""
+Every ``*_figure`` builder returns a matplotlib :class:`~matplotlib.figure.Figure` (not
+saved); its ``plot_*`` writer is a thin wrapper that writes it. Both take a keyword
+``title``: a first title line naming what the figure was made from (model and data, e.g.
+``"gru.pt on dev/, history first-pass"``), drawn above the line saying what the figure
+shows (the axes title, ``fig.axes[0].get_title()``, holds both lines)."""
 from __future__ import annotations
 
 import os
@@ -92,21 +92,18 @@ def _new_figure(width: float, height: float, panels: int = 1):
     return (fig, *(fig.add_subplot(1, panels, i) for i in range(1, panels + 1)))
 
 
-def _save_png(fig, path: Union[str, os.PathLike]) -> str:
-    """Write ``fig`` as a PNG atomically (temporary file + rename); return ``path``."""
-    fig.tight_layout()
-    return _write_png(fig, path)
-
-
 def _write_png(fig, path: Union[str, os.PathLike]) -> str:
-    """Write ``fig`` (laid out) as a PNG atomically; return ``path``."""
+    """Write ``fig`` (already laid out) as a PNG atomically (temporary file + rename); return ``path``."""
     path = os.fspath(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     return path
 
 
-save_figure = _save_png  # public name: write a Figure from a ``*_figure`` builder atomically
+def save_figure(fig, path: Union[str, os.PathLike]) -> str:
+    """Lay out a Figure from a ``*_figure`` builder and write it as a PNG atomically; return ``path``."""
+    fig.tight_layout()
+    return _write_png(fig, path)
 
 
 def _bar_labels(ax, bars, values, fmt: str) -> None:
@@ -118,8 +115,8 @@ def _bar_labels(ax, bars, values, fmt: str) -> None:
 def attention_entropy_figure(counts: Sequence[int], edges: Sequence[float], max_entropy: float,
                              mean_entropy: float, *, title: Optional[str] = None):
     """Histogram of the attention entropy in bits (``000`` Fig. 6.1): ``counts`` [bins]
-    over ``edges`` [bins + 1], the mean and the maximum log2 K marked; ``title``: first
-    title line (model and data). Raises ValueError if ``len(edges) != len(counts) + 1``."""
+    over ``edges`` [bins + 1], the mean and the maximum log2 K marked. Raises ValueError
+    if ``len(edges) != len(counts) + 1``."""
     if len(edges) != len(counts) + 1:
         raise ValueError(f"plot_attention_entropy: {len(counts)} counts need {len(counts) + 1} edges, got {len(edges)}")
     edges = np.asarray(edges, dtype=float)
@@ -138,8 +135,7 @@ def attention_entropy_figure(counts: Sequence[int], edges: Sequence[float], max_
 
 
 def memcell_attention_figure(mean_attention: Sequence[float], *, title: Optional[str] = None):
-    """Bar chart of the mean attention weight alpha^(i) per memcell; ``title``: first
-    title line (model and data)."""
+    """Bar chart of the mean attention weight alpha^(i) per memcell."""
     k = len(mean_attention)
     fig, ax = _new_figure(max(5.0, 0.6 * k + 2.0), 3.5)
     bars = ax.bar(range(1, k + 1), mean_attention, color="tab:green")
@@ -156,8 +152,7 @@ def memcell_attention_figure(mean_attention: Sequence[float], *, title: Optional
 
 def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[str] = None):
     """K x K heat map of the mean pairwise cosine similarity of memcell states
-    (``000`` Fig. 6.2), every cell annotated; ``title``: first title line (model and
-    data)."""
+    (``000`` Fig. 6.2), every cell annotated."""
     s = np.asarray(cosine, dtype=float)
     k = s.shape[0]
     fig, ax = _new_figure(max(5.0, 0.7 * k + 2.0), max(3.5, 0.7 * k + 1.5))
@@ -178,7 +173,7 @@ def memcell_cosine_figure(cosine: Sequence[Sequence[float]], *, title: Optional[
 def memcell_perplexity_figure(memcell_ppl: Sequence[float], perplexity: float, *, title: Optional[str] = None):
     """Perplexity of each memcell alone (alpha^(k) = 1, ``000`` Fig. 6.3) as bars, the
     model's perplexity as a line; the axis is logarithmic when the values span more
-    than a factor of 10 (dead memcells); ``title``: first title line (model and data)."""
+    than a factor of 10 (dead memcells)."""
     k = len(memcell_ppl)
     values = [float(v) for v in memcell_ppl] + [float(perplexity)]
     fig, ax = _new_figure(max(5.0, 0.6 * k + 2.0), 3.5)
@@ -200,8 +195,7 @@ def memcell_perplexity_figure(memcell_ppl: Sequence[float], perplexity: float, *
 
 def window_attention_figure(mean_attention: Sequence[float], model_name: str, *, title: Optional[str] = None):
     """Mean attention weight by window position (``001`` Fig. 3b): position L-1, the
-    most recent previous output, drawn rightmost and labelled t-1; ``title``: first
-    title line (model and data)."""
+    most recent previous output, drawn rightmost and labelled t-1."""
     n = len(mean_attention)
     fig, ax = _new_figure(max(5.0, 0.45 * n + 2.0), 3.5)
     ax.bar(range(n), mean_attention, color="tab:blue")
@@ -213,11 +207,11 @@ def window_attention_figure(mean_attention: Sequence[float], model_name: str, *,
 
 
 def _writer(figure):
-    """``plot_X(*data, path, *, title=None)``: :func:`_save_png` of ``X_figure(*data, title=title)``;
+    """``plot_X(*data, path, *, title=None)``: :func:`save_figure` of ``X_figure(*data, title=title)``;
     returns ``path``."""
     def plot(*args, title: Optional[str] = None) -> str:
         *data, path = args
-        return _save_png(figure(*data, title=title), path)
+        return save_figure(figure(*data, title=title), path)
 
     plot.__name__ = plot.__qualname__ = "plot_" + figure.__name__[:-len("_figure")]
     plot.__doc__ = f"Write :func:`{figure.__name__}` as a PNG (atomically) to the last argument; returns it."

@@ -20,14 +20,6 @@ from .tune_report import UtteranceErrors
 from .wer import utterance_errors
 
 
-def _load(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read result file {path}: {exc}") from exc
-
-
 @dataclass(frozen=True)
 class RowErrors:
     """Per-utterance word errors of one table row's 1-best: ``ids`` (U utterance ids),
@@ -91,7 +83,11 @@ def wer_row(spec: str, refs=None, ref_path: str = "") -> dict:
     field = None
     if path.endswith((":first_pass", ":rescored", ":oracle")):
         path, field = path.rsplit(":", 1)
-    data = _load(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"cannot read result file {path}: {exc}") from exc
     if "best" in data:
         b = data["best"]
         cv = data.get("cross_validation")

@@ -4,7 +4,7 @@ builds it from the lists, their references and the NN costs (negated natural log
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -123,29 +123,10 @@ class TuneData:
         return len(self.errors)
 
 
-def _nn_list(nn_cost: NnCosts) -> List[Mapping[str, float]]:
-    if nn_cost is None:
-        return []
-    return [nn_cost] if isinstance(nn_cost, Mapping) else list(nn_cost)
-
-
-def cost_labels(names: Sequence[str], labels: Optional[Sequence[str]]) -> List[str]:
-    """How error messages name each NN cost map: ``labels``, else ``nn_cost`` for one
-    LM and ``nn_cost <name>`` for several."""
-    if labels is not None:
-        return list(labels)
-    return ["nn_cost"] if len(names) == 1 else [f"nn_cost {n}" for n in names]
-
-
 def missing_keys_error(label: str, missing: Sequence[str], total: int) -> DataError:
     """The error for NN costs that lack hypotheses of the lists."""
     return DataError(f"{label} lacks {len(missing)} of {total} hypothesis keys: "
                      f"{examples(missing)}; score every hypothesis of the lists with the neural LM")
-
-
-def non_finite_error(name: str, bad_keys: Sequence[str]) -> DataError:
-    """The error for costs (``name``) that are NaN or infinite for ``bad_keys``."""
-    return DataError(f"{name} has non-finite values for {examples(bad_keys)}")
 
 
 def tune_data(nbest, refs, nn_cost: NnCosts = None, names: Optional[Sequence[str]] = None,
@@ -163,11 +144,13 @@ def tune_data(nbest, refs, nn_cost: NnCosts = None, names: Optional[Sequence[str
         return nbest
     if len(nbest) == 0:
         raise DataError("tune: the N-best set has no utterances")
-    costs = _nn_list(nn_cost)
+    costs = [] if nn_cost is None else [nn_cost] if isinstance(nn_cost, Mapping) else list(nn_cost)
     names = unique_names(names if names is not None else ["nn"] * len(costs))
     if len(names) != len(costs):
         raise ValueError(f"tune: {len(costs)} NN cost maps but {len(names)} names")
-    labels = cost_labels(names, labels)
+    if labels is None:  # how messages name each NN cost map
+        labels = ["nn_cost"] if len(names) == 1 else [f"nn_cost {n}" for n in names]
+    labels = list(labels)
     flat = nbest.flat()  # per-hypothesis arrays in set order, built once
     keys = flat.keys
     rows = []
@@ -178,5 +161,6 @@ def tune_data(nbest, refs, nn_cost: NnCosts = None, names: Optional[Sequence[str
         rows.append(np.array([cost[k] for k in keys], dtype=np.float64))
     for name, arr in (*zip(labels, rows), *((n, getattr(flat, n)) for n in ("ac_cost", "lm_cost", "graph_cost"))):
         if not np.all(np.isfinite(arr)):
-            raise non_finite_error(name, [k for k, v in zip(keys, arr) if not np.isfinite(v)])
+            bad = [k for k, v in zip(keys, arr) if not np.isfinite(v)]
+            raise DataError(f"{name} has non-finite values for {examples(bad)}")
     return TuneData.of(nbest, refs, np.vstack(rows) if rows else None, names)

@@ -62,21 +62,17 @@ def tune_grid(data: TuneData, options: SearchOptions, interps: Optional[Sequence
                         "(--nn-cost) or search interps 1 alone")
     k, scale = len(data.names), float(options.acoustic_scale)
     weights = list(_simplex(interps, k)) if k >= 2 else [(lam, None) for lam in interps]
-    points = [_grid_point(data, Weights(acoustic_scale=scale, lm_weight=delta, interp=lam, word_ins_penalty=wip,
-                                        nn_weights=ws))
-              for lam, ws in weights for delta in options.lm_weights
-              for wip in options.word_ins_penalties or (options.word_ins_penalty,)]
+    points = []
+    for (lam, ws), delta, wip in product(weights, options.lm_weights,
+                                         options.word_ins_penalties or (options.word_ins_penalty,)):
+        w = Weights(acoustic_scale=scale, lm_weight=delta, interp=lam, word_ins_penalty=wip, nn_weights=ws)
+        wer = float(data.errors[data.one_best(w)].sum()) / data.ref_words * 100.0
+        points.append(TunePoint(interp=w.interp, lm_weight=w.lm_weight, word_ins_penalty=w.word_ins_penalty, wer=wer,
+                                nn_weights=w.nn_weights))
     best = min(points, key=lambda p: p.wer)  # min keeps the first of equal WERs
     return TuneResult(points=tuple(points), best=best, acoustic_scale=scale, names=data.names, search="grid",
                       evaluations=len(points), hypotheses=len(points) * len(data.errors),
                       seconds=time.perf_counter() - t0)
-
-
-def _grid_point(prep: TuneData, w: Weights) -> TunePoint:
-    """The WER (percent) of the 1-best under ``w`` as a :class:`TunePoint`."""
-    wer = float(prep.errors[prep.one_best(w)].sum()) / prep.ref_words * 100.0
-    return TunePoint(interp=w.interp, lm_weight=w.lm_weight, word_ins_penalty=w.word_ins_penalty, wer=wer,
-                     nn_weights=w.nn_weights)
 
 
 def linear_scores(flat, nn: Optional[np.ndarray], errors, offsets, acoustic_scale: float) -> LinearScores:

@@ -365,8 +365,8 @@ def test_plot_functions_take_a_title(tmp_path, monkeypatch):
     from nbest_rescore.evaluation import plots
 
     saved = []
-    save = plots._save_png
-    monkeypatch.setattr(plots, "_save_png", lambda fig, path: saved.append(fig) or save(fig, path))
+    save = plots.save_figure
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: saved.append(fig) or save(fig, path))
     a = _hand_made_amn()
     calls = [(plots.plot_attention_entropy, (a.entropy_counts, a.entropy_edges, a.entropy_max, a.entropy_mean)),
              (plots.plot_memcell_attention, (a.mean_attention,)), (plots.plot_memcell_cosine, (a.cosine,)),
