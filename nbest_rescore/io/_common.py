@@ -10,7 +10,7 @@ import os
 import re
 import zlib
 from collections.abc import Mapping
-from typing import IO, Callable, Iterable, Iterator, List, Optional, Tuple
+from typing import IO, Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ..errors import DataError, format_location
 from ..validation import is_stream
@@ -110,23 +110,6 @@ def _gzip_error(path, line_no: int, exc: BaseException) -> DataError:
                      f"({str(exc) or type(exc).__name__}); {fix}")
 
 
-def _raw_lines(path) -> Iterator[Tuple[int, bytes]]:
-    """``(line_no, bytes)`` of each line of :func:`open_text_input`, 1-based; a gzip
-    stream that is not gzip data, truncated or corrupt is a DataError (:func:`_gzip_error`)."""
-    fh = open_text_input(path)
-    line_no = 0
-    with fh:
-        try:
-            for line_no, raw in enumerate(fh, start=1):
-                yield line_no, raw
-        except (EOFError, OSError, zlib.error) as e:
-            if not isinstance(fh, gzip.GzipFile):
-                raise
-            raise _gzip_error(path, line_no, e) from None
-    if is_stream(path):
-        check_stream_exit(path, fh)
-
-
 def iter_lines(path) -> Iterator[Tuple[int, str]]:
     """Yield ``(line_no, line)`` for a UTF-8 text file, 1-based, line end removed; a
     file named ``*.gz`` is decompressed as it is read (line numbers of the
@@ -140,22 +123,28 @@ def iter_lines(path) -> Iterator[Tuple[int, str]]:
 
     Raises:
         DataError: the file does not exist or is not readable, a line is not UTF-8, or
-            a ``.gz`` file is not gzip data or is truncated or corrupt.
+            a ``.gz`` file is not gzip data or is truncated or corrupt (:func:`_gzip_error`).
     """
-    for line_no, raw in _raw_lines(path):
-        if line_no == 1 and raw.startswith(UTF8_BOM):
-            raw = raw[len(UTF8_BOM):]
-        if raw.endswith(b"\n"):
-            raw = raw[:-1]
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
+    fh = open_text_input(path)
+    line_no = 0
+    with fh:
         try:
-            yield line_no, raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(
-                f"{format_location(path, line_no)}: not valid UTF-8 text "
-                f"(byte {e.start + 1} of the line); expected UTF-8: convert the file, e.g. "
-                f"`iconv -f LATIN1 -t UTF-8`") from None
+            for line_no, raw in enumerate(fh, start=1):
+                if line_no == 1:
+                    raw = raw.removeprefix(UTF8_BOM)
+                try:
+                    line = raw.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{format_location(path, line_no)}: not valid UTF-8 text (byte {e.start + 1} "
+                                    f"of the line); expected UTF-8: convert the file, e.g. "
+                                    f"`iconv -f LATIN1 -t UTF-8`") from None
+                yield line_no, line
+        except (EOFError, OSError, zlib.error) as e:
+            if not isinstance(fh, gzip.GzipFile):
+                raise
+            raise _gzip_error(path, line_no, e) from None
+    if is_stream(path):
+        check_stream_exit(path, fh)
 
 
 def iter_pairs(path, expected: str) -> Iterator[Tuple[int, str, str, str]]:
@@ -236,13 +225,12 @@ def check_key(key: str, loc: str, what: str = "key") -> str:
 
 
 class DocumentOrder:
-    """Checks, utterance by utterance in list order, that each document's utterances
-    are consecutive (the one check of every reader): history is carried through a
-    document in list order, so a document that reappears after another one (A, B, A)
-    would make it skip or interleave utterances; the message names where it reappears
-    and where it was last seen. ``doc_path``: the file the documents came from
-    (``utt2doc``/``utt2spk``, or a description); ``list_desc``: the N-best file that
-    fixes the order. :attr:`count` is the number of documents so far."""
+    """Checks, utterance by utterance in list order, that each document's utterances are
+    consecutive (the one check of every reader): history is carried through a document in
+    list order, so a document that reappears (A, B, A) would make it skip or interleave
+    utterances. ``doc_path``: the file the documents came from (``utt2doc``/``utt2spk``, or
+    a description); ``list_desc``: the N-best file that fixes the order. :attr:`count` is
+    the number of documents so far."""
 
     def __init__(self, doc_path, list_desc: str):
         self.doc_path, self.list_desc = doc_path, list_desc
@@ -293,8 +281,8 @@ def keyed_lines(items: Iterable, who: str, check: Callable, line: Callable[..., 
         yield line(key, value)
 
 
-def file_kind(path, suffix: str, sniff: Callable[[str], bool]) -> bool:
-    """Whether the file ``path`` is of a kind: its name ends in ``suffix``, else
+def file_kind(path, suffix: Union[str, Tuple[str, ...]], sniff: Callable[[str], bool]) -> bool:
+    """Whether the file ``path`` is of a kind: its name ends in ``suffix`` (or one of them), else
     ``sniff(path)`` says so from its first bytes (False when it cannot be read, and
     for a folder). How the readers' ``is_*`` tell formats apart."""
     p = os.fspath(path)

@@ -32,11 +32,10 @@ __all__ = ["atomic_write", "atomic_path", "atomic_dir", "atomic_entries"]
 
 
 def _make_temp(path, option: Optional[str] = None) -> str:
-    """Create an empty temporary file next to ``path`` (same suffix) and return its name:
-    ``.NAME.PID-XXXXXXXX.tmpSUFFIX``. Such files of ``path`` left by killed processes
-    are removed first. Raises DataError (the folder is missing, ``path`` is not a regular file) or, inside
-    a staging folder (:func:`_staged`), OSError; else the OSError worded by
-    :func:`~nbest_rescore.os_errors.output_error`."""
+    """Create an empty temporary file ``.NAME.PID-XXXXXXXX.tmpSUFFIX`` next to ``path`` and return its
+    name (such files of ``path`` left by killed processes are removed first). Raises DataError (the
+    folder is missing, ``path`` is not a regular file) or, inside a staging folder (:func:`_staged`),
+    OSError; else the OSError worded by :func:`~nbest_rescore.os_errors.output_error`."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
@@ -80,19 +79,18 @@ def _staged(path) -> Optional[Path]:
 
 @contextlib.contextmanager
 def atomic_path(path, option: Optional[str] = None) -> Iterator[str]:
-    """Yield a temporary path in the directory of ``path`` for writers that need a name.
+    """Yield a temporary path in the directory of ``path``, for writers that open the file
+    themselves (``torch.save``, ``matplotlib`` ``savefig``).
 
-    Use it with writers that open the file themselves (``torch.save``,
-    ``matplotlib`` ``savefig``). The temporary name ends with the suffix of ``path`` so
-    that writers choosing a format from the extension behave the same. When the block
-    ends normally the temporary file is renamed to ``path`` (:func:`os.replace`); when
-    it raises, the temporary file is removed and the exception propagates, an OS-level
-    failure of writing (no space, read-only file system, permission ...; also as torch
-    or a Rust library reports it: :func:`~nbest_rescore.os_errors.os_error_of`) as one DataError
+    The temporary name ends with the suffix of ``path`` so that writers choosing a
+    format from the extension behave the same. When the block ends normally the
+    temporary file is renamed to ``path`` (:func:`os.replace`); when it raises, the
+    temporary file is removed and the exception propagates, an OS-level failure of
+    writing (no space, read-only file system, permission ...; also as torch or a Rust
+    library reports it: :func:`~nbest_rescore.os_errors.os_error_of`) as one DataError
     naming ``option`` (e.g. ``"--out"``) and ``path`` (:func:`~nbest_rescore.os_errors.output_error`).
     In the staging folder of :func:`atomic_dir` or :func:`atomic_entries` the error
-    propagates (with ``path`` as its OSError's ``filename`` when it had none) for them
-    to word.
+    propagates (with ``path`` as its OSError's ``filename`` when it had none) for them to word.
 
     Raises:
         DataError: the directory of ``path`` does not exist; a folder or special file

@@ -14,9 +14,6 @@ n-gram term). ``token`` and ``token_int`` are not read. Utterances are in the or
 ``1best_recog/text``; hypothesis k of an utterance comes from ``{k}best_recog`` (an
 utterance whose beam gave fewer than N hypotheses is absent from the last folders);
 each is its own document. Keys ``<utt_id>-<k>``.
-
-:func:`iter_espnet_nbest` reads every folder in lock-step, one utterance at a time;
-:func:`read_espnet_nbest` reads all; :func:`open_espnet_nbest` is the span source.
 """
 from __future__ import annotations
 
@@ -100,10 +97,10 @@ class _Rank:
         if pair is None:
             return None
         (line_no, key, words), (s_line, s_key, value) = pair
-        if s_key != key:
-            raise DataError(f"{format_location(self.score, s_line)}: key {s_key!r} where {self.text}:{line_no} has "
-                            f"{key!r}; text and score of a folder must list the same utterances in the same order")
         loc = format_location(self.score, s_line)
+        if s_key != key:
+            raise DataError(f"{loc}: key {s_key!r} where {self.text}:{line_no} has "
+                            f"{key!r}; text and score of a folder must list the same utterances in the same order")
         return line_no, key, words, parse_log_score(value, loc, f"score of {key!r}")
 
     def take(self, utt: str) -> Optional[Tuple[Words, float]]:
@@ -142,11 +139,9 @@ def _utterance(ranks: List[_Rank], utt: str, words: Words, score: float) -> Nbes
 
 
 def iter_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
-    """Read an ESPnet N-best directory one utterance at a time, each list yielded once
-    its lines are checked. Order, units and errors as :func:`read_espnet_nbest`; the
-    log line comes after the last list."""
-    dirs = rank_dirs(path)
-    ranks = [_Rank(d) for d in dirs]
+    """:func:`read_espnet_nbest` one utterance at a time, every rank folder read in lock-step: units and
+    errors as it, each list yielded once checked; the log line comes after the last list."""
+    ranks = [_Rank(d) for d in rank_dirs(path)]
     first = ranks[0]
     seen: Dict[str, int] = {}
     n_hyps = 0
@@ -190,7 +185,7 @@ def read_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> N
 
 
 def open_espnet_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of an ESPnet N-best directory read once into a span source
-    (:func:`~.spans.open_stream`). Raises DataError as :func:`read_espnet_nbest`."""
+    """:func:`iter_espnet_nbest` read once into a span source (:func:`~.spans.open_stream`).
+    Raises DataError as :func:`read_espnet_nbest`."""
     return open_stream(iter_espnet_nbest(path, log=log), os.fspath(path),
                        lambda: {"doc_source": "none", "total_scores": True})

@@ -13,10 +13,7 @@ allowed (checked as finite numbers) and ignored. Hypothesis
 keys are ``<utt_id>-<n>`` (n = 1, 2, ... in list order). ``document`` is optional: on
 every line or on none; without it each utterance is its own document. A document's
 utterances are consecutive lines, in spoken order. Blank lines are skipped.
-
-:func:`iter_jsonl_nbest` reads one line (utterance) at a time, checking as it reads;
-:func:`read_jsonl_nbest` reads all; :func:`open_jsonl_nbest` is the span source;
-:func:`write_jsonl_nbest` writes what they read back exactly (:func:`~._common.float_text`).
+:func:`write_jsonl_nbest` writes what the readers read back exactly (:func:`~._common.float_text`).
 """
 from __future__ import annotations
 
@@ -31,8 +28,8 @@ import numpy as np
 
 from ..errors import DataError, format_location
 from ..types import NbestList, NbestSet, Words
-from ._common import (GZIP_SUFFIX, DocumentOrder, check_key, check_ranked_keys, file_kind, float_text, is_gzip_name,
-                      iter_lines, open_text_input, split_fields)
+from ._common import (GZIP_SUFFIX, UTF8_BOM, DocumentOrder, check_key, check_ranked_keys, file_kind, float_text,
+                      is_gzip_name, iter_lines, open_text_input, split_fields)
 from .atomic import atomic_write
 from .nbest_writer import NbestWriter, write_parts
 from .spans import StreamSource, open_stream
@@ -64,15 +61,13 @@ def is_jsonl(path) -> bool:
     mark; of the decompressed text for a name ending in ``.gz``) is ``{``. A plain N-best
     line starts with a digit, so the two cannot be confused. False for a folder, or a
     ``.gz`` file that is not gzip data."""
-    if os.fspath(path).removesuffix(GZIP_SUFFIX).endswith(JSONL_SUFFIX) and not os.path.isdir(path):
-        return True
-    return file_kind(path, JSONL_SUFFIX, _starts_with_brace)
+    return file_kind(path, (JSONL_SUFFIX, JSONL_SUFFIX + GZIP_SUFFIX), _starts_with_brace)
 
 
 def _starts_with_brace(path: str) -> bool:
     try:
         with open_text_input(path) as fh:
-            head = fh.read(4096).removeprefix(b"\xef\xbb\xbf")
+            head = fh.read(4096).removeprefix(UTF8_BOM)
             while head and not head.strip():
                 head = fh.read(4096)
     except (EOFError, zlib.error):
@@ -293,10 +288,8 @@ class _Lines:
 
 
 def iter_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
-    """Read a JSON Lines N-best file one line (utterance) at a time, each
-    :class:`~nbest_rescore.types.NbestList` yielded once its line is checked. Order,
-    units and errors (raised when the iteration reaches them) as
-    :func:`read_jsonl_nbest`; the log line comes after the last list."""
+    """:func:`read_jsonl_nbest` one line (utterance) at a time: units and errors as it (raised when the
+    iteration reaches them), each list yielded once checked; the log line comes after the last list."""
     return _Lines(path).lists(log)
 
 
@@ -331,9 +324,9 @@ def read_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> Nb
 
 
 def open_jsonl_nbest(path, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of a JSON Lines file (or stream: ``-``, ``COMMAND |``) read once into a
-    source read span by span (:func:`~.spans.open_stream`); its index also says which
-    other scores the lists carry. Raises DataError as :func:`read_jsonl_nbest`."""
+    """:func:`iter_jsonl_nbest` (also of a stream: ``-``, ``COMMAND |``) read once into a span source
+    (:func:`~.spans.open_stream`), whose index also says which other scores the lists carry.
+    Raises DataError as :func:`read_jsonl_nbest`."""
     lines = _Lines(path)
     return open_stream(lines.lists(log), os.fspath(path), lines.meta)
 
@@ -391,11 +384,10 @@ class JsonlNbestWriter(NbestWriter):
 def write_jsonl_nbest(nbest: NbestSet, path, option: Optional[str] = None) -> None:
     """Write ``nbest`` as JSON Lines (:func:`jsonl_line` per utterance, set order) to
     ``path``, atomically (the file appears whole or not at all), gzip-compressed when
-    its name ends in ``.gz``. Reading it back with
-    :func:`read_jsonl_nbest` gives the same ids, documents, words and float64 costs (a
-    set of total scores is written as ``total_cost``, and read back so).
-    ``option`` (e.g. ``"--out"``) names ``path`` in errors. Part after part:
-    :class:`JsonlNbestWriter`.
+    its name ends in ``.gz``. Reading it back with :func:`read_jsonl_nbest` gives the
+    same ids, documents, words and float64 costs (a set of total scores is written as
+    ``total_cost``, and read back so). ``option`` (e.g. ``"--out"``) names ``path`` in
+    errors. Part after part: :class:`JsonlNbestWriter`.
 
     Raises:
         DataError: as :func:`jsonl_line`; the folder of ``path`` does not exist; the

@@ -3,9 +3,6 @@ line formats, keys ``<uttid>-<n>`` and costs (negated natural log) as in docs/fo
 ("Kaldi N-best directory"). With the Kaldi names the graph cost is ``lmwt.nolm``, else
 zero. An utterance's hypotheses are on consecutive lines, and a document's utterances
 (``utt2doc``, ``utt2spk``, else one per utterance) consecutive in the words file.
-
-:func:`iter_kaldi_nbest` reads one utterance at a time, the cost files in lock-step with
-the words file (:class:`~.cost_column.CostColumn`); :func:`read_kaldi_nbest_dir` reads all.
 """
 from __future__ import annotations
 
@@ -293,10 +290,9 @@ def _nbest_list(files: KaldiFiles, docs: _Documents, group: list) -> NbestList:
 
 def iter_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
                      lm_cost_name: Optional[str] = None) -> Iterator[NbestList]:
-    """Read an N-best directory one utterance at a time (see the module docstring),
-    each :class:`~nbest_rescore.types.NbestList` yielded once its lines are read and
-    checked. Arguments, order, units and errors (raised when the iteration reaches
-    them) as :func:`read_kaldi_nbest_dir`; the log line comes after the last list."""
+    """:func:`read_kaldi_nbest_dir` one utterance at a time, the cost files read in lock-step with the words
+    file (:class:`~.cost_column.CostColumn`): arguments, units and errors as it, each list yielded once
+    checked (errors when the iteration reaches them); the log line comes after the last list."""
     files = kaldi_files(path, lm_cost_name)
     docs = _Documents(files)
     n_utts = n_hyps = 0
@@ -343,8 +339,7 @@ def read_kaldi_nbest_dir(path, *, log: Optional[Callable[[str], None]] = None,
 
 def open_kaldi_nbest(path, *, log: Optional[Callable[[str], None]] = None,
                      lm_cost_name: Optional[str] = None) -> StreamSource:
-    """The lists of an N-best directory read once (:func:`iter_kaldi_nbest`, which logs
-    its line) into a source read span by span (:func:`~.spans.open_stream`).
+    """:func:`iter_kaldi_nbest` read once into a span source (:func:`~.spans.open_stream`).
     Raises DataError as :func:`read_kaldi_nbest_dir`."""
     files = kaldi_files(path, lm_cost_name)
     return open_stream(iter_kaldi_nbest(path, log=log, lm_cost_name=lm_cost_name), files.directory,
@@ -408,9 +403,8 @@ def write_kaldi_nbest_files(folder, nbest: NbestSet, refs: Optional[Mapping[str,
     ``ac_cost`` and ``lm_cost`` (or, with a graph cost, ``lmwt.lmonly`` and
     ``lmwt.nolm``), ``utt2doc``, and ``ref.txt`` (the lines of ``refs`` for these
     utterances) when ``refs`` is given. Costs (negated natural logs) have 6 decimals
-    (``%.6f``, :func:`~.score_ark.cost_ark_line`). Each file is written atomically;
-    callers that need the set to appear as a whole write into
-    :func:`~.atomic.atomic_dir`'s folder. Part after part: :class:`KaldiNbestWriter`.
+    (``%.6f``, :func:`~.score_ark.cost_ark_line`). Each file is written atomically, part
+    after part by :class:`KaldiNbestWriter` (:mod:`.nbest_writer`).
 
     Args:
         with_graph: write the graph cost files; None: when any graph cost is non-zero.

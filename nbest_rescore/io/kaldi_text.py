@@ -31,13 +31,9 @@ def iter_kaldi_text(path) -> Iterator[Tuple[int, str, Words]]:
     for line_no, line in iter_lines(path):
         fields = split_fields(line)
         if not fields:
-            raise DataError(
-                f"{format_location(path, line_no)}: blank line; "
-                f"expected '<key> [word ...]' "
-                f"(an empty hypothesis is written as the bare key)")
-        key = fields[0]
-        if not key.isascii():
-            check_key(key, format_location(path, line_no))
+            raise DataError(f"{format_location(path, line_no)}: blank line; expected '<key> [word ...]' "
+                            f"(an empty hypothesis is written as the bare key)")
+        key = fields[0] if fields[0].isascii() else check_key(fields[0], format_location(path, line_no))
         yield line_no, key, tuple(fields[1:])
 
 
@@ -61,9 +57,8 @@ def read_kaldi_text(path) -> Dict[str, Words]:
 
 def _check_token(token, what: str, key) -> None:
     if not isinstance(token, str) or not token or split_fields(token) != [token]:
-        raise DataError(
-            f"write_kaldi_text: {what} {token!r} (key {key!r}) must be a non-empty "
-            f"string without white space")
+        raise DataError(f"write_kaldi_text: {what} {token!r} (key {key!r}) must be a non-empty "
+                        f"string without white space")
 
 
 def kaldi_text_line(key, words: Iterable[str]) -> str:

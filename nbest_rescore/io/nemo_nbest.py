@@ -15,9 +15,6 @@ number or the text of a torch scalar (``tensor(-12.3)``) is accepted. The manife
 gives the utterance ids: the audio file's name without its folder and last suffix
 (``/data/a/u1.wav``: ``u1``). The beam size is the number of beam lines divided by the
 number of manifest entries; each utterance is its own document; keys ``<utt_id>-<n>``.
-
-:func:`iter_nemo_nbest` reads the beams file one utterance at a time;
-:func:`read_nemo_nbest` reads all; :func:`open_nemo_nbest` is the span source.
 """
 from __future__ import annotations
 
@@ -61,9 +58,8 @@ def _entry(line: str, loc: str) -> dict:
     except ValueError as e:
         raise DataError(f"{loc}: invalid JSON ({e}); a NeMo manifest has one object per line, e.g. "
                         f"{_MANIFEST_EXAMPLE}") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("audio_filepath"), str) or \
-            not nemo_utt_id(obj["audio_filepath"]) or split_fields(nemo_utt_id(obj["audio_filepath"])) != \
-            [nemo_utt_id(obj["audio_filepath"])]:
+    audio = obj.get("audio_filepath") if isinstance(obj, dict) else None
+    if not isinstance(audio, str) or split_fields(nemo_utt_id(audio)) != [nemo_utt_id(audio)]:  # (also: no id)
         raise DataError(f"{loc}: expected an object with 'audio_filepath' (a path whose file name, the utterance id, "
                         f"has no white space), e.g. {_MANIFEST_EXAMPLE}")
     if "text" in obj and not isinstance(obj["text"], str):
@@ -123,9 +119,8 @@ def beam_size(path, manifest, n_utts: int) -> int:
 
 
 def iter_nemo_nbest(path, manifest, *, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
-    """Read a NeMo beams file one utterance at a time (``manifest``: its manifest),
-    each list yielded once its lines are checked. Order, units and errors as
-    :func:`read_nemo_nbest`; the log line comes after the last list."""
+    """:func:`read_nemo_nbest` one utterance at a time (``manifest``: its manifest): units and errors as
+    it, each list yielded once checked; the log line comes after the last list."""
     utts = read_manifest(manifest)
     n = beam_size(path, manifest, len(utts))
     rows = _beams(path)
@@ -161,7 +156,7 @@ def _need(path, manifest):
 
 
 def open_nemo_nbest(path, manifest=None, *, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of a NeMo beams file read once into a span source (:func:`~.spans.open_stream`).
+    """:func:`iter_nemo_nbest` read once into a span source (:func:`~.spans.open_stream`).
     Raises DataError as :func:`read_nemo_nbest`."""
     return open_stream(iter_nemo_nbest(path, _need(path, manifest), log=log), os.fspath(path),
                        lambda: {"doc_source": "none", "total_scores": True})

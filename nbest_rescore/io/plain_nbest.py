@@ -6,8 +6,6 @@ dropped; scores are negated into costs unless ``scores_are_costs``.
 Utterance ids are the index strings as written (``"0"``, ...), or mapped by ``utt_ids``;
 hypothesis keys are ``<utterance-id>-<n>`` (n = 1, 2, ... in line order). Documents:
 ``utt2doc`` (consecutive in the list), else the whole file is one, its id the file name.
-:func:`iter_plain_nbest` reads list and score files in lock-step, one utterance at a
-time; :func:`read_plain_nbest` reads all.
 """
 from __future__ import annotations
 
@@ -140,9 +138,8 @@ def warn_if_wrong_kind(negative: int, positive: int, n: int, path, desc: str, sc
 
 
 def _beside(nbest_path, suffix: str) -> Tuple[Optional[str], List[str]]:
-    """``(the score file found, the names tried)`` for ``suffix`` (``ac``/``ngram``) beside
-    the list ``DIR/NAME.EXT``: ``DIR/NAME.<suffix>``, ``DIR/NAME.EXT.<suffix>`` (not the
-    list itself); None when none of them is a file."""
+    """``(the score file found or None, the names tried)`` for ``suffix`` (``ac``/``ngram``), as
+    :func:`find_plain_score_files` looks for it."""
     p = os.fspath(nbest_path)
     names = [n for n in dict.fromkeys((os.path.splitext(p)[0] + "." + suffix, p + "." + suffix)) if n != p]
     return next((n for n in names if os.path.isfile(n)), None), names
@@ -283,13 +280,6 @@ def _rows(plain: _PlainInput) -> Iterator[Tuple[int, str, Words, float, float]]:
         raise plain.not_parallel()
 
 
-def _costs(values, sign: float) -> np.ndarray:
-    """Values as float64 costs (negated unless they are costs), no negative zeros."""
-    arr = np.asarray(values, dtype=np.float64) * sign
-    arr[arr == 0] = 0.0
-    return arr
-
-
 def _plain_list(plain: _PlainInput, group: list, signs: List[int]) -> NbestList:
     """One utterance's list from its rows (:func:`_rows`); ``signs`` (acoustic < 0,
     > 0, n-gram < 0, > 0) counts its values."""
@@ -299,18 +289,19 @@ def _plain_list(plain: _PlainInput, group: list, signs: List[int]) -> NbestList:
         signs[k] += sum(v < 0 for v in values)
         signs[k + 1] += sum(v > 0 for v in values)
     utt = plain.utt_id(idx)
-    sign = 1.0 if plain.costs else -1.0
+    sign = 1.0 if plain.costs else -1.0  # (+ 0.0: no negative zeros)
     return NbestList(utt_id=utt, doc_id=plain.doc_of(utt, idx, line_no),
                      keys=tuple(f"{utt}-{r}" for r in range(1, len(group) + 1)), hyps=hyps,
-                     ac_cost=_costs(ac, sign), lm_cost=_costs(ng, sign),
+                     ac_cost=np.asarray(ac, dtype=np.float64) * sign + 0.0,
+                     lm_cost=np.asarray(ng, dtype=np.float64) * sign + 0.0,
                      graph_cost=np.zeros(len(group), dtype=np.float64))
 
 
 def iter_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False,
                      utt2doc=None, utt_ids=None, log: Optional[Callable[[str], None]] = None) -> Iterator[NbestList]:
-    """Read a plain N-best file one utterance at a time (see the module docstring).
-    Arguments, order, units and errors (raised when the iteration reaches them) as
-    :func:`read_plain_nbest`; the warnings and the log line come after the last list."""
+    """:func:`read_plain_nbest` one utterance at a time, list and score files read in lock-step: arguments,
+    units and errors as it (raised when the iteration reaches them); the warnings and the log line come
+    after the last list."""
     plain = _PlainInput(path, ac_path, ngram_path, scores_are_costs, utt2doc, utt_ids)
     signs = [0, 0, 0, 0]
     n_utts = n_hyps = 0
@@ -364,8 +355,7 @@ def read_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: b
 
 def open_plain_nbest(path, ac_path=None, ngram_path=None, *, scores_are_costs: bool = False, utt2doc=None,
                      utt_ids=None, log: Optional[Callable[[str], None]] = None) -> StreamSource:
-    """The lists of a plain N-best file read once (:func:`iter_plain_nbest`, which warns
-    and logs) into a source read span by span (:func:`~.spans.open_stream`).
+    """:func:`iter_plain_nbest` read once into a span source (:func:`~.spans.open_stream`).
     Arguments and errors as :func:`read_plain_nbest`."""
     lists = iter_plain_nbest(path, ac_path, ngram_path, scores_are_costs=scores_are_costs, utt2doc=utt2doc,
                              utt_ids=utt_ids, log=log)
@@ -418,9 +408,8 @@ def write_plain_nbest_files(folder, nbest: NbestSet) -> Tuple[str, ...]:
     :func:`~._common.float_text`), ``utt_ids`` (``<i> <utt_id>``) and ``utt2doc``
     (``<utt_id> <doc_id>``). ``read_plain_nbest(folder/"nbest.txt",
     utt_ids=folder/"utt_ids", utt2doc=folder/"utt2doc")`` reads the same lists back
-    (the same float64 costs). Each file is written atomically; callers that need the
-    set to appear as a whole write into :func:`~.atomic.atomic_dir`'s folder. Part
-    after part: :class:`PlainNbestWriter`.
+    (the same float64 costs). Each file is written atomically, part after part by
+    :class:`PlainNbestWriter` (:mod:`.nbest_writer`).
 
     Returns:
         :data:`PLAIN_WRITTEN`.

@@ -15,12 +15,12 @@ __all__ = ["read_references"]
 def read_references(path) -> Dict[str, Tuple[str, ...]]:
     """Reference word sequences ``{uttid: (w1, w2, ...)}`` in file order, read as
     :func:`~.kaldi_text.read_kaldi_text` reads (a bare id is an empty reference; words
-    as written: the benchmark's are normalised already). For a plain N-best list (:func:`~nbest_rescore.io.plain_nbest.read_plain_nbest`) read without
-    ``utt_ids`` the utterance ids are the utterance indices (``0``, ``1``, ...), so the
-    references must be keyed by those. A regular file starting with ``{`` (or named
-    ``.jsonl``) is a NeMo manifest: ids from ``audio_filepath``, words from ``text``
-    (:func:`~.nemo_nbest.manifest_references`); a pipe is read once, as Kaldi text
-    (sniffing its first bytes would consume them).
+    as written: the benchmark's are normalised already). For a plain N-best list
+    (:func:`~.plain_nbest.read_plain_nbest`) read without ``utt_ids`` the utterance ids
+    are the utterance indices (``0``, ``1``, ...), so the references must be keyed by
+    those. A regular file starting with ``{`` (or named ``.jsonl``) is a NeMo manifest:
+    ids from ``audio_filepath``, words from ``text`` (:func:`~.nemo_nbest.manifest_references`);
+    a pipe is read once, as Kaldi text (sniffing its first bytes would consume them).
 
     Raises:
         DataError: the file is missing or not UTF-8, a line is blank, an utterance id

@@ -92,16 +92,11 @@ def _binary_entries(path, fh) -> Iterator[Tuple[int, str, float]]:
                         f"{type(e).__name__}: {e}") from None
 
 
-def _is_binary(path) -> bool:
-    """Whether the file holds a NUL byte (a binary archive), read in 1 MB blocks."""
-    with open(path, "rb") as fh:
-        return any(b"\x00" in block for block in iter(lambda: fh.read(2**20), b""))
-
-
 def _entries(path) -> Iterator[Tuple[int, str, float, bool]]:
     """``(line or entry number, key, value, binary)`` of every entry, in file order."""
     try:
-        binary = _is_binary(path)
+        with open(path, "rb") as fh:  # (binary: a NUL byte anywhere, read in 1 MB blocks)
+            binary = any(b"\x00" in block for block in iter(lambda: fh.read(2**20), b""))
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except OSError as e:
@@ -116,11 +111,9 @@ def _entries(path) -> Iterator[Tuple[int, str, float, bool]]:
 
 
 def iter_cost_ark(path) -> Iterator[Tuple[str, float]]:
-    """Stream a Kaldi archive with one number per key: ``(key, value)`` in file order,
-    one entry at a time (text or binary, as :func:`read_cost_ark`; the file is read
-    twice for a binary one: once to tell which it is). Values as read (for N-best
-    costs: negated natural log). Duplicate keys are not looked for (the caller
-    compares the keys with another file's).
+    """:func:`read_cost_ark` as a stream: ``(key, value)`` in file order, one entry at a time, values as
+    read (N-best costs: negated natural log); a binary file is read twice (once to tell which it is).
+    Duplicate keys are not looked for (the caller compares the keys with another file's).
 
     Raises:
         DataError: as :func:`read_cost_ark`, except for duplicate keys.

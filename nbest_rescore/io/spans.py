@@ -6,10 +6,9 @@ consecutive (the readers check it), so :func:`plan_spans` can cut a set into spa
 whole documents. An N-best *source* has an :class:`NbestIndex` (``index``) and
 ``spans(max_hyps)`` yielding the spans as :class:`~nbest_rescore.types.NbestSet`:
 :class:`SetSource` for a set in memory, :class:`StreamSource` for a reader's generator
-(:func:`~.kaldi_nbest.iter_kaldi_nbest`, :func:`~.plain_nbest.iter_plain_nbest`): the
-input read once, every list checked as it comes and kept in a temporary file, from
-which the spans are read (:func:`iter_spans`); so a stream (``-``, ``COMMAND |``) reads
-as a file does, and every error comes before long work starts.
+(the input read once, every list checked as it comes and kept in a temporary file:
+:func:`open_stream`); so a stream (``-``, ``COMMAND |``) reads as a file does, and
+every error comes before long work starts.
 """
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def plan_spans(doc_sizes: Sequence[int], max_hyps: Optional[int]) -> List[Tuple[
 
 
 def _cut(docs: Iterable[Tuple[object, int]], max_hyps: Optional[int]) -> Iterator[list]:
-    """The spans of :func:`plan_spans` from ``(document, hypotheses)`` pairs in order,
-    each a list of documents. Raises ValueError for ``max_hyps`` < 1."""
+    """The spans of :func:`plan_spans` from ``(document, hypotheses)`` pairs in order, each a list of documents."""
     if max_hyps is not None and max_hyps < 1:
         raise ValueError(f"max_hyps must be >= 1 or None, got {max_hyps}")
     span: list = []
@@ -144,11 +142,9 @@ class SetSource:
 def iter_spans(lists: Iterable[NbestList], max_hyps: Optional[int], doc_source: str = "utt2doc",
                source: str = "", total_scores: bool = False) -> Iterator[NbestSet]:
     """The spans of :func:`plan_spans` taken from lists read in order (their documents
-    consecutive, as the readers check): whole documents while a span's hypotheses stay
-    within ``max_hyps`` (a larger document is a span of its own; None: one span).
-    Holds one span and the document being read, each an
-    :class:`~nbest_rescore.types.NbestSet` with ``doc_source``, ``source`` and ``total_scores``.
-    Raises ValueError for ``max_hyps`` < 1."""
+    consecutive, as the readers check), holding one span and the document being read, each
+    an :class:`~nbest_rescore.types.NbestSet` with ``doc_source``, ``source`` and
+    ``total_scores``. Raises ValueError for ``max_hyps`` < 1."""
     docs = (list(utts) for _, utts in groupby(lists, key=attrgetter("doc_id")))
     for span in _cut(((doc, sum(len(u) for u in doc)) for doc in docs), max_hyps):
         yield NbestSet(tuple(u for doc in span for u in doc), doc_source, source, total_scores)

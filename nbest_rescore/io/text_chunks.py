@@ -78,9 +78,7 @@ def chunk_words(chunk: Chunk) -> List[List[str]]:
     removed), split as :func:`~._common.split_fields` splits them (the fast ``str.split``
     where it splits alike). Raises DataError ``file:line: not valid UTF-8 ...`` as
     :func:`~._common.iter_lines`."""
-    data = chunk.data
-    if chunk.offset == 0 and data.startswith(UTF8_BOM):
-        data = data[len(UTF8_BOM):]
+    data = chunk.data.removeprefix(UTF8_BOM) if chunk.offset == 0 else chunk.data
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -113,9 +111,7 @@ def _plain_bytes(chunk: Chunk) -> Optional[bytes]:
     """The chunk's bytes (a leading byte-order mark removed) when ``bytes.split`` splits
     its words as :func:`chunk_words` does, after checking it is UTF-8 (the error of
     :func:`chunk_words`); None when only the text path splits it right."""
-    data = chunk.data
-    if chunk.offset == 0 and data.startswith(UTF8_BOM):
-        data = data[len(UTF8_BOM):]
+    data = chunk.data.removeprefix(UTF8_BOM) if chunk.offset == 0 else chunk.data
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

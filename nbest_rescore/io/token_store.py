@@ -140,10 +140,7 @@ def open_store(path) -> TokenStore:
     vocabulary). Raises DataError: not a store, or its files do not match the manifest."""
     manifest = read_manifest(path)
     folder = Path(path)
-    words: Tuple[str, ...] = ()
-    counts: Tuple[int, ...] = ()
-    if manifest["kind"] == "words":
-        words, counts = _read_vocab(folder / VOCAB)
+    words, counts = _read_vocab(folder / VOCAB) if manifest["kind"] == "words" else ((), ())
     dtype = np.dtype(manifest["dtype"])
     try:
         ids = np.memmap(folder / IDS, dtype=dtype, mode="r") if manifest["tokens"] else np.zeros(0, dtype)
@@ -151,8 +148,9 @@ def open_store(path) -> TokenStore:
     except (OSError, ValueError) as exc:
         raise DataError(f"{path}: cannot map the store's ids ({exc}); prepare it again") from None
     if len(ids) != manifest["tokens"] or len(docs) != manifest["documents"] + 1:
-        raise DataError(f"{path}: {IDS} holds {len(ids)} ids and {DOCS} {len(docs) - 1} documents, but the manifest "
-                        f"says {manifest['tokens']} and {manifest['documents']}: the store is damaged; prepare it again")
+        raise DataError(f"{path}: {IDS} holds {len(ids)} ids and {DOCS} {len(docs) - 1} documents, but the "
+                        f"manifest says {manifest['tokens']} and {manifest['documents']}: the store is damaged; "
+                        f"prepare it again")
     return TokenStore(str(path), manifest["kind"], manifest["encoding"], manifest["budgets"],
                       tuple(SourceFacts.from_dict(s) for s in manifest["sources"]), words, counts, ids, docs)
 
