@@ -38,15 +38,12 @@ from ..options import option
 from .base import LanguageModel, ModelConfig, Output, State, hold_done
 from .registry import register
 
-#: ``dropout_mode``: ``none``, ``contr``, ``mem``, ``all`` mask the inputs of the controller,
-#: the memcells or both (eq. 4.21-4.22); ``mem-vector`` masks the memcell vectors m_t^(i)
-#: that attention and output read (eq. 4.26-4.28's "m_t is directly modified"), while the
-#: recurrences keep the unmasked states.
+#: ``dropout_mode`` (module docstring; eq. 4.21-4.22); ``mem-vector`` (eq. 4.26-4.28's "m_t is directly
+#: modified") leaves the recurrences their unmasked states.
 DROPOUT_MODES = ("none", "contr", "mem", "all", "mem-vector")
 ITL_REDUCTIONS = ("sum-token", "mean-token", "sum-sequence", "mean-sequence")
-#: ``itl_form``: ``spread`` eq. 4.32 (the memcells' attention-weighted spread around o);
-#: ``experts`` the mixture-of-experts aim the thesis's text describes (section 4.4.2):
-#: each memcell's own prediction of the next word, weighted by its attention.
+#: ``itl_form``: ``spread`` eq. 4.32 (the memcells' attention-weighted spread around o); ``experts``
+#: each memcell's own prediction of the next word weighted by its attention (section 4.4.2's text).
 ITL_FORMS = ("spread", "experts")
 
 
@@ -161,11 +158,6 @@ class AMNConfig(ModelConfig):
         """Width of what each GRU reads: ``input_projection`` when > 0, else ``embedding_dim``."""
         return self.input_projection or self.embedding_dim
 
-    @property
-    def itl_ramp_start(self) -> float:
-        """Progress p at which the ITL ramp starts (where T reaches 1)."""
-        return self.anneal_fraction if self.anneal_t0 > 1 and self.anneal_fraction is not None else 0.0
-
 
 @register("amn")
 class AMNLM(LanguageModel):
@@ -215,10 +207,11 @@ class AMNLM(LanguageModel):
         of docs/models.md); buffers written in place only on a change (CUDA-graph safe)."""
         c = self.config
         t, scale = self._scheduled
-        if c.anneal_fraction is not None and c.anneal_t0 > 1:
+        annealed = c.anneal_fraction is not None and c.anneal_t0 > 1
+        if annealed:
             t = max(c.anneal_floor, c.anneal_t0 ** max(0.0, 1.0 - fraction / c.anneal_fraction))
-        if c.itl_ramp_fraction > 0 and c.itl_weight > 0:
-            scale = min(1.0, max(0.0, (fraction - c.itl_ramp_start) / c.itl_ramp_fraction))
+        if c.itl_ramp_fraction > 0 and c.itl_weight > 0:  # the ramp starts where T reaches 1
+            scale = min(1.0, max(0.0, (fraction - (c.anneal_fraction if annealed else 0.0)) / c.itl_ramp_fraction))
         if (t, scale) != self._scheduled:
             self.temperature.fill_(t)
             self.itl_scale.fill_(scale)
@@ -249,10 +242,9 @@ class AMNLM(LanguageModel):
         attn, ent, cos, n = (x.cpu() for x in self._health)
         self._health = None
         n = max(float(n), 1.0)
-        k = self.config.num_memcells
         return {"mean_attention": [round(float(a) / n, 4) for a in attn],
                 "attention_entropy_bits": round(float(ent) / n, 4),
-                "memcell_cosine": round(float(cos) / n, 4) if k > 1 else None}
+                "memcell_cosine": round(float(cos) / n, 4) if self.config.num_memcells > 1 else None}
 
     def token_mask(self, mask: Optional[Tensor]) -> None:
         """See :meth:`LanguageModel.token_mask` (None: forget it)."""
@@ -282,16 +274,6 @@ class AMNLM(LanguageModel):
             loss = (per_token * w).sum() / w.sum().clamp_min(1.0)
         return self.config.itl_weight * self.itl_scale * loss
 
-    def _take_mask(self, b: int, t_len: int) -> Optional[Tensor]:
-        """float [B, T] weights (1 = real token) of this call's columns, or None when no
-        mask of this batch covers them."""
-        mask = self._token_mask
-        if mask is None or mask.shape[0] != b or self._token_col + t_len > mask.shape[1]:
-            return None
-        part = mask[:, self._token_col:self._token_col + t_len]
-        self._token_col += t_len
-        return part.to(torch.float32)
-
     def _input_masks(self, x: Tensor) -> Tensor:
         """Dropout-masked inputs per GRU: float [B, T, K + 1, E'] from embeddings [B, T, E]
         (E' = ``input_size``); a fresh mask per position, GRU and unit (Drop-Mem: the K
@@ -309,16 +291,6 @@ class AMNLM(LanguageModel):
         mask = torch.bernoulli(torch.full((b, t, k1, e), 1.0 - c.dropout, device=x.device)) / (1.0 - c.dropout)
         mask = torch.where(keep.view(1, 1, k1, 1), mask, torch.ones_like(mask))
         return xs * mask
-
-    def _vector_masks(self, cells: Tensor) -> Tensor:
-        """Drop-Mem on the memcell vectors (``dropout_mode: mem-vector``, eq. 4.26-4.28):
-        ``cells`` float [K, B, T, H] times a fresh inverted-dropout mask per memcell,
-        position and unit in training; unchanged otherwise."""
-        c = self.config
-        if not self.training or c.dropout_mode != "mem-vector" or c.dropout <= 0:
-            return cells
-        keep = torch.full_like(cells, 1.0 - c.dropout)
-        return cells * torch.bernoulli(keep) / (1.0 - c.dropout)
 
     def attend(self, h: Tensor):
         """Attention over memcells of h float [K + 1, B, H] (controller at index 0):
@@ -361,7 +333,8 @@ class AMNLM(LanguageModel):
         """AMN over embedded inputs ``x`` float [B, T, E]; features are o_t [B, T, H];
         rows stop updating after ``lengths[b]`` steps; the auxiliary loss is the ITL."""
         b, t_len, _ = x.shape
-        hdim = self.config.hidden_size
+        c = self.config
+        hdim = c.hidden_size
         # all input projections of the segment in one product: [K+1, B*T, 3H]
         xs = self._input_masks(x)  # [B, T, K+1, E]
         gi = torch.einsum("btke,keg->ktbg", xs, self.w_ih) + self.b_ih[:, None, None, :]
@@ -379,11 +352,16 @@ class AMNLM(LanguageModel):
             steps.append(h)
         k1 = h.shape[0]
         hs = torch.stack(steps, 2)  # [K+1, B, T, H]
-        mem = hs[1:]
-        cells = self._vector_masks(mem)  # what attention and output read: [K, B, T, H]
+        mem = cells = hs[1:]  # cells: what attention and output read, [K, B, T, H] (mem-vector: eq. 4.26-4.28)
+        if self.training and c.dropout_mode == "mem-vector" and c.dropout > 0:
+            cells = mem * torch.bernoulli(torch.full_like(mem, 1.0 - c.dropout)) / (1.0 - c.dropout)
         seen = hs if cells is mem else torch.cat([hs[:1], cells])
         alpha, o = self.attend(seen.view(k1, b * t_len, hdim))  # [K, B*T], [B*T, H]
-        weight = self._take_mask(b, t_len)  # [B, T] or None
+        # the real-token weights [B, T] of this call's columns, None when no mask of this batch covers them
+        mask, col, weight = self._token_mask, self._token_col, None
+        if mask is not None and mask.shape[0] == b and col + t_len <= mask.shape[1]:
+            weight = mask[:, col:col + t_len].to(torch.float32)
+            self._token_col += t_len
         aux = self._aux_loss(alpha.view(k1 - 1, b, t_len), o.view(b, t_len, hdim), cells, weight)
         if self._health is not None:  # alpha [K, B*T], memcells [K, B*T, H], weight [B*T] or None
             sums = memcell_health_sums(alpha, hs[1:].reshape(k1 - 1, b * t_len, hdim),

@@ -151,11 +151,9 @@ class CachedLM(nn.Module):
         t = tokens.shape[1]
         m, held = self.config.size, keys.shape[1]
         dev = tokens.device
-        # the attention runs over a fixed number of slots, M + T rounded up to a multiple of
-        # SLOT_MULTIPLE (empty ones in front): a row's values then do not depend on how many
-        # slots the other rows of the call hold, nor on where the row falls in the vector lanes
-        # of the elementwise kernels (.rows). Only the word ids and the validity are widened;
-        # the keys and the state below keep the slots held
+        # M + T slots rounded up to SLOT_MULTIPLE (empty ones in front): a row's values then depend neither on
+        # the other rows' slots nor on where it falls in the elementwise kernels' vector lanes (.rows). Only
+        # the word ids and the validity are widened; the keys and the state below keep the slots held
         width = -(-(m + t) // SLOT_MULTIPLE) * SLOT_MULTIPLE
         m_in = width - t
         words, valid = pad_front(words, m_in), pad_front(valid, m_in)
@@ -248,9 +246,7 @@ def _word_groups(words: Tensor) -> Tensor:
 
 def with_cache(model: LanguageModel, size: int, theta: float = 0.3, lam: float = 0.1):
     """``model`` wrapped in a :class:`CachedLM`, or ``model`` itself when ``size`` is 0."""
-    if size == 0:
-        return model
-    return CachedLM(model, size, theta, lam)
+    return model if size == 0 else CachedLM(model, size, theta, lam)
 
 
 def cache_settings(model) -> Optional[dict]:

@@ -52,12 +52,9 @@ _WINDOW = ">= 1 (previous outputs attended over)"  # model_config.window
 
 @dataclass
 class _ShortSpanConfig(ModelConfig):
-    """Settings shared by the four models.
-
-    hidden_size: size k (>= 1) of EACH piece of the LSTM output (the LSTM has parts * k
-        units, parts = 1 / 2 / 3 / N - 1 for attention / key-value / key-value-predict /
-        ngram-rnn); also the size of h*_t fed to the softmax layer.
-    """
+    """Settings shared by the four models: ``hidden_size`` k (>= 1), the size of EACH piece of
+    the LSTM output (parts * k units, parts = 1 / 2 / 3 / N - 1 for attention / key-value /
+    key-value-predict / ngram-rnn) and of h*_t fed to the softmax layer."""
 
     hidden_size: int = option(100, kind="int", range=">= 1 (units per piece of the LSTM output)")
 
@@ -184,7 +181,10 @@ class _AttentionLM(_ShortSpanLM):
         keys = self.windows(self.w_y(self.piece(seq, self.key_part)))  # [B, T, L, k]
         values = self.windows(self.piece(seq, self.value_part))  # [B, T, L, k]
         m = torch.tanh(keys + self.w_h(self.piece(y, self.key_part)).unsqueeze(2))
-        scores = _score(self.w_score, m)  # [B, T, L]
+        # w^T m over k: for a float ``nn.Linear`` a product and a sum, one row at a time (as a matrix-vector
+        # product torch's CPU kernel rounds a row by the call's row count, .rows); an int8 module as it is
+        w = self.w_score
+        scores = (m * w.weight[0].to(m.dtype)).sum(-1) if type(w) is nn.Linear else w(m).squeeze(-1)  # [B, T, L]
         # invalid positions -> lowest float: exp gives exactly 0 when one position is
         # valid; a row without any is uniform before the mask zeroes it (r = 0, finite)
         scores = scores.masked_fill(~valid, torch.finfo(scores.dtype).min)
@@ -193,16 +193,6 @@ class _AttentionLM(_ShortSpanLM):
             self.recorded_attention.append(alpha.detach())
         r = torch.einsum("btl,btlk->btk", alpha, values)
         return torch.tanh(self.w_r(r) + self.w_x(self.piece(y, self.predict_part)))
-
-
-def _score(w: nn.Module, m: Tensor) -> Tensor:
-    """w^T m over the last axis: [..., k] -> [...]. A float ``nn.Linear`` with one output is
-    applied as a product and a sum over k, one row at a time: as a matrix-vector
-    product torch's CPU kernel rounds a row differently depending on how many rows the
-    call has (``nbest_rescore.models.rows``). An int8 module is applied as it is."""
-    if type(w) is nn.Linear:
-        return (m * w.weight[0].to(m.dtype)).sum(-1)
-    return w(m).squeeze(-1)
 
 
 AttentionLM = register_variant(

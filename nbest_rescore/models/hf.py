@@ -79,7 +79,11 @@ class HfText:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self.prefix = " " if self._needs_prefix() else ""
+        # a space in front when a word at a text's start is encoded unlike the same word after a space, while
+        # a leading space makes it equal (byte-level BPE)
+        probe, lead = "hello", "the"
+        inside = self._ids(f"{lead} {probe}")[len(self._ids(lead)):]
+        self.prefix = " " if self._ids(probe) != inside and self._ids(" " + probe) == inside else ""
         eos, bos = tokenizer.eos_token_id, tokenizer.bos_token_id
         self.end_ids: List[int] = [eos] if eos is not None else self._ids(SEPARATOR)
         if not self.end_ids:
@@ -89,13 +93,6 @@ class HfText:
 
     def _ids(self, text: str) -> List[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def _needs_prefix(self) -> bool:
-        """A word at a text's start encoded unlike the same word after a space, while a
-        leading space makes it equal (byte-level BPE)."""
-        probe, lead = "hello", "the"
-        inside = self._ids(f"{lead} {probe}")[len(self._ids(lead)):]
-        return self._ids(probe) != inside and self._ids(" " + probe) == inside
 
     def sentences(self, sentences: Sequence[Sequence[str]]) -> List[List[int]]:
         """Token ids of each sentence (words), its end tokens included: [S] lists."""
@@ -277,8 +274,12 @@ def load_hf_lm(spec: str, *, context_tokens: Optional[int] = None, trust_remote_
                         f"written by save_pretrained (model and tokenizer)") from None
     model.eval()
     check_causal_behaviour(model, f"--lm {spec}", tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
-    info = _read_info(name)
-    window = trained_window(info)
+    info = _read_json(os.path.join(name, METADATA_FILE)).get("info")
+    info = info if isinstance(info, dict) else {}
+    # a model ``train`` wrote (its config in ``info``) trained on windows of optim.bptt + hf.context_tokens tokens
+    cfg = info.get("train_config") if isinstance(info.get("train_config"), dict) else {}
+    bptt = (cfg.get("optim") or {}).get("bptt")
+    window = bptt + int((cfg.get("hf") or {}).get("context_tokens") or 0) if isinstance(bptt, int) else None
     if context_tokens is None:
         context_tokens = CONTEXT_TOKENS if window is None else max(1, window - HYP_ROOM)
     elif window is not None and context_tokens + HYP_ROOM > window:
@@ -286,16 +287,6 @@ def load_hf_lm(spec: str, *, context_tokens: Optional[int] = None, trust_remote_
                     "--context-tokens %d the hypotheses sit there: use --context-tokens %d or less",
                     spec, window, window, context_tokens, max(1, window - HYP_ROOM))
     return HfLM(model, HfText(tokenizer), spec, context_tokens, info)
-
-
-def trained_window(info: dict) -> Optional[int]:
-    """The tokens per training window (``optim.bptt`` + ``hf.context_tokens``) of a model
-    ``train`` wrote (its config in ``info``), or None."""
-    cfg = info.get("train_config") if isinstance(info.get("train_config"), dict) else {}
-    bptt = (cfg.get("optim") or {}).get("bptt")
-    if not isinstance(bptt, int):
-        return None
-    return bptt + int((cfg.get("hf") or {}).get("context_tokens") or 0)
 
 
 def _read_json(path: str) -> dict:
@@ -306,12 +297,6 @@ def _read_json(path: str) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _read_info(name: str) -> dict:
-    """The ``info`` of :data:`METADATA_FILE` in directory ``name``, or {}."""
-    info = _read_json(os.path.join(name, METADATA_FILE)).get("info")
-    return info if isinstance(info, dict) else {}
 
 
 def write_metadata(directory, info: dict) -> None:

@@ -279,12 +279,9 @@ def adaptive_log_probs_at(adaptive: nn.AdaptiveLogSoftmaxWithLoss, features: Ten
 
 class LogProbOutput(OutputLayer):
     """Features that already are natural-log probabilities [..., V] (the neural cache's
-    mixture): :meth:`logits` returns them unchanged."""
+    mixture; built as ``LogProbOutput(V)``): :meth:`logits` returns them unchanged."""
 
     kind = "log-probs"
-
-    def __init__(self, vocab_size: int):
-        super().__init__(vocab_size)
 
     def logits(self, features: Tensor) -> Tensor:
         return features
@@ -301,8 +298,9 @@ def output_layer(config, vocab_size: int, feature_dim: int, embedding: nn.Embedd
     project = nn.Linear(feature_dim, config.embedding_dim) if tie and feature_dim != config.embedding_dim else None
     nn.init.uniform_(embedding.weight, -0.1, 0.1)
     if getattr(config, "output", "softmax") == "adaptive":
-        cutoffs = (_fallback_cutoffs(vocab_size) if config.adaptive_cutoffs is None
-                   else list(config.adaptive_cutoffs))
+        v = vocab_size  # without cutoffs (no word counts known): head ~ V/8 (at least 1), one tail split
+        cutoffs = (list(config.adaptive_cutoffs) if config.adaptive_cutoffs is not None
+                   else sorted({max(1, min(v - 1, v // 8)), max(1, min(v - 1, v // 2))}))
         return AdaptiveOutput(feature_dim, vocab_size, dropout, cutoffs, config.adaptive_div_value)
     return SoftmaxOutput(feature_dim, vocab_size, dropout, project, embedding if tie else None)
 
@@ -335,11 +333,6 @@ def default_adaptive_cutoffs(counts: Sequence[int], coverage=(0.85, 0.97)) -> Li
         if not out or c > out[-1]:
             out.append(c)
     return out or [v - 1]
-
-
-def _fallback_cutoffs(v: int) -> List[int]:
-    """Cutoffs when no word counts are known: head ~ V/8 (at least 1), one tail split."""
-    return sorted({max(1, min(v - 1, v // 8)), max(1, min(v - 1, v // 2))})
 
 
 def keep_checkpoint_names(model: nn.Module) -> None:
