@@ -223,23 +223,6 @@ def analyze(**kw):
 _WEIGHT_OPTIONS = ("acoustic_scale", "lm_weight", "interp", "word_ins_penalty", "nn_weights")
 
 
-def _check_score_usage(ctx, kw) -> None:
-    """Usage errors of ``score`` found before anything is read: the --history count and
-    the weights (sum, range, one per --lm); --weights overriding weight options is logged."""
-    from .api.score_weights import lm_histories, score_weights
-
-    try:
-        lm_histories(kw["history"], len(kw["lm"]))
-        if not kw["weights_file"]:
-            score_weights(*(kw[k] for k in _WEIGHT_OPTIONS), len(kw["lm"]))
-    except DataError as exc:
-        raise click.UsageError(str(exc), ctx) from None
-    given = [k for k in _WEIGHT_OPTIONS if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT]
-    if kw["weights_file"] and given:
-        log.warning("--weights %s overrides %s", kw["weights_file"],
-                    ", ".join("--" + k.replace("_", "-") for k in given))
-
-
 @main.command(short_help="Rescore N-best lists with one or several neural LMs.", epilog=SCORE_FORMULA)
 @options_of(ScoreOptions, _SCORE)
 @_no_progress
@@ -249,10 +232,20 @@ def score(obj, no_progress, **kw):
     """Rescore N-best lists with one or several neural LMs conditioned on the 1-best
     history of the document; write (or print) the new 1-best and the NN costs, and
     report WER."""
-    from .api import ScoreJob
+    from .api.score_weights import lm_histories, score_weights
 
-    _check_score_usage(click.get_current_context(), kw)
-    job = ScoreJob(**kw, seed=obj["seed"])
+    ctx = click.get_current_context()
+    try:  # usage errors found before anything is read: the --history count, the weights (sum, range, one per --lm)
+        lm_histories(kw["history"], len(kw["lm"]))
+        if not kw["weights_file"]:
+            score_weights(*(kw[k] for k in _WEIGHT_OPTIONS), len(kw["lm"]))
+    except DataError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    given = [k for k in _WEIGHT_OPTIONS if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT]
+    if kw["weights_file"] and given:
+        log.warning("--weights %s overrides %s", kw["weights_file"],
+                    ", ".join("--" + k.replace("_", "-") for k in given))
+    job = api.ScoreJob(**kw, seed=obj["seed"])
     bar = Progress("hyp", no_progress)
     res = job.run(progress=bar)
     bar.close()
@@ -270,12 +263,9 @@ def tune(obj, **kw):
     or Och's exact line search (--search line, seeded by --seed). No neural LM is run.
     Also reports the bootstrap interval of the best point's WER (seeded by --seed) and,
     with --folds, the cross-validated WER (docs/evaluation.md)."""
-    from .api import TuneJob
-    from .api.tune_job import has_heatmap
-
     costs = kw.pop("nn_cost")
     nn_cost = None if not costs else (costs[0] if len(costs) == 1 else costs)
-    res = TuneJob(**kw, nn_cost=nn_cost, seed=obj["seed"]).run()
+    res = api.TuneJob(**kw, nn_cost=nn_cost, seed=obj["seed"]).run()
     click.echo(res.table())
     if res.report is not None:  # cross-validation and bootstrap, before the best line that scripts tail
         click.echo("\n".join(res.report.lines()))
@@ -288,7 +278,7 @@ def tune(obj, **kw):
         click.echo(f"best: WER {b.wer:.2f}% at interp {b.interp:g}, lm-weight {b.lm_weight:g}, "
                    f"word-ins-penalty {b.word_ins_penalty:g}")
     if kw["out"]:
-        plot = f" and {kw['out']}/tune_wer.png" if has_heatmap(res) else " (no heat map for several LMs or a line search)"
+        plot = f" and {kw['out']}/tune_wer.png" if not res.multi else " (no heat map for several LMs or a line search)"
         click.echo(f"wrote {kw['out']}/tune.json{plot}")
 
 

@@ -67,33 +67,27 @@ def click_type(f: dataclasses.Field):
     return {"int": int, "float": float}.get(m["kind"])
 
 
-def _callback(f: dataclasses.Field):
-    """Click callback parsing the text of ``f`` at once (a usage error if malformed,
-    each value then within the field's range)."""
-    parse, spec = f.metadata["parse"], f.metadata["range"]
+def click_option(f: dataclasses.Field):
+    """The ``click.option`` decorator of option field ``f``; text to ``parse`` is parsed
+    at once by a callback (a usage error if malformed, each value then within the range)."""
+    m = f.metadata
+    decls = [m["flag"], f.name] if m["flag"] else [flag(f.name)]
+    kw = {"help": m["help"], "show_default": True, "multiple": m["multiple"], "is_flag": m["is_flag"],
+          **({"required": True} if f.default is dataclasses.MISSING else {"default": f.default})}
 
     def callback(ctx, param, value):
         if value is None:
             return None
         try:
-            parsed = parse(value, f.name)
-            for v in parsed if spec else ():
-                check_option(f.name, v, "float", spec)
+            parsed = m["parse"](value, f.name)
+            for v in parsed if m["range"] else ():
+                check_option(f.name, v, "float", m["range"])
             return parsed
         except DataError as exc:
             raise click.BadParameter(str(exc)) from None
 
-    return callback
-
-
-def click_option(f: dataclasses.Field):
-    """The ``click.option`` decorator of option field ``f``."""
-    m = f.metadata
-    decls = [m["flag"], f.name] if m["flag"] else [flag(f.name)]
-    kw = {"help": m["help"], "show_default": True, "multiple": m["multiple"], "is_flag": m["is_flag"],
-          **({"required": True} if f.default is dataclasses.MISSING else {"default": f.default})}
     if m["parse"] is not None:
-        kw["callback"] = _callback(f)
+        kw["callback"] = callback
     elif click_type(f) is not None:
         kw["type"] = click_type(f)
     return click.option(*decls, **kw)

@@ -193,8 +193,10 @@ class FinetuneJob(FinetuneOptions):
         options = {**self.options(grid[0]).__dict__, "text": self.text or "references"}
         if len(grid) > 1:
             options["alpha"] = list(grid)
-        report = {"lm": self.lm, "nbest": self.nbest, "weights": _weights_dict(weights), "threads": threads,
-                  "options": options}
+        report = {"lm": self.lm, "nbest": self.nbest,
+                  "weights": {"acoustic_scale": weights.acoustic_scale, "lm_weight": weights.lm_weight,
+                              "interp": weights.interp, "word_ins_penalty": weights.word_ins_penalty},
+                  "threads": threads, "options": options}
         with atomic_dir(self.out, self._outputs(grid), settings=report) as tmp:
             if self.folds < 2:
                 model, history = self._finetune(base, nbest, refs, weights, text, grid[0])
@@ -305,8 +307,3 @@ def _write_costs(tmp, nbest: NbestSet, costs) -> None:
 def _grid_dir(alpha: float) -> str:
     """The output folder of one grid point's costs: ``mwer_alpha0.03``."""
     return f"mwer_alpha{alpha:g}"
-
-
-def _weights_dict(w: Weights) -> Dict[str, object]:
-    return {"acoustic_scale": w.acoustic_scale, "lm_weight": w.lm_weight, "interp": w.interp,
-            "word_ins_penalty": w.word_ins_penalty}

@@ -56,10 +56,6 @@ COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -k"), b"BZh": ("bzip2", "bunzip2 -k"
               b"\xfd7zXZ\x00": ("xz", "unxz -k"), b"\x28\xb5\x2f\xfd": ("zstd", "unzstd")}
 
 
-#: Said where a compressed N-best file is refused.
-_GZ_HINT = f" (JSON Lines may stay gzip-compressed in a file named *{JSONL_SUFFIX}{GZIP_SUFFIX})"
-
-
 def check_nbest_input(path) -> None:
     """Refuse N-best input that the readers cannot take, before any is read: a named pipe
     or another file that is not a regular one (a format is told from its first bytes,
@@ -94,7 +90,8 @@ def _refuse_compressed(path: str, head: bytes, gzip_name: bool) -> None:
                 raise DataError(f"{path}: gives {name}-compressed data; N-best lists are read as text: decompress "
                                 f"them in the command (e.g. --nbest '{name} -dc FILE |')")
             raise DataError(f"{path}: is {name}-compressed; N-best files are read as text: decompress it first "
-                            f"({command} {path}) and give the decompressed file{_GZ_HINT}")
+                            f"({command} {path}) and give the decompressed file (JSON Lines may stay gzip-compressed "
+                            f"in a file named *{JSONL_SUFFIX}{GZIP_SUFFIX})")
 
 
 #: Why a file is read as a plain N-best file (:func:`nbest_format`).
@@ -144,9 +141,7 @@ def nbest_format(path) -> Tuple[str, str]:
 
 
 def _read_nbest(how: str, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest=None):
-    """The one dispatch: the ``how`` (``read`` or ``open``) of the format
-    (:data:`~nbest_rescore.io.formats.FORMATS`) that :func:`nbest_format` names, called
-    after the checks of :func:`load_nbest`."""
+    """The ``how`` (``read`` or ``open``) of :func:`_reader`, called; a reader's error ends with why the format."""
     read, why = _reader(how, path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
     try:
         return read(log=log.info)
@@ -218,7 +213,7 @@ def job_inputs(job, names: Optional[Sequence[str]] = None) -> list:
     pairs = [(name, path) for name, path in named_paths(job, names) if not is_stream(path)]
     for name in names:
         path = getattr(job, name)
-        if name in _NBEST_FIELDS and path is not None and not is_stream(path):
+        if name in ("nbest", "eval_nbest") and path is not None and not is_stream(path):
             pairs += nbest_inputs(flag(name), path, **(_reader_args(job) if name == "nbest" else {}))
     return pairs
 
@@ -238,10 +233,6 @@ def open_nbest(path, *, ac=None, ngram=None, scores_are_costs: bool = False, utt
     Arguments, checks and errors as :func:`load_nbest`.
     """
     return _read_nbest("open", path, ac, ngram, scores_are_costs, utt2doc, utt_ids, manifest)
-
-
-#: The N-best options of the jobs (:func:`job_inputs`).
-_NBEST_FIELDS = ("nbest", "eval_nbest")
 
 
 def _reader_args(job) -> dict:

@@ -142,14 +142,6 @@ def _read_lists(dirs: Sequence[str], lm_cost: str) -> NbestSet:
     return NbestSet(tuple(utterances), "none", " ".join(dirs))
 
 
-def _write_best(scoring: Path, line: str, best: KaldiScorePoint) -> None:
-    """``scoring_kaldi/best_wer`` and ``scoring_kaldi/wer_details/{lmwt,wip}``."""
-    (scoring / "wer_details").mkdir()
-    for name, value in (("best_wer", line), ("wer_details/lmwt", best.lmwt), ("wer_details/wip", best.wip)):
-        with atomic_write(scoring / name) as f:
-            f.write(f"{value}\n")
-
-
 def _remove_stale(out: str) -> Tuple[str, ...]:
     """Delete ``out/wer_{?,??}`` and ``out/cer_{?,??}`` (not folders), as score_kaldi.sh does."""
     removed = []
@@ -237,7 +229,10 @@ class KaldiScoreJob(KaldiScoreOptions):
                 texts.append((points[-1].wer_file, text))
             line = best_wer_line(sweep_grep_lines(texts))
             best = points[best_index([p.wer_file for p in points], line)]
-            _write_best(scoring, line, best)
+            (scoring / "wer_details").mkdir()
+            for name, value in (("best_wer", line), ("wer_details/lmwt", best.lmwt), ("wer_details/wip", best.wip)):
+                with atomic_write(scoring / name) as f:
+                    f.write(f"{value}\n")
         removed = _remove_stale(self.out)
         if removed:
             log.info("removed old-style %s (as score_kaldi.sh does)", ", ".join(removed))

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,12 +21,10 @@ from ..rescoring.hf_context import TextContext
 from ..rescoring.history import NonFiniteCostError, rescore
 from ..rescoring.ngram import NgramScorer
 from ..rescoring.selective import Selection
-from ..rescoring.interface import Scorer
 from ..types import NbestSet, Words
 from .inputs import Progress
 from .lm_loading import LoadedLM, lm_names
 from .score_result import ScoreResult
-
 
 
 def first_pass_one_best(nbest: NbestSet, weights: Weights, ngram_cost=None) -> Dict[str, Words]:
@@ -43,19 +41,6 @@ def wer_span_counts(nbest: NbestSet, refs, one_best, weights: Weights, ngram_cos
     return {"rescored": wer_counts(refs, one_best),
             "first_pass": wer_counts(refs, first_pass_one_best(nbest, weights, ngram_cost)),
             "oracle": wer_counts(refs, oracle_choice(nbest, refs, part=True))}
-
-
-def _rescore_lm(nbest: NbestSet, scorer: Scorer, lm: LoadedLM, weights: Weights, history: str, ngram_cost,
-                progress: Optional[Callable[[int], None]], selection: Optional[Selection] = None):
-    """The one-LM path over the lists ``nbest``: ``lm``'s costs and 1-best at the
-    two-model ``weights`` (``selection``: :func:`~nbest_rescore.rescoring.history.rescore`).
-    Raises DataError for non-finite costs (model and keys named)."""
-    try:
-        return rescore(nbest, scorer, weights, history, ngram_cost, progress, selection)
-    except NonFiniteCostError as exc:
-        raise DataError(f"the NN LM {lm.path} ({lm.name}) gave non-finite costs (NaN or inf), e.g. for "
-                        f"{examples(exc.keys)}: its weights are probably corrupt (a diverged training); use an "
-                        f"earlier checkpoint or retrain") from None
 
 
 @dataclass(frozen=True)
@@ -121,7 +106,12 @@ class _SpanRun:
             base = k * self.hyps + i * h
             report = None if self.progress is None else (lambda n, b=base: self.progress(b + n, k * self.total))
             t0 = time.perf_counter()
-            runs.append(_rescore_lm(nbest, scorer, lm, alone, history, ngram_cost, report, self.selection))
+            try:  # the one-LM path
+                runs.append(rescore(nbest, scorer, alone, history, ngram_cost, report, self.selection))
+            except NonFiniteCostError as exc:
+                raise DataError(f"the NN LM {lm.path} ({lm.name}) gave non-finite costs (NaN or inf), e.g. for "
+                                f"{examples(exc.keys)}: its weights are probably corrupt (a diverged training); use "
+                                f"an earlier checkpoint or retrain") from None
             self.seconds[i] += time.perf_counter() - t0
         costs = tuple(r.nn_cost for r in runs)
         if k == 1:

@@ -248,8 +248,7 @@ def _check_jobs(job_dirs: Sequence[str]) -> None:
 
 
 def _job_cost_files(job_dir: str) -> Tuple[str, ...]:
-    """The NN cost files of a score job folder: ``("nn_cost",)``, or its
-    ``nn_cost.<name>`` files (one per LM), sorted."""
+    """The NN cost files of a score job folder: ``("nn_cost",)``, or its ``nn_cost.<name>`` files, sorted."""
     if os.path.isfile(os.path.join(job_dir, "nn_cost")):
         return ("nn_cost",)
     return tuple(sorted(n for n in os.listdir(job_dir)
@@ -363,9 +362,8 @@ def _merged_wer(job_dirs: Sequence[str], one_best: Mapping[str, Words], refs, re
 
 
 def _read_job_costs(job_dir: str, files: Tuple[str, ...], first: str) -> Dict[str, Dict[str, float]]:
-    """Cost file name -> (hypothesis key -> NN cost) of a job, for the cost files
-    ``files`` of the first job ``first`` (the job must have the same ones, each with
-    the same keys in the same order). Raises DataError otherwise."""
+    """Cost file name -> (hypothesis key -> NN cost) of a job; DataError unless it has the
+    ``files`` of the first job ``first``, each with the same keys in the same order."""
     mine = _job_cost_files(job_dir)
     if mine != files:
         raise DataError(f"merge: {first} has {', '.join(files)} but {job_dir} has {', '.join(mine)}: the jobs were "

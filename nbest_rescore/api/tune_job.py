@@ -32,7 +32,6 @@ from ..validation import check_option, check_paths
 from .inputs import job_inputs, load_references, open_job_nbest, run_settings
 
 TUNE_OUTPUTS = ("tune.json", "tune_wer.png")
-Grid = Union[str, Sequence[float]]
 
 
 def default_search(k: int) -> str:
@@ -75,8 +74,11 @@ def tune(nbest: Union[NbestSet, TuneData], refs: Mapping[str, Sequence[str]], nn
             ``order_costs`` of one LM or folds (:func:`check_search`).
     """
     options = SearchOptions(interps=interps, lm_weights=lm_weights, **options)
-    k, no_nn = _lm_count(nbest, nn_cost)
-    check_search(options, 0 if no_nn else k, () if order_costs is None else order_costs.orders)
+    if isinstance(nbest, TuneData):  # k: the number of neural LMs with NN costs
+        k = 0 if nbest.nn is None else len(nbest.names)
+    else:
+        k = 0 if nn_cost is None else 1 if isinstance(nn_cost, Mapping) else len(nn_cost)
+    check_search(options, k, () if order_costs is None else order_costs.orders)
     data = tune_data(nbest, refs, nn_cost, names, labels)
     total = getattr(nbest, "total_scores", False) if total_scores is None else total_scores
     return search_weights(data, options, total, order_costs)
@@ -91,18 +93,11 @@ def search_weights(data: TuneData, options: SearchOptions, total_scores: bool = 
     k = len(data.names)
     if (options.search or default_search(k)) == "line":
         run = partial(tune_line, options=options)
-    else:
-        run = partial(tune_grid, options=options, interps=_interps(options.interps, data.nn is None, k, total_scores))
+    else:  # interp 1 without NN costs (the first pass alone); 0 for one LM on lists of total scores (no n-gram
+        # cost: lambda would only rescale the NN weight, which the LM weight grid already does)
+        interps = (1.0,) if data.nn is None else (0.0,) if total_scores and k == 1 else options.interps
+        run = partial(tune_grid, options=options, interps=interps)
     return assess(run(data), data, run, options, order_costs)
-
-
-def _interps(interps: Sequence[float], no_nn: bool, k: int, total_scores: bool) -> Sequence[float]:
-    """The interpolation weights the grid searches: ``(1,)`` without NN costs (the
-    first pass alone), ``(0,)`` for one LM on lists of total scores (the n-gram cost is
-    0: lambda would only rescale the NN weight, which the LM weight grid already does)."""
-    if no_nn:
-        return (1.0,)
-    return (0.0,) if total_scores and k == 1 else interps
 
 
 def check_search(options: SearchOptions, k: int, orders: Sequence[int]) -> None:
@@ -144,22 +139,6 @@ def parse_order_costs(items: Sequence[str]) -> Tuple[Tuple[int, str], ...]:
     return tuple(sorted(out.items()))
 
 
-def _lm_count(nbest: Union[NbestSet, TuneData], nn_cost: NnCosts) -> Tuple[int, bool]:
-    """``(K, no NN costs)``: the number of neural LMs of ``tune``'s arguments."""
-    if isinstance(nbest, TuneData):
-        return len(nbest.names), nbest.nn is None
-    return 0 if nn_cost is None else (1 if isinstance(nn_cost, Mapping) else len(nn_cost)), nn_cost is None
-
-
-def _column_rows(columns: Sequence[CostColumn], keys: Sequence[str], missing: List[List[str]]) -> np.ndarray:
-    """The values of ``keys`` in each cost file (float64 [K, h]; NaN where missing, the
-    missing keys added to ``missing``)."""
-    rows = np.array([[column.take(key) for key in keys] for column in columns], dtype=np.float64)
-    for i, j in zip(*np.nonzero(np.isnan(rows))):  # None became NaN (costs read from files are finite)
-        missing[i].append(keys[j])
-    return rows
-
-
 def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_paths: Sequence[str],
                    names: Sequence[str], labels: Sequence[str], span_hyps: Optional[int] = SPAN_HYPS) -> TuneData:
     """What the weight search needs of the lists of ``source``, read one span of whole
@@ -189,8 +168,12 @@ def read_tune_data(source: NbestSource, refs: Mapping[str, Sequence[str]], cost_
     parts, total = [], 0
     for span in source.spans(span_hyps):
         keys = [k for u in span.utterances for k in u.keys]
-        parts.append(TuneData.of(span, refs, _column_rows(columns, keys, missing) if columns else None, names,
-                                 part=True))
+        rows = None  # float64 [K, h] the values of keys in each cost file
+        if columns:
+            rows = np.array([[column.take(key) for key in keys] for column in columns], dtype=np.float64)
+            for i, j in zip(*np.nonzero(np.isnan(rows))):  # None became NaN (costs read from files are finite)
+                missing[i].append(keys[j])
+        parts.append(TuneData.of(span, refs, rows, names, part=True))
         total += len(keys)
     for column in columns:
         column.extra()  # keys after the lists' keys are fine, a repeated key is not
@@ -221,21 +204,16 @@ def plot_title(nbest_path, nn_cost_path=None) -> str:
     return f"{model} on {nbest_path}, history {run.get('history', '?')}"
 
 
-def has_heatmap(result: TuneResult) -> bool:
-    """Whether ``tune_wer.png`` is drawn: one LM (or none) searched on a grid. Several
-    LMs or a line search get ``tune.json`` alone (a lambda x delta map does not fit)."""
-    return not result.multi
-
-
 def write_tune_outputs(result: TuneResult, out_dir, title: Optional[str] = None) -> List[str]:
-    """``tune.json`` and (see :func:`has_heatmap`) the WER heat map ``tune_wer.png``
-    (titled ``title``), written into ``out_dir`` as one set (see
+    """``tune.json`` and, for one LM (or none) searched on a grid (not ``result.multi``;
+    a lambda x delta map does not fit several LMs or a line search), the WER heat map
+    ``tune_wer.png`` (titled ``title``), written into ``out_dir`` as one set (see
     :func:`~nbest_rescore.io.atomic.atomic_dir`). Returns the paths written."""
-    names = TUNE_OUTPUTS if has_heatmap(result) else TUNE_OUTPUTS[:1]
+    names = TUNE_OUTPUTS[:1] if result.multi else TUNE_OUTPUTS
     with atomic_dir(out_dir, TUNE_OUTPUTS, settings={"title": title}) as tmp:
         with atomic_write(tmp / "tune.json") as f:
             json.dump({**result.to_dict(), "title": title}, f, indent=2)
-        if has_heatmap(result):
+        if not result.multi:
             plot_wer_heatmap(result, tmp / "tune_wer.png", title=title)
     return [os.path.join(out_dir, n) for n in names]
 
