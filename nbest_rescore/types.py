@@ -95,8 +95,23 @@ class NbestSet:
         return sum(len(u) for u in self.utterances)
 
     def flat(self, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
-        """The per-hypothesis arrays of the whole set (see :class:`FlatNbest`)."""
-        return FlatNbest.of(self, ngram_cost)
+        """The per-hypothesis arrays of the whole set (see :class:`FlatNbest`). Raises
+        ValueError when ``ngram_cost`` is not [H]."""
+        u = self.utterances
+        offsets = np.cumsum([0] + [len(x) for x in u], dtype=np.int64)
+
+        def cat(name):
+            return np.concatenate([np.asarray(getattr(x, name), dtype=np.float64) for x in u]) if u else np.zeros(0)
+
+        lm = cat("lm_cost")
+        if ngram_cost is not None:
+            ngram_cost = np.asarray(ngram_cost, dtype=np.float64)
+            if ngram_cost.shape != lm.shape:
+                raise ValueError(f"ngram_cost has shape {ngram_cost.shape}, the lists have {lm.shape[0]} hypotheses")
+            lm = ngram_cost
+        nwords = np.concatenate([x.num_words for x in u]) if u else np.zeros(0, dtype=np.int64)
+        return FlatNbest(offsets, cat("ac_cost"), lm, cat("graph_cost"), nwords,
+                         tuple(h for x in u for h in x.hyps), tuple(k for x in u for k in x.keys))
 
 
 @dataclass(frozen=True)
@@ -109,7 +124,7 @@ class FlatNbest:
     Attributes:
         offsets: int64 [U + 1], ``offsets[-1] == H``.
         ac_cost, lm_cost, graph_cost: float64 [H] (``lm_cost`` replaced by the
-            ``ngram_cost`` given to :meth:`of`, e.g. costs recomputed from an ARPA file).
+            ``ngram_cost`` given to :meth:`NbestSet.flat`, e.g. costs recomputed from an ARPA file).
         num_words: int64 [H] words per hypothesis (``</s>`` not counted).
         hyps: the H word tuples; keys: the H hypothesis keys.
     """
