@@ -137,24 +137,5 @@ class FlatNbest:
     hyps: Tuple[Words, ...]
     keys: Tuple[str, ...]
 
-    @classmethod
-    def of(cls, nbest: NbestSet, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
-        """Flatten ``nbest``. Raises ValueError when ``ngram_cost`` is not [H]."""
-        u = nbest.utterances
-        offsets = np.cumsum([0] + [len(x) for x in u], dtype=np.int64)
-
-        def cat(name):
-            return np.concatenate([np.asarray(getattr(x, name), dtype=np.float64) for x in u]) if u else np.zeros(0)
-
-        lm = cat("lm_cost")
-        if ngram_cost is not None:
-            ngram_cost = np.asarray(ngram_cost, dtype=np.float64)
-            if ngram_cost.shape != lm.shape:
-                raise ValueError(f"ngram_cost has shape {ngram_cost.shape}, the lists have {lm.shape[0]} hypotheses")
-            lm = ngram_cost
-        nwords = np.concatenate([x.num_words for x in u]) if u else np.zeros(0, dtype=np.int64)
-        return cls(offsets, cat("ac_cost"), lm, cat("graph_cost"), nwords,
-                   tuple(h for x in u for h in x.hyps), tuple(k for x in u for k in x.keys))
-
     def __len__(self) -> int:
         return len(self.keys)
