@@ -5,9 +5,8 @@ from the repository root); if not found there, against the config file's directo
 and its parent.
 
 Every key is declared with its kind and range or choices (:func:`~nbest_rescore.options.option`)
-and checked when a config is built (:func:`~nbest_rescore.validation.check_options`, run
-by each dataclass's ``__post_init__``), and the model name and ``model_config`` by
-:func:`validate_train_config`, before any data is read.
+and checked when its section is built (:func:`~nbest_rescore.validation.check_options`);
+what spans sections by :func:`validate_train_config`, before any data is read.
 """
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ import yaml
 from .errors import DataError
 from .options import TRAIN_DTYPES  # optim.dtype: the choices of train --dtype
 from .options import option
+from .os_errors import os_error_message
 from .validation import check_options, describe_value
 from .vocab import MIN_VOCAB_SIZE, SPECIALS
 
@@ -128,10 +128,6 @@ def parse_interval(text, key: str = "optim.checkpoint_interval", count: str = "s
                     f"{'epoch' if count == 'words' else 'off'}, got {text!r}")
 
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
-LR_SCHEDULES = ("constant", "cosine", "linear")
-
-
 @dataclass(frozen=True)
 class OptimConfig:
     """Optimisation, each key as the table of docs/training.md (Optimiser) says;
@@ -151,10 +147,10 @@ class OptimConfig:
     threads: Optional[int] = option(None, kind="int", range=">= 1", example=4)
     # alpha, see training.step.segment_loss; 0 = plain cross-entropy
     self_norm_weight: float = option(0.0, kind="float", range=">= 0 (0 = off)", example=0.1)
-    optimizer: str = option("adam", kind="str", choices=OPTIMIZERS)
+    optimizer: str = option("adam", kind="str", choices=("adam", "adamw", "sgd"))
     weight_decay: float = option(0.0, kind="float", range=">= 0")
     momentum: float = option(0.0, kind="float", range=">= 0")  # sgd only
-    lr_schedule: str = option("constant", kind="str", choices=LR_SCHEDULES)
+    lr_schedule: str = option("constant", kind="str", choices=("constant", "cosine", "linear"))
     warmup_steps: int = option(0, kind="int", range=">= 0")
     min_lr_ratio: float = option(0.0, kind="float", range="[0, 1]")
     shuffle: bool = option(True, kind="bool")
@@ -294,8 +290,9 @@ def validate_train_config(cfg: TrainConfig, source=None) -> None:
 
 
 def _check_hf(cfg: TrainConfig) -> None:
-    """The ``hf`` block of a ``model: hf`` config (:class:`HfConfig`) and how it fits
-    ``optim`` (transformers imported here). Raises DataError naming the key."""
+    """The ``hf`` block of a ``model: hf`` config (:class:`HfConfig`), ``hf.config`` against
+    its transformers config class, and how it fits ``optim`` (transformers imported here).
+    Raises DataError naming the key."""
     h = cfg.hf
     if h is None:
         raise DataError(f"hf: model: {HF_MODEL} needs an hf block, e.g. hf: {{config: {_HF_CONFIG_EXAMPLE}, "
@@ -314,16 +311,8 @@ def _check_hf(cfg: TrainConfig) -> None:
     if h.context_tokens > cfg.optim.bptt:
         raise DataError(f"hf.context_tokens must be <= optim.bptt ({cfg.optim.bptt}), got {h.context_tokens}: the "
                         f"context of a window is (part of) the window before it")
-    if h.config is not None:
-        positions = _check_hf_model_config(h.config)
-        if positions is not None and cfg.optim.bptt + h.context_tokens > positions:
-            raise DataError(f"optim.bptt + hf.context_tokens = {cfg.optim.bptt + h.context_tokens} is more than the "
-                            f"model's {positions} positions (hf.config); lower them or raise the positions")
-
-
-def _check_hf_model_config(config: dict) -> Optional[int]:
-    """Check ``hf.config`` against its transformers config class; returns the model's
-    positions when the config gives them (else None). Raises DataError naming the key."""
+    if h.config is None:
+        return
     try:
         import transformers
     except ImportError:
@@ -331,7 +320,7 @@ def _check_hf_model_config(config: dict) -> Optional[int]:
                         f"(or pip install transformers tokenizers)") from None
     import inspect
 
-    model_type = config.get("model_type")
+    model_type = h.config.get("model_type")
     types = list(transformers.CONFIG_MAPPING.keys())
     if not isinstance(model_type, str) or model_type not in types:
         close = difflib.get_close_matches(str(model_type), types, n=1)
@@ -342,19 +331,21 @@ def _check_hf_model_config(config: dict) -> Optional[int]:
         raise DataError(f"hf.config.model_type: {model_type!r} is not a causal LM (AutoModelForCausalLM); "
                         f"e.g. model_type: gpt2 or llama")
     valid = set(cls().to_dict()) | set(getattr(cls, "attribute_map", {})) | set(inspect.signature(cls).parameters)
-    unknown = sorted(str(k) for k in config if k not in valid)
+    unknown = sorted(str(k) for k in h.config if k not in valid)
     if unknown:
         hints = [f"{k!r} -> did you mean {m[0]!r}?" for k in unknown
                  for m in [difflib.get_close_matches(k, sorted(valid), n=1)] if m]
         raise DataError(f"hf.config: unknown key(s) {unknown} for {cls.__name__}"
                         + (f" ({'; '.join(hints)})" if hints else ""))
     try:
-        built = transformers.AutoConfig.for_model(**config)
+        built = transformers.AutoConfig.for_model(**h.config)
     except (TypeError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise DataError(f"hf.config: transformers refused it ({first})") from None
     positions = getattr(built, "max_position_embeddings", None) or getattr(built, "n_positions", None)
-    return positions if isinstance(positions, int) and positions > 0 else None
+    if isinstance(positions, int) and positions > 0 and cfg.optim.bptt + h.context_tokens > positions:
+        raise DataError(f"optim.bptt + hf.context_tokens = {cfg.optim.bptt + h.context_tokens} is more than the "
+                        f"model's {positions} positions (hf.config); lower them or raise the positions")
 
 
 def load_train_config(path, overrides: Optional[dict] = None) -> TrainConfig:
@@ -366,8 +357,6 @@ def load_train_config(path, overrides: Optional[dict] = None) -> TrainConfig:
         with open(path, encoding="utf-8") as f:
             raw = yaml.safe_load(f)
     except OSError as exc:
-        from .os_errors import os_error_message
-
         raise DataError(f"cannot read config {os_error_message(exc, path, writing=False)}") from exc
     except yaml.YAMLError as exc:
         raise DataError(f"cannot read config {path}: {exc}") from exc

@@ -56,14 +56,6 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
-def _under(name, roots: Iterable) -> bool:
-    p = os.path.abspath(os.fsdecode(name))
-    return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in (os.path.abspath(os.fspath(x)) for x in roots))
-
-
-_RUST_IO_ERROR = re.compile(r"\(os error (\d+)\)")
-
-
 def os_error_of(exc: BaseException) -> Optional[OSError]:
     """The file system's error behind ``exc``, or None: ``exc`` itself when it is an
     :class:`OSError`; the OSError that torch's checkpoint writer met (its RuntimeError
@@ -76,7 +68,7 @@ def os_error_of(exc: BaseException) -> Optional[OSError]:
         return None
     if isinstance(exc, RuntimeError) and "inline_container" in str(exc) and isinstance(exc.__context__, OSError):
         return exc.__context__
-    found = _RUST_IO_ERROR.search(str(exc))
+    found = re.search(r"\(os error (\d+)\)", str(exc))
     if found is None:
         return None
     code = int(found.group(1))
@@ -92,8 +84,9 @@ def is_output_error(exc: BaseException, roots: Iterable) -> bool:
         return False
     names = [n for n in (exc.filename, exc.filename2) if n is not None]
     if names:
-        roots = list(roots)
-        return any(_under(n, roots) for n in names if isinstance(n, (str, bytes, os.PathLike)))
+        tops = [os.path.abspath(os.fspath(r)) for r in roots]
+        paths = [os.path.abspath(os.fsdecode(n)) for n in names if isinstance(n, (str, bytes, os.PathLike))]
+        return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for p in paths for r in tops)
     return exc.errno in WRITE_ERRNOS
 
 

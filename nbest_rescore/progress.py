@@ -49,8 +49,18 @@ class Progress:
         """Record that ``done`` of ``total`` are done (cumulative)."""
         if self.disable:
             return
-        if self.start is None:
-            self._begin(done, total)
+        if self.start is None:  # the first call
+            stream = self.stream if self.stream is not None else sys.stderr
+            self.start = self.next_line = self.clock()
+            self.first_done = done
+            try:
+                terminal = bool(stream.isatty())
+            except (AttributeError, ValueError):  # no isatty, or a closed file
+                terminal = False
+            if terminal:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc=self.desc or None, unit=self.unit, file=stream, leave=self.leave)
         self.done, self.total = done, total
         if self.bar is not None:
             self.bar.total = total
@@ -68,15 +78,6 @@ class Progress:
         self.perplexity = perplexity
         if self.bar is not None:
             self.bar.set_postfix(ppl=f"{perplexity:.1f}", refresh=False)
-
-    def _begin(self, done: int, total: int) -> None:
-        stream = self.stream if self.stream is not None else sys.stderr
-        self.start = self.next_line = self.clock()
-        self.first_done = done
-        if _is_terminal(stream):
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc=self.desc or None, unit=self.unit, file=stream, leave=self.leave)
 
     def line(self) -> str:
         """``DESC: done/total UNIT (percent), rate UNIT/s[, ppl P], ETA`` of now; the
@@ -97,13 +98,6 @@ class Progress:
             self.bar = None
         elif self.start is not None and self.logged != self.done:
             self._log()
-
-
-def _is_terminal(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed file
-        return False
 
 
 def _duration(seconds: float) -> str:

@@ -66,8 +66,10 @@ class StoreStreams:
             stop = min(start + width * BLOCK_SEGMENTS, length)
             block = self._block = (start, stop, self._gather(start, stop - start))
         a = start - block[0]
-        return tuple(_to_device(torch.from_numpy(np.ascontiguousarray(x[:, a:a + width])), self.device)
-                     for x in block[2])
+        out = (torch.from_numpy(np.ascontiguousarray(x[:, a:a + width])) for x in block[2])
+        if self.device.type == "cuda":  # through pinned memory without waiting (no host synchronisation per segment)
+            return tuple(t.pin_memory().to(self.device, non_blocking=True) for t in out)
+        return tuple(t.to(self.device) for t in out)
 
     def _gather(self, start: int, width: int) -> List[np.ndarray]:
         """The columns ``[start, start + width)`` as numpy arrays (:meth:`segment`'s)."""
@@ -86,27 +88,21 @@ class StoreStreams:
             off = cols[None, :] - lay.col[p]
             valid = (lay.lane[p] == rows[:, None]) & (off < lay.n[p])
             pos = lay.start[p] + off
-            out = [*self._read(p, pos, valid), valid, valid & (off == 0)]
+            inputs, targets = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+            for i in range(len(rows)):  # (the ids at pos and one later; a row's columns of one piece are consecutive)
+                v = valid[i]
+                if not v.any():
+                    continue
+                pieces = p[i][v]
+                masks = [v] if pieces[0] == pieces[-1] else [v & (p[i] == q) for q in np.unique(pieces).tolist()]
+                for m in masks:
+                    at = pos[i][m]
+                    buf = self._ids.read(int(at[0]), int(at[-1]) + 2)
+                    inputs[i][m], targets[i][m] = buf[at - at[0]], buf[at - at[0] + 1]
+            out = [inputs, targets, valid, valid & (off == 0)]
             if lay.weight is not None:
                 out.append(np.where(valid, lay.weight[p], 0).astype(np.float32))
         return out
-
-    def _read(self, p: np.ndarray, pos: np.ndarray, valid: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """(inputs, targets) int64 [rows, cols]: the ids at ``pos`` and one later where
-        ``valid`` (0 elsewhere), one read per row and piece (a row's columns of one piece
-        are consecutive ids)."""
-        inputs, targets = np.zeros(pos.shape, np.int64), np.zeros(pos.shape, np.int64)
-        for i in range(pos.shape[0]):
-            v = valid[i]
-            if not v.any():
-                continue
-            pieces = p[i][v]
-            masks = [v] if pieces[0] == pieces[-1] else [v & (p[i] == q) for q in np.unique(pieces).tolist()]
-            for m in masks:
-                at = pos[i][m]
-                buf = self._ids.read(int(at[0]), int(at[-1]) + 2)
-                inputs[i][m], targets[i][m] = buf[at - at[0]], buf[at - at[0] + 1]
-        return inputs, targets
 
     def segment_tokens(self, bptt: int) -> np.ndarray:
         """int64 [segments]: real target tokens of each [B, bptt] segment of all rows,
@@ -135,11 +131,3 @@ def make_streams(documents: Sequence[np.ndarray], num_streams: int, align: int =
     """The encoded documents (from :func:`~nbest_rescore.corpus.encode_document`) dealt
     to ``num_streams`` parallel streams (:func:`~nbest_rescore.corpus.deal`)."""
     return StoreStreams(deal(Documents.of(list(documents)), num_streams, align, max_piece, seed))
-
-
-def _to_device(t: Tensor, device: torch.device) -> Tensor:
-    """``t`` (CPU) on ``device``; to CUDA through pinned memory without waiting (no host
-    synchronisation per segment)."""
-    if device.type != "cuda":
-        return t if device.type == "cpu" else t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)

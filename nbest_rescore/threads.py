@@ -9,20 +9,18 @@ process must not assume it owns every core. The policy:
   ``taskset``, cgroups and Slurm restrict), not the machine's core count.
 * **How threads wait**: OpenMP's worker threads sleep as soon as they are idle
   between parallel regions (``OMP_WAIT_POLICY=PASSIVE``), unless the user set the
-  variable. With the variable unset, which is what this toolkit ran with before this
-  policy and what a plain torch script gets, GNU OpenMP (libgomp, which torch's Linux
-  CPU wheels ship) lets an idle thread spin for a bounded number of iterations
-  (``GOMP_SPINCOUNT``: 300,000 by default, 100 when the process has more OpenMP
-  threads than CPUs) before it sleeps (on a 2-core AMD EPYC roughly 10 ms of CPU per
-  wait, in a small probe); ``ACTIVE`` spins practically forever. Spinning threads
-  that share cores with other busy processes steal their time slices: scoring with
-  2 threads beside two busy processes on 2 cores took 17x its idle time with the
-  variable unset, 6.4x with ``ACTIVE`` and 1.9x with ``PASSIVE``; idle, ``PASSIVE``
-  was 1.3x slower than unset (``benchmarks/contention.py``, the README's "Shared
-  cores" table). The variable is read when the OpenMP runtime
-  loads, i.e. when torch is first imported, so :func:`prefer_passive_wait` must run
-  before that: the command line does it at start-up; Python API users who import
-  torch first should export ``OMP_WAIT_POLICY=PASSIVE`` themselves.
+  variable. Unset (what a plain torch script gets), GNU OpenMP (libgomp, which torch's
+  Linux CPU wheels ship) lets an idle thread spin for ``GOMP_SPINCOUNT`` iterations
+  (300,000 by default, 100 with more OpenMP threads than CPUs) before it sleeps (on a
+  2-core AMD EPYC roughly 10 ms of CPU per wait, in a small probe); ``ACTIVE`` spins
+  practically forever. Spinning threads steal the time slices of other busy processes
+  on their cores: scoring with 2 threads beside two busy processes on 2 cores took 17x
+  its idle time unset, 6.4x with ``ACTIVE`` and 1.9x with ``PASSIVE``; idle,
+  ``PASSIVE`` was 1.3x slower than unset (``benchmarks/contention.py``, the README's
+  "Shared cores" table). The variable is read when the OpenMP runtime loads (when
+  torch is first imported), so :func:`prefer_passive_wait` must run before that: the
+  command line does it at start-up; Python API users who import torch first should
+  export ``OMP_WAIT_POLICY=PASSIVE`` themselves.
 """
 from __future__ import annotations
 
@@ -34,9 +32,6 @@ from typing import Mapping, Optional
 from .errors import DataError
 
 log = logging.getLogger(__name__)
-
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
 
 @dataclass(frozen=True)
 class ThreadPolicy:
@@ -58,8 +53,7 @@ class ThreadPolicy:
 def prefer_passive_wait(environ: Optional[Mapping[str, str]] = None) -> None:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already (see the module
     docstring; effective only before torch is imported)."""
-    env = os.environ if environ is None else environ
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    (os.environ if environ is None else environ).setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def available_cores() -> int:
@@ -85,7 +79,7 @@ def thread_policy(requested: Optional[int] = None, environ: Optional[Mapping[str
     wait = env.get("OMP_WAIT_POLICY", "unset (the OpenMP runtime's default; GNU OpenMP: spin a while, then sleep)")
     if requested is not None:
         return ThreadPolicy(requested, "--threads", wait)
-    for name in THREAD_ENV_VARS:
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         value = env.get(name, "").strip()
         if not value:
             continue

@@ -95,37 +95,9 @@ class NbestSet:
         return sum(len(u) for u in self.utterances)
 
     def flat(self, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
-        """The per-hypothesis arrays of the whole set (see :class:`FlatNbest`)."""
-        return FlatNbest.of(self, ngram_cost)
-
-
-@dataclass(frozen=True)
-class FlatNbest:
-    """Every hypothesis of an :class:`NbestSet` in set order (utterances, then rank).
-
-    Utterance ``u`` owns the flat rows ``offsets[u]:offsets[u + 1]``; H hypotheses and
-    U utterances in all. Costs are negated natural logs.
-
-    Attributes:
-        offsets: int64 [U + 1], ``offsets[-1] == H``.
-        ac_cost, lm_cost, graph_cost: float64 [H] (``lm_cost`` replaced by the
-            ``ngram_cost`` given to :meth:`of`, e.g. costs recomputed from an ARPA file).
-        num_words: int64 [H] words per hypothesis (``</s>`` not counted).
-        hyps: the H word tuples; keys: the H hypothesis keys.
-    """
-
-    offsets: np.ndarray
-    ac_cost: np.ndarray
-    lm_cost: np.ndarray
-    graph_cost: np.ndarray
-    num_words: np.ndarray
-    hyps: Tuple[Words, ...]
-    keys: Tuple[str, ...]
-
-    @classmethod
-    def of(cls, nbest: NbestSet, ngram_cost: Optional[np.ndarray] = None) -> "FlatNbest":
-        """Flatten ``nbest``. Raises ValueError when ``ngram_cost`` is not [H]."""
-        u = nbest.utterances
+        """The per-hypothesis arrays of the whole set (see :class:`FlatNbest`). Raises
+        ValueError when ``ngram_cost`` is not [H]."""
+        u = self.utterances
         offsets = np.cumsum([0] + [len(x) for x in u], dtype=np.int64)
 
         def cat(name):
@@ -138,8 +110,32 @@ class FlatNbest:
                 raise ValueError(f"ngram_cost has shape {ngram_cost.shape}, the lists have {lm.shape[0]} hypotheses")
             lm = ngram_cost
         nwords = np.concatenate([x.num_words for x in u]) if u else np.zeros(0, dtype=np.int64)
-        return cls(offsets, cat("ac_cost"), lm, cat("graph_cost"), nwords,
-                   tuple(h for x in u for h in x.hyps), tuple(k for x in u for k in x.keys))
+        return FlatNbest(offsets, cat("ac_cost"), lm, cat("graph_cost"), nwords,
+                         tuple(h for x in u for h in x.hyps), tuple(k for x in u for k in x.keys))
+
+
+@dataclass(frozen=True)
+class FlatNbest:
+    """Every hypothesis of an :class:`NbestSet` in set order (utterances, then rank).
+
+    Utterance ``u`` owns the flat rows ``offsets[u]:offsets[u + 1]``; H hypotheses and
+    U utterances in all. Costs are negated natural logs.
+
+    Attributes:
+        offsets: int64 [U + 1], ``offsets[-1] == H``.
+        ac_cost, lm_cost, graph_cost: float64 [H] (``lm_cost`` replaced by the
+            ``ngram_cost`` given to :meth:`NbestSet.flat`, e.g. costs recomputed from an ARPA file).
+        num_words: int64 [H] words per hypothesis (``</s>`` not counted).
+        hyps: the H word tuples; keys: the H hypothesis keys.
+    """
+
+    offsets: np.ndarray
+    ac_cost: np.ndarray
+    lm_cost: np.ndarray
+    graph_cost: np.ndarray
+    num_words: np.ndarray
+    hyps: Tuple[Words, ...]
+    keys: Tuple[str, ...]
 
     def __len__(self) -> int:
         return len(self.keys)

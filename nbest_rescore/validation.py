@@ -5,15 +5,9 @@ declaration (:func:`nbest_rescore.options.option`: a kind, a range spec such as
 (:mod:`nbest_rescore.options`, the jobs of :mod:`nbest_rescore.api`) and by the config
 dataclasses (training config sections, every model family's ``Config``, the neural cache).
 
-One check, two message styles, by where the value comes from:
-
-* a command option (a class without ``_SECTION``): ``--option must be ..., got ...`` or
-  ``--option 'value': expected one of a, b``;
-* a config key (a class whose ``_SECTION`` names its YAML section): ``section.key must
-  be ..., got ...; e.g. key: value``.
-
 Every failure is one :class:`~nbest_rescore.errors.DataError` line naming the field or
-option, the value found and what was expected."""
+option, the value found and what was expected, worded for a command option or for a
+config key (a class whose ``_SECTION`` names its YAML section) as :func:`check_options` shows."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,9 +16,11 @@ import math
 import numbers
 import os
 import re
+import stat
 import typing
 
 from .errors import DataError
+from .os_errors import file_kind
 
 _NUM = r"-?[\d.]+(?:e[-+]?\d+)?"
 _RANGE_RE = re.compile(rf"\s*(?:(>=|>|<=|<)\s*({_NUM})|([\[(])\s*({_NUM})\s*,\s*({_NUM})\s*([\])]))\s*(.*)$")
@@ -257,10 +253,6 @@ def check_input_file(path, option: str, what: str, stream: bool = True) -> None:
         DataError: ``--ref PATH: no such file``; ``... is a directory ...``; ``... is a
             named pipe ...`` (``stream`` False).
     """
-    import stat
-
-    from .os_errors import file_kind
-
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:

@@ -11,6 +11,7 @@ from itertools import repeat
 from typing import Iterable, List, Sequence
 
 from .errors import DataError
+from .os_errors import os_error_message
 
 UNK = "<unk>"
 EOS = "</s>"
@@ -100,8 +101,6 @@ class Vocabulary:
             with open(path, encoding="utf-8") as f:
                 words = [line.split()[0] for line in f if line.strip()]
         except OSError as exc:
-            from .os_errors import os_error_message
-
             raise DataError(f"vocabulary file {os_error_message(exc, path, writing=False)}") from exc
         if not words:
             raise DataError(f"vocabulary file {path} is empty")
