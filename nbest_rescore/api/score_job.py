@@ -66,6 +66,17 @@ def _selection(skip_confident: Optional[float], prune_mass: Optional[float]) -> 
     return None if skip_confident is None and prune_mass is None else Selection(skip_confident, prune_mass)
 
 
+def _split_options(options: dict, n_lms: int) -> Tuple[Weights, ScorerOptions]:
+    """The keyword options of :func:`score`: (the weights, the scorer's knobs). Raises
+    TypeError for an unknown name, DataError for a bad value or weights (:func:`score_weights`)."""
+    unknown = sorted(set(options) - set(_WEIGHT_FIELDS) - set(_SCORER_FIELDS))
+    if unknown:
+        raise TypeError(f"score() got unexpected keyword arguments {', '.join(unknown)}")
+    w = WeightOptions(**{k: v for k, v in options.items() if k in _WEIGHT_FIELDS})
+    weights = score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty, w.nn_weights, n_lms)
+    return weights, ScorerOptions(**{k: v for k, v in options.items() if k in _SCORER_FIELDS})
+
+
 def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
           refs: Optional[Mapping[str, Sequence[str]]] = None, history: Union[str, Sequence[str]] = "first-pass",
           ngram_arpa=None, progress: Optional[Progress] = None, span_hyps: Optional[int] = None,
@@ -103,12 +114,7 @@ def score(nbest: NbestSet, lm: Union[LoadedLM, Sequence[LoadedLM]], *,
     lms = [lm] if isinstance(lm, LoadedLM) else list(lm)
     if not lms:
         raise DataError("score: no NN LM given; give at least one (load_lm / --lm)")
-    unknown = sorted(set(options) - set(_WEIGHT_FIELDS) - set(_SCORER_FIELDS))
-    if unknown:
-        raise TypeError(f"score() got unexpected keyword arguments {', '.join(unknown)}")
-    w = WeightOptions(**{k: v for k, v in options.items() if k in _WEIGHT_FIELDS})
-    weights = score_weights(w.acoustic_scale, w.lm_weight, w.interp, w.word_ins_penalty, w.nn_weights, len(lms))
-    opts = ScorerOptions(**{k: v for k, v in options.items() if k in _SCORER_FIELDS})
+    weights, opts = _split_options(options, len(lms))
     check_value(ScoringOptions, "history", history)  # as the option: each policy one of HISTORY_MODES
     selection = _selection(skip_confident, prune_mass)
     histories = lm_histories(history, len(lms))
