@@ -139,11 +139,6 @@ def flat_scores(flat, weights: Weights, nn_cost=None, sl=slice(None)) -> np.ndar
                    graph if np.any(graph) else None, keys=keys[sl] if keys is not None else None)
 
 
-def best_index(scores) -> int:
-    """Index of the highest score; ties keep the earliest (first-pass rank order)."""
-    return int(np.argmax(np.asarray(scores)))
-
-
 def segment_argmax(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Per-segment argmax of ``scores`` float [H] (all hypotheses of all utterances,
     concatenated; segment u is ``offsets[u]`` .. ``offsets[u + 1] - 1``, int [U + 1],

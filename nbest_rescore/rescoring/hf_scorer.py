@@ -185,7 +185,8 @@ class HfScorer:
         seqs = self.text.sentences(hyps)
         self.words += sum(len(h) for h in hyps)
         self.tokens += sum(len(s) for s in seqs) - len(seqs) * self.end_tokens
-        contexts, rows = self._fit(_contexts(states[0].cpu().numpy()), rows, seqs, hyps)
+        contexts = [row[row >= 0].tolist() for row in states[0].cpu().numpy()]  # the real (non -1) tokens
+        contexts, rows = self._fit(contexts, rows, seqs, hyps)
         if self.mode == "tree":
             return self._tree_costs(contexts, rows, seqs)
         return self._padded_costs(contexts, rows, seqs, 1 if self.mode == "single" else self.batch_size)
@@ -239,14 +240,14 @@ class HfScorer:
                 ids[b, :n], mask[b, :n] = full[i], 1
                 target[b, c - 1:n - 1] = True
             logits, _ = self._forward(ids, mask, np.tile(np.arange(t), (len(items), 1)))
-            logp = _target_log_probs(logits[:, :-1], torch.from_numpy(ids[:, 1:]).to(self.device))
+            logits, targets = logits[:, :-1], torch.from_numpy(ids[:, 1:]).to(self.device)
+            logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
             logp = torch.where(torch.from_numpy(target).to(self.device), logp, torch.zeros_like(logp))
             out[items] = -logp.double().sum(1).cpu().numpy()
         return out
 
     def _tree_costs(self, contexts, rows, seqs) -> np.ndarray:
-        """``tree``: per pass, contexts once, then each utterance's prefix tree in one row
-        (the hypotheses of a row in pieces of at most ``max_tokens`` positions with their context)."""
+        """``tree`` (module docstring)."""
         pieces = _pieces(rows, seqs, max(1, self.max_tokens // TREE_PIECE_FRACTION))
         row_of_piece = np.empty(int(pieces.max(initial=-1)) + 1, dtype=np.int64)
         row_of_piece[pieces] = np.asarray(rows, dtype=np.int64)
@@ -315,11 +316,6 @@ class HfScorer:
         return True
 
 
-def _contexts(ctx: np.ndarray) -> List[List[int]]:
-    """The real (non -1) tokens of each context row."""
-    return [row[row >= 0].tolist() for row in ctx]
-
-
 def _pieces(rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
     """int64 [H]: a piece number per hypothesis: the hypotheses of one start row, in
     order, cut where their tokens would pass ``max_tokens`` (at least one hypothesis a
@@ -334,12 +330,6 @@ def _pieces(rows: Sequence[int], seqs, max_tokens: int) -> np.ndarray:
         open_piece[r] = (p, used + len(s))
         piece[i] = p
     return piece
-
-
-def _target_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[target], natural log: float32 [...] from float32 logits
-    [..., V] and int64 targets [...]."""
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
 
 
 def _trees(forest) -> Dict[int, np.ndarray]:

@@ -230,7 +230,10 @@ def pair_log_prob_tensor(model: LanguageModel, graph: ScoringGraph, states: Stat
     def dev(a):
         return torch.from_numpy(a).to(device, non_blocking=True)
 
-    output = _output_layer(model, buf, dev, self_normalized, max_rows)
+    # adaptive or fused full softmax: deferred (fused without gradient: it writes into buffers); else per call
+    fused = not self_normalized and model.output.fused() and not torch.is_grad_enabled()
+    output = (_PendingOutput(model, buf, dev) if _adaptive_pairs(model) or fused
+              else _PerCall(model, buf, dev, self_normalized, max_rows))
     prev = states
     for chunks in plan_segments(graph, eos, max_rows, max_tokens, max_segment):
         parts = []
@@ -251,17 +254,6 @@ def pair_log_prob_tensor(model: LanguageModel, graph: ScoringGraph, states: Stat
         prev = cat_states(parts) if parts else prev
     output.flush()
     return buf
-
-
-def _output_layer(model: LanguageModel, buf: torch.Tensor, dev, self_normalized: bool, max_rows: int):
-    """The output layer of :func:`score_forest`, writing the log-probabilities of each
-    call's gathered (state, word) pairs into ``buf``: :class:`_PendingOutput` for the
-    adaptive or the fused full softmax (without gradient: it writes into buffers), else
-    :class:`_PerCall`."""
-    fused = not self_normalized and model.output.fused() and not torch.is_grad_enabled()
-    if _adaptive_pairs(model) or fused:
-        return _PendingOutput(model, buf, dev)
-    return _PerCall(model, buf, dev, self_normalized, max_rows)
 
 
 class _PerCall:

@@ -100,16 +100,6 @@ def runnable_dtype(dtype: str, device) -> str:
     return dtype
 
 
-def trained_self_norm_weight(info: Optional[dict]) -> Optional[float]:
-    """``optim.self_norm_weight`` of the training config stored in a checkpoint's info
-    (``info["train_config"]["optim"]``; 0 when the key predates the option), or None
-    when the info holds no training config."""
-    cfg = (info or {}).get("train_config")
-    if not isinstance(cfg, dict):
-        return None
-    return float((cfg.get("optim") or {}).get("self_norm_weight", 0.0))
-
-
 class NnScorer:
     """Scores hypotheses with ``model`` on ``device`` (see the module docstring; a
     :class:`~.interface.Scorer`), in the order given whatever ``model.direction``
@@ -123,8 +113,8 @@ class NnScorer:
         options: the knobs (:class:`~nbest_rescore.options.ScorerOptions`: ``batch_size``,
             ``max_tokens``, ``scoring`` (:data:`SCORING_MODES`), ``output``, ``quantize``,
             ``dtype``, ``softmax_impl``, ``max_ngram_order`` (:mod:`.history_graph`), each
-            described there and in the module docstring); None: the defaults. Costs are float64 sums of float32 values
-            whatever the dtype.
+            described there and in the module docstring); None: the defaults. Costs are
+            float64 sums of float32 values whatever the dtype.
         **knobs: ScorerOptions fields given one by one instead (or over ``options``);
             ``mode`` is ``scoring``.
         state_budget_bytes: for models with a ``max_batch_rows(budget_bytes)`` method
@@ -137,7 +127,7 @@ class NnScorer:
             ``self-normalized`` output a warning is logged when it shows the model was
             trained without ``optim.self_norm_weight > 0``.
     Raises:
-        ValueError: unknown mode, or max_segment below 1.
+        ValueError: unknown mode, or max_segment below 1. TypeError: an unknown knob.
         DataError: a knob out of range or not one of its choices, an impossible
             quantize/dtype/device combination (:func:`check_inference_options`), or
             ``max_ngram_order`` where histories cannot merge (:func:`check_history_merging`).
@@ -146,7 +136,12 @@ class NnScorer:
     def __init__(self, model: LanguageModel, vocab: Vocabulary, device="cpu", options: Optional[ScorerOptions] = None,
                  *, state_budget_bytes: int = 256 * 2**20, max_segment: int = 1, model_info: Optional[dict] = None,
                  **knobs):
-        opts = _scorer_options(options, knobs)
+        if "mode" in knobs:
+            mode = knobs.pop("mode")
+            if mode not in SCORING_MODES:
+                raise ValueError(f"scoring mode {mode!r}: expected one of {SCORING_MODES}")
+            knobs["scoring"] = mode
+        opts = replace(options or ScorerOptions(), **knobs) if knobs else (options or ScorerOptions())
         if max_segment < 1:
             raise ValueError(f"max_segment must be >= 1, got {max_segment}")
         check_device(device, opts)
@@ -322,18 +317,6 @@ class NnScorer:
         return tuple(s.to(ref.dtype) for s, ref in zip(cat_states(parts), states))
 
 
-def _scorer_options(options: Optional[ScorerOptions], knobs: dict) -> ScorerOptions:
-    """``options`` (default: the defaults) with the fields ``knobs`` replaced (``mode``:
-    ``scoring``). Raises ValueError for an unknown mode, TypeError for an unknown knob,
-    DataError for a bad value."""
-    if "mode" in knobs:
-        mode = knobs.pop("mode")
-        if mode not in SCORING_MODES:
-            raise ValueError(f"scoring mode {mode!r}: expected one of {SCORING_MODES}")
-        knobs["scoring"] = mode
-    return replace(options or ScorerOptions(), **knobs) if knobs else (options or ScorerOptions())
-
-
 def _warn_self_normalized(model: LanguageModel, info: Optional[dict]) -> None:
     """Log why self-normalised costs may be far from the exact ones."""
     if model.output.kind == "log-probs":
@@ -346,7 +329,8 @@ def _warn_self_normalized(model: LanguageModel, info: Optional[dict]) -> None:
         return
     if info is None:
         return
-    weight = trained_self_norm_weight(info)
+    cfg = info.get("train_config")  # its optim.self_norm_weight: 0 when the key predates the option
+    weight = float((cfg.get("optim") or {}).get("self_norm_weight", 0.0)) if isinstance(cfg, dict) else None
     if weight is None:
         log.warning("--output self-normalized: the checkpoint holds no training config, so it is unknown "
                     "whether it was trained with optim.self_norm_weight > 0; costs are off by log Z per word "

@@ -86,9 +86,8 @@ class Loaded:
 
 
 def save_epoch(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict) -> None:
-    """Write the best weights to ``out_path`` and the resumable state to
-    :func:`last_path` (each atomically): the :class:`RunState` (``best_ppl`` None before
-    any validation), the optimiser state and the random-number states.
+    """Write the best weights to ``out_path`` and the resumable state (:func:`save_last`,
+    :func:`resume_state`) to :func:`last_path`, each atomically.
 
     Raises:
         DataError: a file cannot be written (no space, read-only file system,
@@ -102,12 +101,7 @@ def save_last(out_path, model, vocab: Vocabulary, run: RunState, opt, info: dict
               position: Optional[dict] = None) -> None:
     """Write the resumable state (the current weights, :func:`resume_state`) to
     :func:`last_path`, atomically; ``position``: written mid-epoch (a
-    :class:`~.passes.EpochPosition` as a dict).
-
-    Raises:
-        DataError: the file cannot be written (no space, read-only file system,
-            permission ...: one line naming ``--out`` and the file).
-    """
+    :class:`~.passes.EpochPosition` as a dict). Raises DataError as :func:`save_epoch`."""
     best = run.best_state if run.best_state is not None else model.state_dict()
     save_model(last_path(out_path), model, vocab, info, extra={"resume": resume_state(run, opt, best, position)},
                option="--out")

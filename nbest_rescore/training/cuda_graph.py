@@ -40,9 +40,8 @@ class GraphedStep:
         self.segment = tuple(torch.full((batch, bptt), fill, dtype=dtype, device=dev) for dtype, fill in
                              ((torch.long, 0), (torch.long, 0), (torch.bool, False), (torch.bool, True)))
         self.state = tuple(s.clone() for s in model.init_state(batch, dev))
-        self.nll = torch.zeros((), dtype=torch.float64, device=dev)
-        self.abs_log_z = torch.zeros((), dtype=torch.float64, device=dev)
-        self.aux = torch.zeros((), dtype=torch.float64, device=dev)  # auxiliary loss summed over real tokens
+        # the summed NLL, |log Z| and auxiliary loss of the real tokens
+        self.nll, self.abs_log_z, self.aux = (torch.zeros((), dtype=torch.float64, device=dev) for _ in range(3))
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self.shape = (batch, bptt)
 

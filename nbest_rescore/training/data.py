@@ -102,7 +102,6 @@ def load_train_data(cfg: TrainConfig, encoding, out_path, world: distributed.Wor
     else:
         path = default_store(out_path)
         sources = text_sources(d.train, d.valid)
-        ok = None
         if world.main:
             try:
                 _, reused = prepare_text(sources, encoding, path, budgets, PrepareOptions(progress=progress))

@@ -172,8 +172,8 @@ class HfFamily(TrainFamily):
         weights of a resumed run; positions checked against the windows."""
         h = cfg.hf
         lm = new_model(h.config, text) if h.config is not None else load_hf_lm(f"hf:{h.pretrained}").model
-        positions = _positions(lm.config)
-        if positions is not None and cfg.optim.bptt + h.context_tokens > positions:
+        positions = getattr(lm.config, "max_position_embeddings", None) or getattr(lm.config, "n_positions", None)
+        if isinstance(positions, int) and positions > 0 and cfg.optim.bptt + h.context_tokens > positions:
             raise DataError(f"optim.bptt + hf.context_tokens = {cfg.optim.bptt + h.context_tokens} is more than the "
                             f"model's {positions} positions; lower them")
         model = HfTrainModel(lm, h.context_tokens)
@@ -213,7 +213,11 @@ class HfFamily(TrainFamily):
                                                            if k.startswith("lm.")})
             text.tokenizer.save_pretrained(str(tmp))
             write_metadata(tmp, info)
-            _usual_modes(tmp)
+            mask = os.umask(0)  # the files readable as any output's (safetensors writes 0600)
+            os.umask(mask)
+            for f in Path(tmp).iterdir():
+                if f.is_file():
+                    os.chmod(f, 0o666 & ~mask)
 
     def eval_bptt(self, cfg: TrainConfig) -> int:
         return cfg.optim.bptt
@@ -230,15 +234,6 @@ def _quiet():
     finally:
         if was:
             logging_.enable_progress_bar()
-
-
-def _usual_modes(folder) -> None:
-    """The files of ``folder`` readable as any output (safetensors writes 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    for f in Path(folder).iterdir():
-        if f.is_file():
-            os.chmod(f, 0o666 & ~mask)
 
 
 def new_model(config: dict, text: HfText):
@@ -262,11 +257,6 @@ def new_model(config: dict, text: HfText):
         raise DataError(f"hf.config: transformers could not build the model ({_first_line(exc)})") from None
     check_causal_behaviour(model.eval(), "hf.config", text.tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
     return model
-
-
-def _positions(conf) -> Optional[int]:
-    value = getattr(conf, "max_position_embeddings", None) or getattr(conf, "n_positions", None)
-    return value if isinstance(value, int) and value > 0 else None
 
 
 __all__ = ["HfTrainModel", "HfFamily", "new_model"]

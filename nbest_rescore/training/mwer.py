@@ -126,13 +126,6 @@ def hypothesis_costs(model: LanguageModel, seqs: Sequence[Sequence[int]], eos: i
     return -(logp * mask).sum(1)
 
 
-def _ce_term(model: LanguageModel, sentences: List[Sequence[int]], eos: int) -> Tensor:
-    """Mean cost per token (nats) of ``sentences`` (word ids), each read from the
-    document-start state."""
-    costs = hypothesis_costs(model, sentences, eos, model.init_state(1), [0] * len(sentences))
-    return costs.sum() / sum(len(s) + 1 for s in sentences)
-
-
 #: ``list_costs(model, seqs, eos, states, rows)`` -> float [B] costs with gradient: the
 #: padded :func:`hypothesis_costs`, or the prefix tree's (``rescoring.forest_grad``)
 ListCosts = Callable[[LanguageModel, Sequence[Sequence[int]], int, State, Sequence[int]], Tensor]
@@ -161,7 +154,8 @@ def _step(model, lists: MwerLists, utts: Sequence[int], states: State, eos: int,
     loss = torch.stack(losses).mean()
     ce = float("nan")
     if ce_batch:
-        ce_loss = _ce_term(model, ce_batch, eos)
+        ce_costs = hypothesis_costs(model, ce_batch, eos, model.init_state(1), [0] * len(ce_batch))
+        ce_loss = ce_costs.sum() / sum(len(s) + 1 for s in ce_batch)
         loss = loss + o.ce_weight * ce_loss
         ce = float(ce_loss.detach())
     return loss, expected / len(utts), ce

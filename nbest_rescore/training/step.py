@@ -29,7 +29,6 @@ class StepOptions:
     autocast_dtype: Optional[torch.dtype] = None
 
 
-
 class SegmentLoss(NamedTuple):
     """The training loss of one BPTT segment (all device tensors, nothing read back).
 

@@ -205,7 +205,9 @@ def prepare_text(sources: Tuple[TextSource, ...], encoding, out, budgets: Budget
         return open_store(out), True
     check_output_dir(out, FILES, option="--out")
     jobs = options.jobs or min(MAX_DEFAULT_JOBS, len(os.sched_getaffinity(0)))
-    with _workers(jobs, sources, budgets) as pool:
+    sizes = [min(os.path.getsize(s.path), BUDGET_BYTES_PER_WORD * budgets.of(s.role))
+             if budgets.of(s.role) else os.path.getsize(s.path) for s in sources]
+    with _pooled(jobs, sizes) as pool:
         scans = [_scan(s, budgets.of(s.role), encoding.kind == "words" and s.role == "train", pool, options.progress)
                  for s in sources]
         counts = sum((s.counts for s in scans if s.source.role == "train"), Counter())
@@ -238,21 +240,13 @@ def _up_to_date(out, settings: dict) -> bool:
 BUDGET_BYTES_PER_WORD = 16
 
 
-def _workers(jobs: int, sources, budgets: Budgets):
-    """:func:`_pooled` ``jobs`` processes, or one (work in this process) when no text
-    needs more than one chunk read (a word budget reads at most about
-    :data:`BUDGET_BYTES_PER_WORD` bytes a word)."""
-    sizes = [min(os.path.getsize(s.path), BUDGET_BYTES_PER_WORD * budgets.of(s.role))
-             if budgets.of(s.role) else os.path.getsize(s.path) for s in sources]
-    return _pooled(jobs if max(sizes, default=0) > text_chunks.CHUNK_BYTES else 1)
-
-
 @contextlib.contextmanager
-def _pooled(jobs: int, init: Optional[Callable] = None,
+def _pooled(jobs: int, sizes: List[int], init: Optional[Callable] = None,
             args: tuple = ()) -> Iterator[Optional[multiprocessing.pool.Pool]]:
-    """A pool of ``jobs`` processes (:func:`_pool`), ended on exit; or None for one job
-    (``init`` run in this process)."""
-    if jobs <= 1:
+    """A pool of ``jobs`` processes (:func:`_pool`), ended on exit; or None (``init`` run
+    in this process) for one job or when no text needs more than one chunk read
+    (``sizes``: the bytes read of each)."""
+    if jobs <= 1 or max(sizes, default=0) <= text_chunks.CHUNK_BYTES:
         if init is not None:
             init(*args)
         yield None
@@ -275,9 +269,9 @@ def _pool(jobs: int, init: Optional[Callable] = None, args: tuple = ()):
     return ctx.Pool(jobs, init, args)
 
 
-def _ordered(pool, fn: Callable, chunks: Iterable, depth: int) -> Iterator[tuple]:
-    """(chunk, ``fn(chunk)``) in order, at most ``depth`` chunks in flight (``pool`` None:
-    computed here)."""
+def _ordered(pool, fn: Callable, chunks: Iterable) -> Iterator[tuple]:
+    """(chunk, ``fn(chunk)``) in order, at most two chunks per worker in flight (``pool``
+    None: computed here)."""
     if pool is None:
         for c in chunks:
             yield c, fn(c)
@@ -285,16 +279,12 @@ def _ordered(pool, fn: Callable, chunks: Iterable, depth: int) -> Iterator[tuple
     pending: deque = deque()
     for c in chunks:
         pending.append((c, pool.apply_async(fn, (c,))))
-        if len(pending) >= depth:
+        if len(pending) >= 2 * pool._processes:
             c0, r = pending.popleft()
             yield c0, r.get()
     while pending:
         c0, r = pending.popleft()
         yield c0, r.get()
-
-
-def _bar(source: TextSource, what: str, enabled: bool) -> Progress:
-    return Progress("MB", not enabled, desc=f"{what} {source.name}", leave=False)
 
 
 def _scan(source: TextSource, max_words: Optional[int], counts: bool, pool, progress: bool) -> _Scan:
@@ -303,11 +293,10 @@ def _scan(source: TextSource, max_words: Optional[int], counts: bool, pool, prog
     scan = _Scan(source)
     size = os.path.getsize(source.path)
     h = hashlib.blake2b()
-    bar = _bar(source, "count", progress)
-    depth = 2 * (pool._processes if pool is not None else 1)
+    bar = Progress("MB", not progress, desc=f"count {source.name}", leave=False)
     fn = functools.partial(_count_or_error, counts=counts)
     with contextlib.closing(bar):
-        for chunk, found in _ordered(pool, fn, text_chunks.read_chunks(source.path), depth):
+        for chunk, found in _ordered(pool, fn, text_chunks.read_chunks(source.path)):
             if isinstance(found, DataError) and max_words is None:
                 raise found
             if isinstance(found, DataError) or (max_words is not None and scan.words + found.words >= max_words):
@@ -374,7 +363,7 @@ def _encode_all(scans: List[_Scan], encoding, vocab: Optional[Vocabulary], dtype
     start = 0 if encoding.kind == "words" else _hf_text(encoding.tokenizer).start_ids[0]
     sizes = [s.limit if s.limit is not None else os.path.getsize(s.source.path) for s in scans]
     facts, pos, docs = [], 0, 0
-    with (_pooled(jobs if max(sizes) > text_chunks.CHUNK_BYTES else 1, init, args) as pool,
+    with (_pooled(jobs, sizes, init, args) as pool,
           open(folder / IDS, "wb") as ids_f, open(folder / DOCS, "wb") as docs_f):
         for scan in scans:
             n_pos, n_docs, sentences = _encode_source(scan, start, dtype, pool, ids_f, docs_f, pos, progress)
@@ -397,11 +386,10 @@ def _encode_source(scan: _Scan, start: int, dtype, pool, ids_f, docs_f, pos: int
     docs, sentences = docs_f.tell() // 8, 0
     in_doc = False  # the text read so far ends inside a document
     size = scan.limit if scan.limit is not None else os.path.getsize(scan.source.path)
-    bar = _bar(scan.source, "encode", progress)
-    depth = 2 * (pool._processes if pool is not None else 1)
+    bar = Progress("MB", not progress, desc=f"encode {scan.source.name}", leave=False)
     with contextlib.closing(bar):
-        for chunk, enc in _ordered(pool, text_chunks.encode_task, text_chunks.read_chunks(scan.source.path,
-                                                                                           scan.limit), depth):
+        chunks = text_chunks.read_chunks(scan.source.path, scan.limit)
+        for chunk, enc in _ordered(pool, text_chunks.encode_task, chunks):
             breaks = enc.breaks[enc.breaks < len(enc.ids)]
             if enc.sentences and not in_doc and (not len(breaks) or breaks[0] != 0):
                 breaks = np.concatenate([[0], breaks])

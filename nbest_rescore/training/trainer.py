@@ -140,7 +140,13 @@ def _prepare(cfg: TrainConfig, out_path, world: distributed.World, progress: boo
     (``resume``) the restored :class:`~.checkpointing.RunState`."""
     o = cfg.optim
     family = family_of(cfg)
-    direction = _check_start(cfg, out_path, world, resume, init_from, family)
+    direction = family.check(cfg, out_path, world)  # fail before any data is read
+    if o.dtype == "bfloat16" and world.device.type != "cuda":
+        raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
+                        f"{world.device}: use --device cuda or --dtype float32")
+    if resume and init_from:
+        raise DataError("--resume and --init-from exclude each other: resume continues a run, "
+                        "init-from starts a new one from trained weights")
     torch.manual_seed(o.seed)
     if o.threads:
         torch.set_num_threads(o.threads)
@@ -214,21 +220,6 @@ def family_of(cfg: TrainConfig) -> TrainFamily:
 
         return HfFamily()
     return WordFamily()
-
-
-def _check_start(cfg: TrainConfig, out_path, world: distributed.World, resume: Optional[str],
-                 init_from: Optional[str], family: TrainFamily) -> str:
-    """Fail before reading any data: an unwritable ``out_path`` (checked by the main
-    rank, the only one that writes), a bad model config, bfloat16 off CUDA, or both
-    ``resume`` and ``init_from``. Returns the model's reading direction."""
-    direction = family.check(cfg, out_path, world)
-    if cfg.optim.dtype == "bfloat16" and world.device.type != "cuda":
-        raise DataError(f"optim.dtype bfloat16 (mixed precision) trains on CUDA only; the device is "
-                        f"{world.device}: use --device cuda or --dtype float32")
-    if resume and init_from:
-        raise DataError("--resume and --init-from exclude each other: resume continues a run, "
-                        "init-from starts a new one from trained weights")
-    return direction
 
 
 def _info(cfg: TrainConfig, params: dict, run: checkpointing.RunState, tokens_per_word: float = 1.0) -> dict:

@@ -53,7 +53,15 @@ class WordFamily(TrainFamily):
 
     def build(self, cfg: TrainConfig, vocab: Vocabulary, data: TrainData, loaded, device):
         cfg = _with_adaptive_cutoffs(cfg, data, len(vocab), loaded)
-        return (cfg, *_build_model(cfg, vocab, loaded, device))
+        model = build_model(cfg.model, cfg.model_config, len(vocab))
+        if loaded:
+            checkpointing.load_weights(model, loaded)
+        model.to(device)
+        model.fused_training = bool(cfg.optim.fused_softmax)
+        params = model.num_parameters()
+        log.info("model %s: %d parameters (%d without embeddings), vocabulary %d",
+                 cfg.model, params["total"], params["without_embeddings"], len(vocab))
+        return cfg, model, params
 
     def save(self, out_path, model, vocab: Vocabulary, run: checkpointing.RunState, opt, info: dict,
              position: Optional[dict] = None) -> None:
@@ -75,17 +83,3 @@ def _with_adaptive_cutoffs(cfg: TrainConfig, data: TrainData, vocab_size: int, l
     cutoffs = stored or default_adaptive_cutoffs(data.id_counts(vocab_size).tolist())
     log.info("adaptive softmax cutoffs from word frequencies: %s", cutoffs)
     return dataclasses.replace(cfg, model_config={**cfg.model_config, "adaptive_cutoffs": cutoffs})
-
-
-def _build_model(cfg: TrainConfig, vocab: Vocabulary, loaded, device):
-    """(the model of ``cfg`` with the weights of ``loaded``, if any, on ``device``,
-    its parameter counts)."""
-    model = build_model(cfg.model, cfg.model_config, len(vocab))
-    if loaded:
-        checkpointing.load_weights(model, loaded)
-    model.to(device)
-    model.fused_training = bool(cfg.optim.fused_softmax)
-    params = model.num_parameters()
-    log.info("model %s: %d parameters (%d without embeddings), vocabulary %d",
-             cfg.model, params["total"], params["without_embeddings"], len(vocab))
-    return model, params
