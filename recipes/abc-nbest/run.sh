@@ -55,7 +55,8 @@
 # --conf-set cpu-converged: experiment 2 of docs/amn_convergence.md: the GRU 256 of cpu-ensemble
 # and the AMN of experiment 1 scaled to the 43k vocabulary, each at most 1 hour on one thread with
 # a validation point every 500k words and early stopping; train them side by side (one run.sh
-# --stop-stage 1 per model), then run stages 2-7 once.
+# --stop-stage 1 per model), then run stages 2-7 once. --models "gru amn-memvec" uses the AMN with
+# Drop-Mem 0.5 on the memcell vectors instead (amn-memvec.yaml, issue 46).
 #
 # --conf-set cpu-trio: the configs of cpu-converged with the backward GRU (gru-bwd.yaml) beside
 # the GRU and the AMN, each capped at 40 minutes on one thread (--train-seconds 2400 unless
