@@ -1,7 +1,7 @@
 """The configs of issue 46: the converged set's backward GRU (run.sh --conf-set cpu-trio)
 differs from its forward GRU only in the direction and the 40-minute cap; each new
 experiment 1 row differs from the row it varies only in its regularisation (the
-memcell-vector row also at the thesis's other dropout, 0.5)."""
+memcell-vector row also at the thesis's other dropout, 0.5, and with the thesis's ITL)."""
 from dataclasses import asdict
 from pathlib import Path
 
@@ -44,6 +44,18 @@ def test_experiment_1_rows_vary_one_regularisation_each(repo_data, monkeypatch):
     assert gru["model_config"].pop("dropout_out") == 0.35 and "dropout_out" not in gru_in["model_config"]
     assert gru == gru_in
 
+
+
+def test_itl_rows_add_the_thesis_itl_to_the_memcell_vector_row(repo_data, monkeypatch):
+    """amn-anneal-dropmemvec-05-itl{05,2}: the memcell-vector row at 0.5 plus eq. 4.32 as
+    written (sum-token) at the thesis's lambda 0.5 and 2, nothing else changed."""
+    monkeypatch.chdir(REPO)
+    base = _load(CONF / "cpu-thesis" / "amn-anneal-dropmemvec-05.yaml")
+    for name, weight in (("itl05", 0.5), ("itl2", 2.0)):
+        row = _load(CONF / "cpu-thesis" / f"amn-anneal-dropmemvec-05-{name}.yaml")
+        mc = row["model_config"]
+        assert (mc.pop("itl_weight"), mc.pop("itl_reduction")) == (weight, "sum-token")
+        assert row == base
 
 def test_converged_memcell_vector_twin_differs_from_the_amn_as_its_row_does(repo_data, monkeypatch):
     """The cpu-converged twin of experiment 1's memcell-vector row at 0.5: the converged AMN
