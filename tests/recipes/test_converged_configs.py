@@ -45,7 +45,6 @@ def test_experiment_1_rows_vary_one_regularisation_each(repo_data, monkeypatch):
     assert gru == gru_in
 
 
-
 def test_itl_rows_add_the_thesis_itl_to_the_memcell_vector_row(repo_data, monkeypatch):
     """amn-anneal-dropmemvec-05-itl{05,2}: the memcell-vector row at 0.5 plus eq. 4.32 as
     written (sum-token) at the thesis's lambda 0.5 and 2, nothing else changed."""
@@ -56,6 +55,7 @@ def test_itl_rows_add_the_thesis_itl_to_the_memcell_vector_row(repo_data, monkey
         mc = row["model_config"]
         assert (mc.pop("itl_weight"), mc.pop("itl_reduction")) == (weight, "sum-token")
         assert row == base
+
 
 def test_converged_memcell_vector_twin_differs_from_the_amn_as_its_row_does(repo_data, monkeypatch):
     """The cpu-converged twin of experiment 1's memcell-vector row at 0.5: the converged AMN
